@@ -1,0 +1,279 @@
+package delay
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Errors returned by Queue methods. Test with errors.Is.
+var (
+	// ErrInvalidMessage is wrapped when a message or a When is refused at the
+	// call; nothing is written.
+	ErrInvalidMessage = errors.New("delay: invalid message")
+	// ErrDuplicate is returned by Schedule when a message with the same id is
+	// already waiting and the policy is [Reject].
+	ErrDuplicate = errors.New("delay: duplicate message id")
+	// ErrNotFound means no message with that id is waiting: it never
+	// existed, was cancelled, or has already been promoted to the stream.
+	ErrNotFound = errors.New("delay: message not found")
+)
+
+// Message is what a producer schedules.
+type Message struct {
+	// ID identifies the message while it waits; Cancel, Reschedule and Get
+	// use it, and scheduling an id that is already waiting applies the
+	// duplicate policy. Empty: a unique, time-sortable id is generated
+	// (26 characters, ULID layout). Choose a deterministic id ("order:5001:
+	// cancel") to make scheduling idempotent.
+	ID string
+	// Payload is delivered as is; at most the queue's max payload (1 MiB by default).
+	Payload []byte
+	// Headers are optional metadata delivered with the payload. Keys must be
+	// non-empty and must not start with [ReservedHeaderPrefix].
+	Headers map[string]string
+	// OnDuplicate overrides the queue's duplicate policy for this message.
+	// The zero value uses the queue's policy.
+	OnDuplicate Policy
+}
+
+// Policy says what happens when a message is scheduled with the id of a
+// message that is still waiting. It does not look at messages already
+// promoted to the stream: once due, an id may be scheduled again.
+type Policy int
+
+const (
+	// QueueDefault (the zero value) uses the queue's policy, set with
+	// WithDuplicatePolicy.
+	QueueDefault Policy = iota
+	// Keep leaves the waiting message as it is and reports [Kept]. It is the
+	// default, because it makes scheduling idempotent: a producer that
+	// retries after a timeout cannot push a deadline back or create a twin.
+	Keep
+	// Replace overwrites the waiting message's payload, headers and due time
+	// ([Replaced]): use it to debounce or to move a deadline.
+	Replace
+	// Reject refuses the new message: Schedule returns [ErrDuplicate] and
+	// ScheduleBatch reports [Rejected].
+	Reject
+)
+
+// String returns the policy's name.
+func (p Policy) String() string {
+	switch p {
+	case QueueDefault:
+		return "queue-default"
+	case Keep:
+		return "keep"
+	case Replace:
+		return "replace"
+	case Reject:
+		return "reject"
+	}
+	return "Policy(" + strconv.Itoa(int(p)) + ")"
+}
+
+func (p Policy) arg() string {
+	switch p {
+	case Replace:
+		return "r"
+	case Reject:
+		return "e"
+	default:
+		return "k"
+	}
+}
+
+// Outcome is what scheduling did with one message.
+type Outcome int
+
+const (
+	// Unknown: the call failed before Redis answered for this message; it
+	// may or may not have been written. Scheduling it again with the same
+	// id and [Keep] is safe.
+	Unknown Outcome = iota
+	// Created: the message is new and now waits.
+	Created
+	// Replaced: a waiting message with this id was overwritten.
+	Replaced
+	// Kept: a waiting message with this id was left unchanged.
+	Kept
+	// Rejected: a waiting message with this id exists and the policy is Reject.
+	Rejected
+)
+
+// String returns the outcome's name.
+func (o Outcome) String() string {
+	switch o {
+	case Unknown:
+		return "unknown"
+	case Created:
+		return "created"
+	case Replaced:
+		return "replaced"
+	case Kept:
+		return "kept"
+	case Rejected:
+		return "rejected"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Result reports what happened to one scheduled message.
+type Result struct {
+	ID      string    // the message id (generated if the message had none)
+	Due     time.Time // the due time now stored (the existing one for Kept and Rejected)
+	Outcome Outcome
+}
+
+// When is a due time: [After] a delay measured by the Redis clock, or [At] an
+// absolute time. The zero When is invalid.
+type When struct {
+	delay time.Duration
+	at    time.Time
+	kind  uint8 // 0 invalid, 1 after, 2 at
+}
+
+// After returns a due time d after the moment the Redis server runs the
+// schedule script (its TIME, not this host's clock), rounded up to the next
+// millisecond. d must be >= 0; After(0) is due at once.
+func After(d time.Duration) When { return When{delay: d, kind: 1} }
+
+// At returns the absolute due time t, rounded up to the next millisecond so
+// the message is never early. A time in the past is due at once. The zero
+// time is invalid.
+func At(t time.Time) When { return When{at: t, kind: 2} }
+
+// String describes w, for logs.
+func (w When) String() string {
+	switch w.kind {
+	case 1:
+		return "after " + w.delay.String()
+	case 2:
+		return "at " + w.at.Format(time.RFC3339Nano)
+	}
+	return "invalid When"
+}
+
+// maxDueMs keeps due times exact in a float64 sorted-set score and inside
+// year 9999.
+const maxDueMs = 253402300799999
+
+func ceilMs(d time.Duration) int64 {
+	ms := d / time.Millisecond
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return int64(ms)
+}
+
+// arg encodes w for the scripts: "r<ms>" relative to Redis TIME or "a<ms>".
+func (w When) arg() (string, error) {
+	switch w.kind {
+	case 1:
+		if w.delay < 0 {
+			return "", fmt.Errorf("%w: negative delay %s", ErrInvalidMessage, w.delay)
+		}
+		return "r" + strconv.FormatInt(ceilMs(w.delay), 10), nil
+	case 2:
+		if w.at.IsZero() {
+			return "", fmt.Errorf("%w: zero time in At", ErrInvalidMessage)
+		}
+		ns := w.at.UnixNano()
+		ms := w.at.UnixMilli()
+		if ns%int64(time.Millisecond) != 0 && ns > 0 {
+			ms++
+		}
+		if ms > maxDueMs {
+			return "", fmt.Errorf("%w: due time %s is after year 9999", ErrInvalidMessage, w.at)
+		}
+		return "a" + strconv.FormatInt(max(ms, 0), 10), nil
+	}
+	return "", fmt.Errorf("%w: zero When (use delay.After or delay.At)", ErrInvalidMessage)
+}
+
+// validate checks m against the queue's limits.
+func validate(m *Message, maxPayload int) error {
+	if m.ID != "" {
+		if err := ValidateID(m.ID); err != nil {
+			return err
+		}
+	}
+	if len(m.Payload) > maxPayload {
+		return fmt.Errorf("%w: payload is %d bytes, max %d", ErrInvalidMessage, len(m.Payload), maxPayload)
+	}
+	if len(m.Headers) > MaxHeaders {
+		return fmt.Errorf("%w: %d headers, max %d", ErrInvalidMessage, len(m.Headers), MaxHeaders)
+	}
+	for k, v := range m.Headers {
+		switch {
+		case k == "":
+			return fmt.Errorf("%w: empty header key", ErrInvalidMessage)
+		case strings.HasPrefix(k, ReservedHeaderPrefix):
+			return fmt.Errorf("%w: header %q uses the reserved prefix %q", ErrInvalidMessage, k, ReservedHeaderPrefix)
+		case len(k) > MaxHeaderLen || len(v) > MaxHeaderLen:
+			return fmt.Errorf("%w: header %q: key or value longer than %d bytes", ErrInvalidMessage, k, MaxHeaderLen)
+		}
+	}
+	if m.OnDuplicate < QueueDefault || m.OnDuplicate > Reject {
+		return fmt.Errorf("%w: unknown duplicate policy %d", ErrInvalidMessage, m.OnDuplicate)
+	}
+	return nil
+}
+
+// ValidateID reports whether id is acceptable as a message id: 1 to
+// [MaxIDLen] bytes of valid UTF-8 without control characters.
+func ValidateID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty id", ErrInvalidMessage)
+	case len(id) > MaxIDLen:
+		return fmt.Errorf("%w: id is %d bytes, max %d", ErrInvalidMessage, len(id), MaxIDLen)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("%w: id is not valid UTF-8", ErrInvalidMessage)
+	}
+	for _, r := range id {
+		if r < ' ' || r == 0x7f {
+			return fmt.Errorf("%w: id %q contains control character %U", ErrInvalidMessage, id, r)
+		}
+	}
+	return nil
+}
+
+// crockford is the ULID alphabet (Crockford's base32).
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// NewID returns a new message id: 26 characters in the ULID layout, a 48-bit
+// millisecond timestamp (this host's clock, used only for ordering) followed
+// by 80 random bits. Ids from one host sort by creation time to the
+// millisecond; collisions need 2^40 ids in one millisecond.
+func NewID() string {
+	var b [16]byte
+	ms := uint64(time.Now().UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	_, _ = rand.Read(b[6:]) // crypto/rand.Read never fails (Go 1.24+)
+	return encodeULID(b)
+}
+
+func encodeULID(b [16]byte) string {
+	var out [26]byte
+	// 128 bits as 26 base32 digits: the first digit carries the top 3 bits.
+	hi := uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
+		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+	lo := uint64(b[8])<<56 | uint64(b[9])<<48 | uint64(b[10])<<40 | uint64(b[11])<<32 |
+		uint64(b[12])<<24 | uint64(b[13])<<16 | uint64(b[14])<<8 | uint64(b[15])
+	for i := 25; i >= 0; i-- {
+		out[i] = crockford[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	return string(out[:])
+}

@@ -1,0 +1,104 @@
+package delay
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/stream"
+)
+
+// ErrInvalidOption is wrapped by every error an Option or New returns.
+var ErrInvalidOption = errors.New("delay: invalid option")
+
+// Option configures a Queue.
+type Option func(*config) error
+
+type config struct {
+	prefix     string
+	codec      codec.Codec
+	maxPayload int
+	policy     Policy
+	batchSize  int
+}
+
+// Limits on what a producer accepts. They keep every script call bounded.
+const (
+	// DefaultMaxPayload is the default payload size limit (1 MiB).
+	DefaultMaxPayload = 1 << 20
+	// MaxIDLen is the longest message id accepted, in bytes.
+	MaxIDLen = 256
+	// MaxHeaders is the most headers a message may carry.
+	MaxHeaders = 64
+	// MaxHeaderLen bounds a header key and a header value, each, in bytes.
+	MaxHeaderLen = 4096
+	// ReservedHeaderPrefix starts the header keys delaystream reserves for
+	// itself (retry and dead-letter metadata); messages may not set them.
+	ReservedHeaderPrefix = "ds."
+	// DefaultBatchSize is how many messages ScheduleBatch sends per script call.
+	DefaultBatchSize = 500
+	// MaxBatchSize bounds WithBatchSize: one script call never takes more.
+	MaxBatchSize = 5000
+)
+
+// WithPrefix sets the key prefix. Default [stream.DefaultPrefix] ("ds").
+// Producers, movers and consumers of one queue must use the same prefix.
+func WithPrefix(p string) Option {
+	return func(c *config) error {
+		if err := stream.ValidateName("prefix", p); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		c.prefix = p
+		return nil
+	}
+}
+
+// WithCodec sets the codec [Typed] uses to encode values. Default
+// codec.Msgpack. It does not affect Schedule, which takes bytes.
+func WithCodec(cd codec.Codec) Option {
+	return func(c *config) error {
+		if cd == nil {
+			return fmt.Errorf("%w: nil codec", ErrInvalidOption)
+		}
+		c.codec = cd
+		return nil
+	}
+}
+
+// WithMaxPayload sets the largest payload accepted, in bytes (1 to 64 MiB).
+// Default [DefaultMaxPayload] (1 MiB). Larger payloads are refused with
+// [ErrInvalidMessage] and nothing is written.
+func WithMaxPayload(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > 64<<20 {
+			return fmt.Errorf("%w: max payload must be 1..%d bytes, got %d", ErrInvalidOption, 64<<20, n)
+		}
+		c.maxPayload = n
+		return nil
+	}
+}
+
+// WithDuplicatePolicy sets what Schedule does when a message with the same id
+// is already waiting. Default [Keep]; see [Policy]. A message's own
+// OnDuplicate overrides it.
+func WithDuplicatePolicy(p Policy) Option {
+	return func(c *config) error {
+		if p < Keep || p > Reject {
+			return fmt.Errorf("%w: unknown duplicate policy %d", ErrInvalidOption, p)
+		}
+		c.policy = p
+		return nil
+	}
+}
+
+// WithBatchSize sets how many messages ScheduleBatch sends per script call
+// (1 to [MaxBatchSize]). Default [DefaultBatchSize]. Chunks are pipelined.
+func WithBatchSize(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > MaxBatchSize {
+			return fmt.Errorf("%w: batch size must be 1..%d, got %d", ErrInvalidOption, MaxBatchSize, n)
+		}
+		c.batchSize = n
+		return nil
+	}
+}

@@ -1,0 +1,80 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Cluster is a local Redis Cluster of throwaway servers.
+type Cluster struct {
+	Addrs   []string // every node; the first len/2 (with replicas) or all are masters at start
+	servers []*Server
+}
+
+// SpawnCluster starts masters*(1+replicas) servers with cluster mode on and
+// joins them with `redis-cli --cluster create`, then waits until the cluster
+// state is ok. The caller must Stop it (or call StopAll).
+func SpawnCluster(masters, replicas int) (*Cluster, error) {
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: redis-cli not found: %s", InstallHint)
+	}
+	c := &Cluster{}
+	for i := 0; i < masters*(1+replicas); i++ {
+		s, err := Spawn("--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
+			"--cluster-config-file", "nodes.conf", "--repl-diskless-sync-delay", "0")
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.servers = append(c.servers, s)
+		c.Addrs = append(c.Addrs, s.Addr)
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs...)
+	args = append(args, "--cluster-replicas", fmt.Sprint(replicas), "--cluster-yes")
+	out, err := exec.Command(cli, args...).CombinedOutput()
+	if err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("redistest: redis-cli --cluster create: %w\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, a := range c.Addrs {
+		n := redis.NewClient(&redis.Options{Addr: a})
+		for {
+			info, err := n.ClusterInfo(ctx).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if ctx.Err() != nil {
+				n.Close()
+				c.Stop()
+				return nil, fmt.Errorf("redistest: cluster at %s not ok: %v %q", a, err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		n.Close()
+	}
+	return c, nil
+}
+
+// Client returns a cluster client tuned for tests: it reloads the cluster
+// state quickly after a failover instead of the default 60 s.
+func (c *Cluster) Client() *redis.ClusterClient {
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs, MaxRedirects: 8})
+}
+
+// Servers returns the node processes, e.g. to kill one.
+func (c *Cluster) Servers() []*Server { return c.servers }
+
+// Stop kills every node.
+func (c *Cluster) Stop() {
+	for _, s := range c.servers {
+		s.Stop()
+	}
+}

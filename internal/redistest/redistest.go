@@ -1,0 +1,216 @@
+// Package redistest starts throwaway redis-server processes for tests: a
+// single server or a local Cluster, on free loopback ports, with persistence
+// off, killed when the test binary ends (and when it dies: Pdeathsig).
+//
+// It never skips: when redis-server cannot be found or started, the test
+// fails with a message naming what to install.
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// InstallHint is printed when redis-server is missing.
+const InstallHint = "redis-server (Redis >= 7.0) is required: install it with `apt-get install -y redis-server` (Debian/Ubuntu), `brew install redis` (macOS), or set REDIS_ADDR to a server the tests may write to"
+
+// Server is one redis-server child process.
+type Server struct {
+	Addr string
+	cmd  *exec.Cmd
+	dir  string
+}
+
+var (
+	mu      sync.Mutex
+	started []*Server
+)
+
+// Binary returns the path of redis-server or an error carrying InstallHint.
+func Binary() (string, error) {
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", fmt.Errorf("redistest: %s", InstallHint)
+	}
+	return p, nil
+}
+
+// Spawn starts a redis-server with extra arguments and waits until it
+// answers PING. The caller must Stop it (or call StopAll).
+func Spawn(extra ...string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		dir, err := os.MkdirTemp("", "redistest-")
+		if err != nil {
+			return nil, err
+		}
+		args := append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+			"--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no",
+			"--protected-mode", "no", "--loglevel", "warning"}, extra...)
+		cmd := exec.Command(bin, args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+		out, _ := cmd.StdoutPipe()
+		cmd.Stderr = cmd.Stdout
+		if err := cmd.Start(); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("redistest: start %s: %w (%s)", bin, err, InstallHint)
+		}
+		var logBuf strings.Builder
+		var logMu sync.Mutex
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				logMu.Lock()
+				logBuf.WriteString(sc.Text() + "\n")
+				logMu.Unlock()
+			}
+		}()
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, dir: dir}
+		if err := waitPing(s.Addr, 5*time.Second); err != nil {
+			s.Stop()
+			logMu.Lock()
+			l := logBuf.String()
+			logMu.Unlock()
+			if strings.Contains(l, "Address already in use") {
+				continue
+			}
+			return nil, fmt.Errorf("redistest: redis-server on %s did not answer: %w; log:\n%s", s.Addr, err, l)
+		}
+		mu.Lock()
+		started = append(started, s)
+		mu.Unlock()
+		return s, nil
+	}
+	return nil, fmt.Errorf("redistest: could not find a free port for redis-server")
+}
+
+// Stop kills the server and removes its directory. It is idempotent.
+func (s *Server) Stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+		s.cmd = nil
+	}
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
+		s.dir = ""
+	}
+}
+
+// StopAll stops every server started by this process.
+func StopAll() {
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range started {
+		s.Stop()
+	}
+	started = nil
+}
+
+// Main runs the tests and then stops every server they started. Use it as
+// TestMain: func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }.
+func Main(m *testing.M) int {
+	code := m.Run()
+	StopAll()
+	return code
+}
+
+var (
+	sharedOnce sync.Once
+	sharedAddr string
+	sharedErr  error
+)
+
+// Addr returns the address of the package's shared server: REDIS_ADDR when
+// set, else one redis-server started on first use. Tests share it and keep
+// apart by unique key prefixes (see Prefix). It fails tb when no server can be had.
+func Addr(tb testing.TB) string {
+	tb.Helper()
+	if a := os.Getenv("REDIS_ADDR"); a != "" {
+		return a
+	}
+	sharedOnce.Do(func() {
+		var s *Server
+		s, sharedErr = Spawn()
+		if s != nil {
+			sharedAddr = s.Addr
+		}
+	})
+	if sharedErr != nil {
+		tb.Fatalf("%v", sharedErr)
+	}
+	return sharedAddr
+}
+
+// Client returns a client of the shared server, closed when tb ends.
+func Client(tb testing.TB) *redis.Client {
+	tb.Helper()
+	c := redis.NewClient(&redis.Options{Addr: Addr(tb)})
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Prefix returns a key prefix unique to tb: its name (sanitized) plus a
+// random suffix, so parallel tests never share keys.
+func Prefix(tb testing.TB) string {
+	var b strings.Builder
+	for _, r := range tb.Name() {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	s := b.String()
+	if len(s) > 60 {
+		s = s[len(s)-60:]
+	}
+	return fmt.Sprintf("t.%s.%d", s, time.Now().UnixNano()%1e9)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitPing(addr string, limit time.Duration) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	deadline := time.Now().Add(limit)
+	var err error
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		err = c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return err
+}

@@ -1,0 +1,53 @@
+-- schedule.lua: add messages to a lane's delayed set (one transition: -> scheduled).
+--
+-- KEYS[1]  ZSET  delayed set (message id -> due ms)
+-- KEYS[2]  HASH  envelopes (message id -> encoded envelope)
+-- ARGV[1]  wake channel: PUBLISHed the earliest new due time when it is
+--          earlier than the current head ("" = never publish)
+-- ARGV[2..] groups of four per message:
+--          id, envelope, when, policy
+--          when:   "r<ms>" due <ms> after Redis TIME, "a<ms>" due at absolute Unix ms
+--          policy: "k" keep existing, "r" replace existing, "e" refuse if existing
+--
+-- Returns a flat array, two items per message, in order:
+--          status (1 created, 2 replaced, 3 kept, 4 refused), due ms (the
+--          stored due time: the existing one for kept and refused)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local headDue = head[2] and tonumber(head[2]) or nil
+local earliest = nil
+local out = {}
+for i = 2, #ARGV, 4 do
+  local id, env, when, policy = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local due = tonumber(string.sub(when, 2))
+  if string.sub(when, 1, 1) == 'r' then
+    due = now + due
+  end
+  local status = 1
+  local cur = redis.call('ZSCORE', KEYS[1], id)
+  if cur then
+    if policy == 'r' then
+      status = 2
+    elseif policy == 'k' then
+      status = 3
+    else
+      status = 4
+    end
+  end
+  if status <= 2 then
+    redis.call('ZADD', KEYS[1], due, id)
+    redis.call('HSET', KEYS[2], id, env)
+    if earliest == nil or due < earliest then
+      earliest = due
+    end
+  else
+    due = tonumber(cur)
+  end
+  out[#out + 1] = status
+  out[#out + 1] = due
+end
+if ARGV[1] ~= '' and earliest and (headDue == nil or earliest < headDue) then
+  redis.call('PUBLISH', ARGV[1], earliest)
+end
+return out

@@ -1,0 +1,88 @@
+// Package scripts holds delaystream's Lua scripts, one per state transition,
+// embedded from the .lua files beside this one. Each file's header documents
+// its KEYS, ARGV and reply.
+package scripts
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed schedule.lua
+	scheduleSrc string
+	//go:embed promote.lua
+	promoteSrc string
+	//go:embed release.lua
+	releaseSrc string
+	//go:embed cancel.lua
+	cancelSrc string
+	//go:embed reschedule.lua
+	rescheduleSrc string
+	//go:embed get.lua
+	getSrc string
+	//go:embed stats.lua
+	statsSrc string
+)
+
+// The scripts. Run them with Script.Run (EVALSHA with EVAL fallback); inside a
+// pipeline use [RunPipelined], which loads them first.
+var (
+	Schedule   = redis.NewScript(scheduleSrc)
+	Promote    = redis.NewScript(promoteSrc)
+	Release    = redis.NewScript(releaseSrc)
+	Cancel     = redis.NewScript(cancelSrc)
+	Reschedule = redis.NewScript(rescheduleSrc)
+	Get        = redis.NewScript(getSrc)
+	Stats      = redis.NewScript(statsSrc)
+)
+
+// Call is one invocation of a script in a pipeline.
+type Call struct {
+	Keys []string
+	Args []any
+}
+
+// RunPipelined runs s once per call in a single pipeline and returns the
+// replies in order. EVALSHA does not fall back to EVAL inside a pipeline, so
+// calls answered with NOSCRIPT (script cache flushed, or a Cluster node that
+// never saw the script) are retried one by one with Run, which loads the
+// script; a NOSCRIPT reply means the call did not run, so the retry is safe.
+// The error of each reply is in its Cmd; the returned error reports only a
+// failure to send the pipeline at all.
+func RunPipelined(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, calls []Call) ([]*redis.Cmd, error) {
+	pipe := rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = s.EvalSha(ctx, pipe, c.Keys, c.Args...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && ctx.Err() != nil {
+		return cmds, fmt.Errorf("pipeline: %w", err)
+	}
+	for i, c := range calls {
+		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+			cmds[i] = s.Run(ctx, rdb, c.Keys, c.Args...)
+		}
+	}
+	return cmds, nil
+}
+
+// Ints converts a script's array reply of integers.
+func Ints(v any) ([]int64, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("script reply: want array, got %T", v)
+	}
+	out := make([]int64, len(arr))
+	for i, x := range arr {
+		n, ok := x.(int64)
+		if !ok {
+			return nil, fmt.Errorf("script reply item %d: want integer, got %T", i, x)
+		}
+		out[i] = n
+	}
+	return out, nil
+}

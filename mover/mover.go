@@ -1,0 +1,336 @@
+package mover
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/stream"
+)
+
+// callTimeout bounds one promote call, so a hung connection cannot stall a lane.
+const callTimeout = 5 * time.Second
+
+// envelopeHeader is what every valid envelope starts with; the promote
+// script quarantines anything else.
+var envelopeHeader = string([]byte{codec.EnvelopeMagic, codec.EnvelopeVersion})
+
+// Mover promotes due messages of a queue into its stream. Create it with
+// [New] and start it with [Mover.Run]. Its methods are safe for concurrent
+// use.
+type Mover struct {
+	rdb   redis.UniversalClient
+	queue string
+	lanes []*lane
+	cfg   config
+	token string
+
+	running  atomic.Bool
+	promoted atomic.Uint64
+	quarant  atomic.Uint64
+	batches  atomic.Uint64
+	failures atomic.Uint64
+}
+
+// Counters are running totals since the Mover was created.
+type Counters struct {
+	Promoted    uint64 // entries appended to streams
+	Quarantined uint64 // entries set aside (missing or foreign envelope)
+	Batches     uint64 // promote calls that moved or quarantined something
+	Errors      uint64 // promote calls that failed
+}
+
+// New returns a Mover for queue. It validates everything, talks to no server
+// and starts nothing: call Run. The client is borrowed and never closed.
+func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Mover, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
+	}
+	cfg := config{
+		prefix:    stream.DefaultPrefix,
+		batch:     DefaultBatchSize,
+		maxIdle:   DefaultMaxIdle,
+		leaseTTL:  DefaultLeaseTTL,
+		logger:    slog.Default(),
+		callLimit: callTimeout,
+	}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := opt(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if !cfg.noLease && cfg.leaseTTL <= cfg.maxIdle {
+		return nil, fmt.Errorf("%w: lease TTL %s must exceed max idle %s", ErrInvalidOption, cfg.leaseTTL, cfg.maxIdle)
+	}
+	keys, err := stream.NewKeys(cfg.prefix, queue, 0, 1)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	var tok [12]byte
+	_, _ = rand.Read(tok[:])
+	m := &Mover{rdb: rdb, queue: queue, cfg: cfg, token: hex.EncodeToString(tok[:])}
+	if cfg.noLease {
+		m.token = ""
+	}
+	m.lanes = []*lane{m.newLane(keys.Main())}
+	return m, nil
+}
+
+// Counters returns the running totals.
+func (m *Mover) Counters() Counters {
+	return Counters{
+		Promoted: m.promoted.Load(), Quarantined: m.quarant.Load(),
+		Batches: m.batches.Load(), Errors: m.failures.Load(),
+	}
+}
+
+// Run promotes due entries until ctx is cancelled, then releases its leases
+// and returns nil. It returns [ErrRunning] if the Mover is already running.
+//
+// Each lane is promoted in batches while batches are full; otherwise the
+// mover sleeps until the next due time (a Go timer, capped at the max idle),
+// and is woken early through the lane's pub/sub channel when a producer
+// schedules an earlier entry. When several movers run, the one holding a
+// lane's lease promotes it and the others check once per lease period.
+//
+// Failed calls are logged and retried with backoff; Run does not return on
+// them. Shutdown takes at most one in-flight promote call (bounded by a 5 s
+// timeout) plus a lease release of at most 1 s.
+func (m *Mover) Run(ctx context.Context) error {
+	if !m.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer m.running.Store(false)
+	log := m.cfg.logger.With(slog.String("queue", m.queue))
+	log.DebugContext(ctx, "mover started", slog.Int("lanes", len(m.lanes)))
+
+	chans := make([]string, len(m.lanes))
+	byChan := make(map[string]*lane, len(m.lanes))
+	for i, l := range m.lanes {
+		chans[i] = l.keys.Wake
+		byChan[l.keys.Wake] = l
+		l.wake = make(chan int64, 1)
+	}
+	ps := m.rdb.Subscribe(ctx, chans...)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		// A lost wake-up costs at most the max idle, so a slow health check
+		// keeps the idle cost near one call per second.
+		ch := ps.Channel(redis.WithChannelHealthCheckInterval(30 * time.Second))
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case msg, ok := <-ch:
+				if !ok {
+					return nil
+				}
+				l := byChan[msg.Channel]
+				if l == nil {
+					continue
+				}
+				due, err := strconv.ParseInt(msg.Payload, 10, 64)
+				if err != nil {
+					continue
+				}
+				l.notify(due)
+			}
+		}
+	})
+	for _, l := range m.lanes {
+		g.Go(func() error { return l.run(gctx, log) })
+	}
+	err := g.Wait()
+	_ = ps.Close()
+
+	relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	for _, l := range m.lanes {
+		l.release(relCtx)
+	}
+	log.DebugContext(ctx, "mover stopped")
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// lane promotes one delayed set into its stream.
+type lane struct {
+	m     *Mover
+	keys  stream.Lane
+	wake  chan int64   // due times from the wake channel; 0 = lease released
+	owner atomic.Bool  // whether this mover held the lease at the last call
+	until atomic.Int64 // due ms the lane sleeps until; noDue while awake or when nothing is due
+}
+
+func (m *Mover) newLane(keys stream.Lane) *lane {
+	return &lane{m: m, keys: keys}
+}
+
+// notify wakes the lane when due is earlier than what it sleeps until, or
+// when a lease was released (due 0). It never blocks.
+func (l *lane) notify(due int64) {
+	if due != 0 && due >= l.until.Load() && l.until.Load() != noDue {
+		return
+	}
+	select {
+	case l.wake <- due:
+	default: // a wake-up is already pending
+	}
+}
+
+// noDue stands for "nothing due": later than any due time.
+const noDue = 1<<63 - 1
+
+// result is the reply of one promote call.
+type result struct {
+	moved, quarantined int
+	next               int64 // due ms of the earliest remaining entry, -1 if none
+	nowUs              int64 // Redis TIME in µs
+	leaseTTL           int64 // -1 when we own the lane; else ms left on another mover's lease
+}
+
+// runOnce runs the promote script once.
+func (l *lane) runOnce(ctx context.Context) (result, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.callLimit)
+	defer cancel()
+	start := time.Now()
+	reply, err := scripts.Promote.Run(ctx, l.m.rdb,
+		[]string{l.keys.Delayed, l.keys.Envelopes, l.keys.Stream, l.keys.Quarantine, l.keys.Lease},
+		l.m.cfg.batch, l.m.token, l.m.cfg.leaseTTL.Milliseconds(), envelopeHeader).Result()
+	var v []int64
+	if err == nil {
+		v, err = scripts.Ints(reply)
+	}
+	if err == nil && len(v) != 5 {
+		err = errors.New("unexpected promote reply")
+	}
+	if err != nil {
+		l.m.failures.Add(1)
+		return result{}, fmt.Errorf("promote %s: %w", l.keys.Delayed, err)
+	}
+	r := result{moved: int(v[0]), quarantined: int(v[1]), next: v[2], nowUs: v[3], leaseTTL: v[4]}
+	if n := r.moved + r.quarantined; n > 0 {
+		l.m.promoted.Add(uint64(r.moved))
+		l.m.quarant.Add(uint64(r.quarantined))
+		l.m.batches.Add(1)
+		if h := l.m.cfg.hooks.OnPromote; h != nil {
+			h(l.keys.Stream, r.moved, r.quarantined, time.Since(start))
+		}
+	}
+	return r, nil
+}
+
+// wait returns how long to sleep after r, and the due ms being waited for.
+func (l *lane) wait(r result) (time.Duration, int64) {
+	cfg := &l.m.cfg
+	if r.leaseTTL >= 0 { // standby: check again when the holder's lease would lapse
+		d := time.Duration(r.leaseTTL)*time.Millisecond + time.Duration(1+mrand.IntN(20))*time.Millisecond
+		return min(d, cfg.leaseTTL), -1
+	}
+	if r.moved+r.quarantined >= cfg.batch {
+		return 0, r.next // a full batch: more may be due
+	}
+	if r.next < 0 {
+		return cfg.maxIdle, -1
+	}
+	d := time.Duration(r.next*1000-r.nowUs) * time.Microsecond
+	return max(0, min(d, cfg.maxIdle)), r.next
+}
+
+func (l *lane) run(ctx context.Context, log *slog.Logger) error {
+	log = log.With(slog.String("stream", l.keys.Stream))
+	timer := time.NewTimer(time.Duration(mrand.IntN(20)) * time.Millisecond) // stagger movers started together
+	defer timer.Stop()
+	// Between sleeps every wake-up is kept (until = max): an entry scheduled
+	// while a promote call runs may be earlier than the reply's next due.
+	l.until.Store(noDue)
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-timer.C:
+	}
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		r, err := l.runOnce(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			log.WarnContext(ctx, "promote failed", slog.Any("err", err), slog.Duration("retry_in", backoff))
+			l.sleep(ctx, timer, backoff+time.Duration(mrand.Int64N(int64(backoff/2))), false)
+			backoff = min(2*backoff, l.m.cfg.maxIdle)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		owner := r.leaseTTL < 0
+		if l.owner.Swap(owner) != owner {
+			log.DebugContext(ctx, "mover lease changed", slog.Bool("owner", owner))
+			if h := l.m.cfg.hooks.OnLease; h != nil {
+				h(l.keys.Stream, owner)
+			}
+		}
+		if r.quarantined > 0 {
+			log.WarnContext(ctx, "entries quarantined", slog.Int("count", r.quarantined), slog.String("quarantine", l.keys.Quarantine))
+		}
+		d, until := l.wait(r)
+		if d == 0 {
+			continue
+		}
+		if until < 0 {
+			until = noDue
+		}
+		l.until.Store(until)
+		l.sleep(ctx, timer, d, !owner)
+		l.until.Store(noDue)
+	}
+	return nil
+}
+
+// sleep waits for d, a wake-up or ctx. A standby wakes only for a released
+// lease; an owner for an entry due before the one it waits for.
+func (l *lane) sleep(ctx context.Context, timer *time.Timer, d time.Duration, standby bool) {
+	timer.Reset(d)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+			return
+		case due := <-l.wake:
+			if !standby || due == 0 {
+				return
+			}
+		}
+	}
+}
+
+// release gives up the lane's lease if this mover holds it.
+func (l *lane) release(ctx context.Context) {
+	if l.m.token == "" || !l.owner.Load() {
+		return
+	}
+	err := scripts.Release.Run(ctx, l.m.rdb, []string{l.keys.Lease}, l.m.token, l.keys.Wake).Err()
+	if err != nil {
+		l.m.cfg.logger.WarnContext(ctx, "releasing mover lease failed", slog.String("stream", l.keys.Stream), slog.Any("err", err))
+	}
+	l.owner.Store(false)
+}

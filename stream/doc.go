@@ -1,0 +1,34 @@
+// Package stream owns delaystream's Redis key layout, the format of the
+// entries the mover appends to a queue's stream, and the figures read back
+// from Redis about streams and their consumer groups.
+//
+// # Key layout
+//
+// Every key of one queue shard carries the same hash tag, so each Lua script
+// touches keys of a single Cluster slot:
+//
+//	<prefix>:1:{<queue>}:z            ZSET    message id -> due time (ms, Redis clock)
+//	<prefix>:1:{<queue>}:m            HASH    message id -> encoded envelope
+//	<prefix>:1:{<queue>}:s            STREAM  due messages; every group reads it
+//	<prefix>:1:{<queue>}:x            STREAM  quarantine: entries the mover could not deliver
+//	<prefix>:1:{<queue>}:l            STRING  mover lease (which mover promotes this shard)
+//	<prefix>:1:{<queue>}:w            channel wake-ups: published when an earlier entry is scheduled
+//	<prefix>:1:{<queue>}:r:<group>:…  the group's retry lane (its own z, m, s, x, l, w)
+//	<prefix>:1:{<queue>}:d:<group>    STREAM  the group's dead letters
+//
+// The "1" is the layout version: a change to the layout bumps it, so old and
+// new keys never mix. The prefix defaults to [DefaultPrefix]. A queue split
+// into n shards uses the hash tag {<queue>:<i>} for shard i (0 <= i < n); a
+// message's shard is chosen by [ShardOf] from its id, so cancel and
+// reschedule find it again. One shard (the default) uses {<queue>}.
+//
+// # Entry format
+//
+// A stream entry has three fields: "i" (message id), "d" (due time, Unix ms,
+// Redis clock) and "e" (the envelope, see package codec). [Decode] turns an
+// entry back into a [codec.Envelope] and reports anything else as an
+// [*EntryError]. A quarantine entry has "i", "d", "r" (reason) and, when
+// there were bytes, "e".
+//
+// All functions here are safe for concurrent use.
+package stream

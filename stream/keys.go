@@ -1,0 +1,118 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"unicode/utf8"
+)
+
+// DefaultPrefix is the key prefix used when none is configured.
+const DefaultPrefix = "ds"
+
+// LayoutVersion is the key-layout version written into every key name.
+const LayoutVersion = "1"
+
+// MaxNameLen bounds queue, group and prefix names, in bytes.
+const MaxNameLen = 128
+
+// ErrInvalidName is wrapped by the errors of [ValidateName].
+var ErrInvalidName = errors.New("stream: invalid name")
+
+// ValidateName reports whether s is usable as a prefix, queue or group name:
+// 1 to [MaxNameLen] bytes of printable UTF-8 with no spaces and no braces
+// (braces would break the Cluster hash tag). what names the thing checked in
+// the error, e.g. "queue".
+func ValidateName(what, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%w: %s name is empty", ErrInvalidName, what)
+	case len(s) > MaxNameLen:
+		return fmt.Errorf("%w: %s name is %d bytes, max %d", ErrInvalidName, what, len(s), MaxNameLen)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s name %q is not valid UTF-8", ErrInvalidName, what, s)
+	}
+	for _, r := range s {
+		if r == '{' || r == '}' || r <= ' ' || r == 0x7f {
+			return fmt.Errorf("%w: %s name %q contains %q (no braces, spaces or control characters)", ErrInvalidName, what, s, r)
+		}
+	}
+	return nil
+}
+
+// Keys names the Redis keys of one shard of a queue. Build it with [NewKeys];
+// the zero value is not usable.
+type Keys struct {
+	base string // "<prefix>:1:{<tag>}"
+	tag  string
+}
+
+// NewKeys returns the keys of shard i of a queue split into n shards
+// (n = 1 for an unsharded queue). It validates prefix and queue with
+// [ValidateName] and requires 0 <= i < n.
+func NewKeys(prefix, queue string, i, n int) (Keys, error) {
+	if err := ValidateName("prefix", prefix); err != nil {
+		return Keys{}, err
+	}
+	if err := ValidateName("queue", queue); err != nil {
+		return Keys{}, err
+	}
+	if n < 1 || i < 0 || i >= n {
+		return Keys{}, fmt.Errorf("%w: shard %d of %d", ErrInvalidName, i, n)
+	}
+	tag := queue
+	if n > 1 {
+		tag = queue + ":" + strconv.Itoa(i)
+	}
+	return Keys{base: prefix + ":" + LayoutVersion + ":{" + tag + "}", tag: tag}, nil
+}
+
+// ShardOf returns the shard (0 <= shard < n) of message id in a queue of n
+// shards. It is a stable hash (FNV-1a), the same in every process and release.
+func ShardOf(id string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return int(h.Sum32() % uint32(n))
+}
+
+// Tag returns the hash tag shared by all keys of the shard, without braces.
+func (k Keys) Tag() string { return k.tag }
+
+// Main returns the lane scheduled by producers: the queue's own delayed set,
+// envelopes, stream and quarantine.
+func (k Keys) Main() Lane { return k.lane(k.base) }
+
+// Retry returns group's retry lane: failed messages wait there for their
+// backoff and are then appended to the lane's stream, which only that group
+// reads. group must satisfy [ValidateName].
+func (k Keys) Retry(group string) Lane { return k.lane(k.base + ":r:" + group) }
+
+// DeadLetters returns the key of group's dead-letter stream.
+func (k Keys) DeadLetters(group string) string { return k.base + ":d:" + group }
+
+func (k Keys) lane(p string) Lane {
+	return Lane{
+		Delayed:    p + ":z",
+		Envelopes:  p + ":m",
+		Stream:     p + ":s",
+		Quarantine: p + ":x",
+		Lease:      p + ":l",
+		Wake:       p + ":w",
+	}
+}
+
+// Lane is one delayed set and the stream it is promoted into. A queue shard
+// has a main lane and one retry lane per consumer group; the mover promotes
+// all of them with the same script.
+type Lane struct {
+	Delayed    string // ZSET: message id -> due time in Unix ms
+	Envelopes  string // HASH: message id -> encoded envelope
+	Stream     string // STREAM: promoted entries
+	Quarantine string // STREAM: entries that could not be promoted, with a reason
+	Lease      string // STRING: token of the mover that promotes this lane
+	Wake       string // pub/sub channel: due time of a newly scheduled earlier entry
+}
