@@ -1,0 +1,44 @@
+# delaystream — developer tasks. `make test` is the whole suite (unit +
+# integration against real Redis) and installs redis-server when it is
+# missing and apt-get is usable.
+
+GO       ?= go
+MODULES  := . ./examples ./integration
+GOFLAGS_TEST ?= -race -count=1 -timeout 15m
+
+.PHONY: all test test-unit lint vet fmt ensure-redis bench tidy
+
+all: lint test
+
+## test: vet, then go test -race over every module (integration included)
+test: ensure-redis vet
+	@set -e; for m in $(MODULES); do \
+		echo "== go test $$m"; \
+		(cd $$m && $(GO) test $(GOFLAGS_TEST) ./...); \
+	done
+
+## test-unit: the core module only (miniredis and a local redis-server)
+test-unit: ensure-redis
+	$(GO) test $(GOFLAGS_TEST) ./...
+
+## lint: gofmt and go vet over every module
+lint: vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+## ensure-redis: install redis-server (Redis >= 7.0) when absent
+ensure-redis:
+	@sh .ci/ensure-redis
+
+## bench: the benchmark program does not exist yet (issue: benchmark side by side with asynq)
+bench:
+	@echo "make bench: the benchmark program is not written yet; see the open benchmark issue" >&2; exit 1
+
+tidy:
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done

@@ -1,0 +1,2 @@
+// Package integration holds delaystream's tests against real Redis servers.
+package integration
