@@ -87,7 +87,11 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Mover, error
 	if cfg.noLease {
 		m.token = ""
 	}
-	m.lanes = []*lane{m.newLane(keys.Main())}
+	ln := keys.Main()
+	if cfg.retryOf != "" {
+		ln = keys.Retry(cfg.retryOf)
+	}
+	m.lanes = []*lane{m.newLane(ln)}
 	return m, nil
 }
 

@@ -27,6 +27,7 @@ type config struct {
 	logger    *slog.Logger
 	hooks     Hooks
 	callLimit time.Duration
+	retryOf   string // "" = main lane; else the group whose retry lane to promote
 }
 
 // Defaults and bounds of the options.
@@ -109,6 +110,19 @@ func WithLeaseTTL(d time.Duration) Option {
 func WithoutLease() Option {
 	return func(c *config) error {
 		c.noLease = true
+		return nil
+	}
+}
+
+// WithRetryLaneOf makes the mover promote group's retry lane instead of the
+// queue's main lane. Package group runs such a mover inside every Consumer;
+// the lane's lease makes one consumer of the group do the work.
+func WithRetryLaneOf(group string) Option {
+	return func(c *config) error {
+		if err := stream.ValidateName("group", group); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		c.retryOf = group
 		return nil
 	}
 }
