@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/delaystream/delaystream/codec"
@@ -16,6 +17,15 @@ const (
 	FieldEnvelope = "e" // encoded envelope
 	FieldReason   = "r" // quarantine and dead-letter entries: why
 )
+
+// RetrySep separates the message id from the failed entry id in retry-lane
+// members ("<message id>\x1f<entry id>"), so two messages that share an id
+// never overwrite each other while waiting to be retried. Message ids cannot
+// contain it (control characters are refused). [Decode] strips it.
+const RetrySep = "\x1f"
+
+// RetryMember returns the retry-lane member for message id failed as entry.
+func RetryMember(id, entry string) string { return id + RetrySep + entry }
 
 // ErrMalformed is wrapped by [*EntryError] when a field is missing or has the
 // wrong type or syntax. Envelope decoding failures wrap the codec's errors
@@ -87,6 +97,9 @@ func Decode(key, id string, values map[string]any) (Entry, error) {
 	e := Entry{ID: id}
 	if err := codec.UnmarshalEnvelope([]byte(raw), &e.Envelope); err != nil {
 		return fail(err)
+	}
+	if i := strings.Index(mid, RetrySep); i >= 0 {
+		mid = mid[:i]
 	}
 	e.Envelope.ID = mid
 	e.Envelope.Due = time.UnixMilli(due)

@@ -26,6 +26,18 @@ var (
 	getSrc string
 	//go:embed stats.lua
 	statsSrc string
+	//go:embed retry.lua
+	retrySrc string
+	//go:embed dead.lua
+	deadSrc string
+	//go:embed extend.lua
+	extendSrc string
+	//go:embed trim.lua
+	trimSrc string
+	//go:embed redrive.lua
+	redriveSrc string
+	//go:embed delconsumer.lua
+	delConsumerSrc string
 )
 
 // The scripts. Run them with Script.Run (EVALSHA with EVAL fallback); inside a
@@ -38,6 +50,13 @@ var (
 	Reschedule = redis.NewScript(rescheduleSrc)
 	Get        = redis.NewScript(getSrc)
 	Stats      = redis.NewScript(statsSrc)
+
+	Retry       = redis.NewScript(retrySrc)
+	Dead        = redis.NewScript(deadSrc)
+	Extend      = redis.NewScript(extendSrc)
+	Trim        = redis.NewScript(trimSrc)
+	Redrive     = redis.NewScript(redriveSrc)
+	DelConsumer = redis.NewScript(delConsumerSrc)
 )
 
 // Call is one invocation of a script in a pipeline.

@@ -1,0 +1,372 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delaystream/delaystream/internal/scripts"
+)
+
+// ackBatch is the most entry ids sent in one XACK.
+const ackBatch = 256
+
+// acker batches acknowledgements: an ack waits at most the ack delay (2 ms)
+// or until ackBatch are queued, then one pipeline sends one XACK per stream.
+type acker struct {
+	c    *Consumer
+	log  *slog.Logger
+	ch   chan flightKey
+	stop chan struct{}
+}
+
+func newAcker(c *Consumer, log *slog.Logger) *acker {
+	return &acker{c: c, log: log, ch: make(chan flightKey, 4*ackBatch), stop: make(chan struct{})}
+}
+
+func (a *acker) add(k flightKey) { a.ch <- k }
+
+// close flushes what is queued and ends run. Call it after every handler
+// has returned.
+func (a *acker) close() { close(a.stop) }
+
+func (a *acker) run() {
+	pending := map[string][]string{}
+	n := 0
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	flush := func() {
+		if n == 0 {
+			return
+		}
+		a.flush(pending)
+		pending = map[string][]string{}
+		n = 0
+	}
+	for {
+		select {
+		case k := <-a.ch:
+			if n == 0 {
+				timer.Reset(a.c.cfg.ackDelay)
+			}
+			pending[k.stream] = append(pending[k.stream], k.id)
+			n++
+			if n >= ackBatch {
+				timer.Stop()
+				flush()
+			}
+		case <-timer.C:
+			flush()
+		case <-a.stop:
+			for {
+				select {
+				case k := <-a.ch:
+					pending[k.stream] = append(pending[k.stream], k.id)
+					n++
+				default:
+					flush()
+					return
+				}
+			}
+		}
+	}
+}
+
+func (a *acker) flush(pending map[string][]string) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	pipe := a.c.rdb.Pipeline()
+	for s, ids := range pending {
+		pipe.XAck(ctx, s, a.c.group, ids...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		// Unacknowledged entries stay pending and are redelivered after the
+		// visibility timeout: at-least-once, never lost.
+		a.log.Error("xack failed; entries will be redelivered", slog.Any("err", err))
+	}
+}
+
+// extendLoop keeps entries held by running handlers from being reclaimed:
+// every third of the visibility timeout it resets the idle time of entries
+// held longer than that, after checking this consumer still owns them. A
+// handler whose entry was taken over has its ctx cancelled.
+func (r *runState) extendLoop(ctx context.Context) error {
+	c := r.c
+	every := c.cfg.visibility / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			// Handlers may still drain: keep extending until they finish.
+			return r.extendWhileDraining(every)
+		case <-t.C:
+			r.extendOnce(context.WithoutCancel(ctx), every)
+		}
+	}
+}
+
+func (r *runState) extendWhileDraining(every time.Duration) error {
+	done := make(chan struct{})
+	go func() { r.handlers.Wait(); close(done) }()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-t.C:
+			r.extendOnce(context.WithoutCancel(r.workCtx), every)
+		}
+	}
+}
+
+func (r *runState) extendOnce(ctx context.Context, every time.Duration) {
+	c := r.c
+	now := time.Now()
+	var due []*flight
+	c.mu.Lock()
+	for _, f := range c.inflight {
+		if now.Sub(f.since) >= every && !f.handedBack.Load() {
+			due = append(due, f)
+		}
+	}
+	c.mu.Unlock()
+	if len(due) == 0 {
+		return
+	}
+	calls := make([]scripts.Call, len(due))
+	for i, f := range due {
+		calls[i] = scripts.Call{Keys: []string{f.key.stream}, Args: []any{c.group, c.cfg.consumer, f.key.id}}
+	}
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	cmds, err := scripts.RunPipelined(ctx, c.rdb, scripts.Extend, calls)
+	if err != nil {
+		r.log.WarnContext(ctx, "extending held entries failed", slog.Any("err", err))
+		return
+	}
+	for i, cmd := range cmds {
+		owned, err := cmd.Int64()
+		if err != nil {
+			r.log.WarnContext(ctx, "extending held entry failed", slog.String("entry", due[i].key.id), slog.Any("err", err))
+			continue
+		}
+		c.mu.Lock()
+		if owned == 1 {
+			due[i].since = now
+		} else if due[i].cancel != nil {
+			due[i].cancel(errOwnershipLost)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// reclaimLoop takes over entries that other consumers of the group held
+// longer than the visibility timeout (crashed, stuck, or handed back).
+func (r *runState) reclaimLoop(ctx context.Context) error {
+	c := r.c
+	sleepCtx(ctx, time.Duration(rand.Int64N(int64(c.cfg.reclaimEvery)/4+1)))
+	for ctx.Err() == nil {
+		for _, s := range []string{c.main.Stream, c.retry.Stream} {
+			if err := r.reclaimOnce(ctx, s); err != nil && ctx.Err() == nil {
+				r.log.WarnContext(ctx, "reclaim failed", slog.String("stream", s), slog.Any("err", err))
+			}
+		}
+		sleepCtx(ctx, c.cfg.reclaimEvery)
+	}
+	return nil
+}
+
+// reclaimOnce runs XAUTOCLAIM passes over one stream's pending entries, at
+// most as many entries as there are free workers, and at most 16 passes.
+func (r *runState) reclaimOnce(ctx context.Context, streamKey string) error {
+	c := r.c
+	cursor := "0-0"
+	for pass := 0; pass < 16 && ctx.Err() == nil; pass++ {
+		n := 0
+		for n < c.cfg.workers && tryAcquire(r.slots) {
+			n++
+		}
+		if n == 0 {
+			return nil // every worker busy: leave the entries for another consumer
+		}
+		res, err := xautoclaim(ctx, c.rdb, streamKey, c.group, c.cfg.consumer, c.cfg.visibility, cursor, n)
+		if err != nil {
+			release(r.slots, n)
+			return err
+		}
+		if len(res.deleted) > 0 {
+			r.recordDeleted(ctx, streamKey, res.deleted)
+		}
+		counts := map[string]int64{}
+		if len(res.msgs) > 0 {
+			pend, err := c.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+				Stream: streamKey, Group: c.group, Start: res.msgs[0].ID, End: res.msgs[len(res.msgs)-1].ID,
+				Count: int64(len(res.msgs)), Consumer: c.cfg.consumer,
+			}).Result()
+			if err == nil {
+				for _, p := range pend {
+					counts[p.ID] = p.RetryCount
+				}
+			}
+			c.ctr.reclaimed.Add(uint64(len(res.msgs)))
+		}
+		if h := c.cfg.hooks.OnReclaimed; h != nil && (len(res.msgs) > 0 || len(res.deleted) > 0) {
+			h(streamKey, len(res.msgs), len(res.deleted))
+		}
+		for _, x := range res.msgs {
+			d := counts[x.ID]
+			if d == 0 {
+				d = 2 // claimed at least once after the first delivery
+			}
+			r.start(streamKey, x, d)
+		}
+		if len(res.msgs) < n {
+			release(r.slots, n-len(res.msgs))
+		}
+		cursor = res.next
+		if cursor == "0-0" {
+			return nil
+		}
+	}
+	return nil
+}
+
+// recordDeleted dead-letters (as a record: there is no content left) the
+// pending entries XAUTOCLAIM found deleted from the stream.
+func (r *runState) recordDeleted(ctx context.Context, streamKey string, ids []string) {
+	c := r.c
+	c.ctr.deletedPending.Add(uint64(len(ids)))
+	r.log.WarnContext(ctx, "pending entries were deleted from the stream before being acknowledged",
+		slog.String("stream", streamKey), slog.Int("count", len(ids)))
+	pipe := c.rdb.Pipeline()
+	for _, id := range ids {
+		args := &redis.XAddArgs{Stream: c.dead, Values: []any{
+			"r", ReasonDeleted, fieldSource, streamKey, fieldEntry, id,
+		}}
+		if c.cfg.deadCap > 0 {
+			args.MaxLen = c.cfg.deadCap
+		}
+		pipe.XAdd(ctx, args)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		r.log.ErrorContext(ctx, "recording deleted entries failed", slog.Any("err", err))
+		return
+	}
+	c.ctr.deadLettered.Add(uint64(len(ids)))
+	if h := c.cfg.hooks.OnDeadLettered; h != nil {
+		for range ids {
+			h(nil, ReasonDeleted)
+		}
+	}
+}
+
+type claimResult struct {
+	next    string
+	msgs    []redis.XMessage
+	deleted []string
+}
+
+// xautoclaim runs XAUTOCLAIM and parses all three reply elements (go-redis
+// drops the third, the ids of entries deleted while pending).
+func xautoclaim(ctx context.Context, rdb redis.UniversalClient, key, group, consumer string, minIdle time.Duration, start string, count int) (claimResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	v, err := rdb.Do(ctx, "XAUTOCLAIM", key, group, consumer, minIdle.Milliseconds(), start, "COUNT", count).Slice()
+	if err != nil {
+		return claimResult{}, fmt.Errorf("xautoclaim %s: %w", key, err)
+	}
+	if len(v) < 2 {
+		return claimResult{}, fmt.Errorf("xautoclaim %s: reply has %d elements", key, len(v))
+	}
+	res := claimResult{}
+	res.next, _ = v[0].(string)
+	entries, _ := v[1].([]any)
+	for _, e := range entries {
+		pair, ok := e.([]any)
+		if !ok || len(pair) != 2 {
+			continue
+		}
+		id, _ := pair[0].(string)
+		kv, _ := pair[1].([]any)
+		vals := make(map[string]any, len(kv)/2)
+		for i := 0; i+1 < len(kv); i += 2 {
+			k, _ := kv[i].(string)
+			vals[k] = kv[i+1]
+		}
+		res.msgs = append(res.msgs, redis.XMessage{ID: id, Values: vals})
+	}
+	if len(v) > 2 {
+		del, _ := v[2].([]any)
+		for _, d := range del {
+			if s, ok := d.(string); ok {
+				res.deleted = append(res.deleted, s)
+			}
+		}
+	}
+	return res, nil
+}
+
+// trimLoop trims the queue stream and the retry lane below the oldest entry
+// some group still needs, and removes stale consumers without pending
+// entries.
+func (r *runState) trimLoop(ctx context.Context) error {
+	c := r.c
+	lastStale := time.Now()
+	sleepCtx(ctx, time.Duration(rand.Int64N(int64(c.cfg.trimEvery))))
+	for ctx.Err() == nil {
+		for _, s := range []string{c.main.Stream, c.retry.Stream} {
+			if _, err := trim(ctx, c.rdb, s, c.cfg.retention); err != nil && ctx.Err() == nil {
+				r.log.WarnContext(ctx, "trim failed", slog.String("stream", s), slog.Any("err", err))
+			}
+		}
+		if time.Since(lastStale) >= min(c.cfg.staleConsumer/4, time.Minute) {
+			lastStale = time.Now()
+			for _, s := range []string{c.main.Stream, c.retry.Stream} {
+				if err := r.removeStale(ctx, s); err != nil && ctx.Err() == nil {
+					r.log.WarnContext(ctx, "removing stale consumers failed", slog.String("stream", s), slog.Any("err", err))
+				}
+			}
+		}
+		sleepCtx(ctx, c.cfg.trimEvery)
+	}
+	return nil
+}
+
+// trim runs the trim script on one stream and returns how many entries it removed.
+func trim(ctx context.Context, rdb redis.UniversalClient, key string, retention time.Duration) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	v, err := scripts.Trim.Run(ctx, rdb, []string{key}, retention.Milliseconds()).Slice()
+	if err != nil {
+		return 0, fmt.Errorf("trim %s: %w", key, err)
+	}
+	n, _ := v[0].(int64)
+	return n, nil
+}
+
+func (r *runState) removeStale(ctx context.Context, streamKey string) error {
+	c := r.c
+	cs, err := c.rdb.XInfoConsumers(ctx, streamKey, c.group).Result()
+	if err != nil {
+		return err
+	}
+	for _, x := range cs {
+		if x.Name == c.cfg.consumer || x.Pending > 0 || x.Idle < c.cfg.staleConsumer {
+			continue
+		}
+		removed, err := scripts.DelConsumer.Run(ctx, c.rdb, []string{streamKey}, c.group, x.Name).Int64()
+		if err != nil {
+			return err
+		}
+		if removed == 1 {
+			r.log.InfoContext(ctx, "removed stale consumer", slog.String("stream", streamKey), slog.String("stale", x.Name), slog.Duration("idle", x.Idle))
+		}
+	}
+	return nil
+}

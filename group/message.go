@@ -1,0 +1,103 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/delaystream/delaystream/codec"
+)
+
+// Message is one delivery of a due message to a group.
+type Message struct {
+	ID         string            // message id given or generated at scheduling
+	Payload    []byte            // as scheduled
+	Headers    map[string]string // as scheduled; nil when none
+	Attempt    int               // 1 on the first delivery, +1 per retry after a handler error
+	Deliveries int64             // times this stream entry was delivered: 1, more after reclaims
+	Due        time.Time         // when it was due (Redis clock)
+	Created    time.Time         // when it was first scheduled (producer clock)
+	Group      string            // the consumer group
+	Stream     string            // the stream key it was read from (queue stream or retry lane)
+	EntryID    string            // the stream entry id
+}
+
+// Handler processes one message. Returning nil acknowledges it. Returning an
+// error retries it in this group only, after the backoff, until the max
+// attempts are used up; then it is dead-lettered. Wrap the error with
+// [DeadLetter] to dead-letter at once, or with [Drop] to acknowledge without
+// retry. A panic counts as an error. ctx is cancelled when the drain timeout
+// ends or when another consumer has taken the entry over; handlers must
+// honour it.
+type Handler func(ctx context.Context, m *Message) error
+
+// DeadLetterError asks for the message to be dead-lettered at once, without
+// further attempts. Create it with [DeadLetter].
+type DeadLetterError struct{ Err error }
+
+// Error implements error.
+func (e *DeadLetterError) Error() string { return "dead-letter: " + errString(e.Err) }
+
+// Unwrap returns the cause.
+func (e *DeadLetterError) Unwrap() error { return e.Err }
+
+// DropError asks for the message to be acknowledged and not retried; it is
+// counted in Counters.Dropped and reported to Hooks.OnDropped. Create it with
+// [Drop].
+type DropError struct{ Err error }
+
+// Error implements error.
+func (e *DropError) Error() string { return "drop: " + errString(e.Err) }
+
+// Unwrap returns the cause.
+func (e *DropError) Unwrap() error { return e.Err }
+
+// DeadLetter wraps err so the handler's failure dead-letters the message now.
+func DeadLetter(err error) error { return &DeadLetterError{Err: err} }
+
+// Drop wraps err so the handler's failure acknowledges the message without
+// retry ("this no longer matters").
+func Drop(err error) error { return &DropError{Err: err} }
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+// Typed adapts a handler of values of type T, decoded from the payload with
+// cd (use the producer's codec; codec.Msgpack by default). A payload that
+// does not decode is dead-lettered at once with the decoding error.
+func Typed[T any](cd codec.Codec, h func(ctx context.Context, m *Message, v T) error) Handler {
+	return func(ctx context.Context, m *Message) error {
+		var v T
+		if err := cd.Unmarshal(m.Payload, &v); err != nil {
+			return DeadLetter(fmt.Errorf("decode payload: %w", err))
+		}
+		return h(ctx, m, v)
+	}
+}
+
+// Hooks are optional callbacks about deliveries. They run on the
+// consumer's goroutines and must not block; nil hooks are skipped.
+type Hooks struct {
+	OnDelivered    func(m *Message)                                   // before the handler runs
+	OnAcked        func(m *Message, took time.Duration)               // handler succeeded
+	OnFailed       func(m *Message, err error, retryIn time.Duration) // handler failed; retried after retryIn
+	OnDeadLettered func(m *Message, reason string)                    // m is nil for entries that could not be decoded
+	OnDropped      func(m *Message, err error)                        // handler returned a Drop error
+	OnReclaimed    func(stream string, n int, deleted int)            // XAUTOCLAIM took n entries; deleted were gone from the stream
+}
+
+// Dead-letter reasons.
+const (
+	ReasonAttempts    = "attempts exhausted"
+	ReasonDeliveries  = "max deliveries exceeded"
+	ReasonHandler     = "handler asked to dead-letter"
+	ReasonUndecodable = "undecodable entry"
+	ReasonDeleted     = "entry deleted while pending"
+)
+
+var errOwnershipLost = errors.New("group: entry was taken over by another consumer")

@@ -1,0 +1,334 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/delaystream/delaystream/stream"
+)
+
+// ErrInvalidOption is wrapped by every error an Option or a constructor returns.
+var ErrInvalidOption = errors.New("group: invalid option")
+
+// ErrRunning is returned by Run when the Consumer is already running.
+var ErrRunning = errors.New("group: consumer already running")
+
+// Option configures a Consumer (and, for the options that apply, DeadLetters).
+type Option func(*config) error
+
+// Backoff returns how long to wait before attempt (2 for the first retry).
+// It must be safe for concurrent use.
+type Backoff func(attempt int) time.Duration
+
+type config struct {
+	prefix         string
+	consumer       string
+	workers        int
+	block          time.Duration
+	visibility     time.Duration
+	reclaimEvery   time.Duration
+	noReclaim      bool
+	drain          time.Duration
+	maxAttempts    int
+	maxDeliveries  int64
+	backoff        Backoff
+	fromNew        bool
+	deadCap        int64
+	trimEvery      time.Duration
+	noTrim         bool
+	retention      time.Duration
+	staleConsumer  time.Duration
+	ackDelay       time.Duration
+	logger         *slog.Logger
+	hooks          Hooks
+	moverBatchSize int
+}
+
+// Defaults of the options.
+const (
+	DefaultWorkers       = 8
+	DefaultVisibility    = 2 * time.Second
+	DefaultReclaimEvery  = time.Second
+	DefaultDrain         = 10 * time.Second
+	DefaultMaxAttempts   = 10
+	DefaultMaxDeliveries = 5
+	DefaultTrimEvery     = 5 * time.Second
+	DefaultStaleConsumer = time.Hour
+	blockFor             = time.Second          // XREADGROUP block: bounded, ctx cannot interrupt it
+	ackFlushDelay        = 2 * time.Millisecond // longest an ack waits to be batched
+)
+
+func defaultConfig() config {
+	return config{
+		prefix:        stream.DefaultPrefix,
+		consumer:      defaultConsumerName(),
+		workers:       DefaultWorkers,
+		block:         blockFor,
+		visibility:    DefaultVisibility,
+		reclaimEvery:  DefaultReclaimEvery,
+		drain:         DefaultDrain,
+		maxAttempts:   DefaultMaxAttempts,
+		maxDeliveries: DefaultMaxDeliveries,
+		backoff:       ExponentialBackoff(time.Second, 10*time.Minute),
+		trimEvery:     DefaultTrimEvery,
+		staleConsumer: DefaultStaleConsumer,
+		ackDelay:      ackFlushDelay,
+		logger:        slog.Default(),
+	}
+}
+
+func defaultConsumerName() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "consumer"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(rand.Uint64()&0xffffff, 36)
+}
+
+func checkDur(name string, d, lo, hi time.Duration) error {
+	if d < lo || d > hi {
+		return fmt.Errorf("%w: %s must be %s..%s, got %s", ErrInvalidOption, name, lo, hi, d)
+	}
+	return nil
+}
+
+// WithPrefix sets the key prefix. Default stream.DefaultPrefix ("ds"). It
+// must match the producers' and movers' prefix.
+func WithPrefix(p string) Option {
+	return func(c *config) error {
+		if err := stream.ValidateName("prefix", p); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		c.prefix = p
+		return nil
+	}
+}
+
+// WithConsumerName sets this consumer's name within the group. Default:
+// hostname-pid-random, unique per process. Two running consumers must never
+// share a name.
+func WithConsumerName(name string) Option {
+	return func(c *config) error {
+		if err := stream.ValidateName("consumer", name); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		c.consumer = name
+		return nil
+	}
+}
+
+// WithWorkers sets how many handlers run at once (1 to 4096). Default 8.
+func WithWorkers(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > 4096 {
+			return fmt.Errorf("%w: workers must be 1..4096, got %d", ErrInvalidOption, n)
+		}
+		c.workers = n
+		return nil
+	}
+}
+
+// WithVisibilityTimeout sets how long an entry may sit unacknowledged with a
+// consumer before another consumer of the group may reclaim it (100 ms to
+// 1 h). Default 2 s. Running handlers extend their hold every third of it,
+// so only entries of crashed or stuck consumers are reclaimed. With the
+// default reclaim interval (1 s), a killed consumer's entries are handled
+// elsewhere within about 3 s.
+func WithVisibilityTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if err := checkDur("visibility timeout", d, 100*time.Millisecond, time.Hour); err != nil {
+			return err
+		}
+		c.visibility = d
+		return nil
+	}
+}
+
+// WithReclaimInterval sets how often the consumer looks for entries to
+// reclaim with XAUTOCLAIM (10 ms to 10 min). Default 1 s.
+func WithReclaimInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if err := checkDur("reclaim interval", d, 10*time.Millisecond, 10*time.Minute); err != nil {
+			return err
+		}
+		c.reclaimEvery = d
+		return nil
+	}
+}
+
+// WithoutReclaim turns off reclaiming: this consumer never takes over other
+// consumers' pending entries. Some consumer of the group must reclaim, or a
+// crash leaves entries pending for ever.
+func WithoutReclaim() Option {
+	return func(c *config) error {
+		c.noReclaim = true
+		return nil
+	}
+}
+
+// WithDrainTimeout sets how long in-flight handlers may run after Run's ctx
+// is cancelled before their contexts are cancelled (0 to 1 h). Default 10 s.
+func WithDrainTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if err := checkDur("drain timeout", d, 0, time.Hour); err != nil {
+			return err
+		}
+		c.drain = d
+		return nil
+	}
+}
+
+// WithMaxAttempts sets how many times a message is handled before a failure
+// sends it to the dead letters (1 to 1000; 1 = never retry). Default 10.
+func WithMaxAttempts(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > 1000 {
+			return fmt.Errorf("%w: max attempts must be 1..1000, got %d", ErrInvalidOption, n)
+		}
+		c.maxAttempts = n
+		return nil
+	}
+}
+
+// WithMaxDeliveries sets how often one stream entry may be delivered (first
+// read plus reclaims after crashes) before it is dead-lettered as poison
+// (1 to 1000). Default 5. It catches messages that crash their consumer.
+func WithMaxDeliveries(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > 1000 {
+			return fmt.Errorf("%w: max deliveries must be 1..1000, got %d", ErrInvalidOption, n)
+		}
+		c.maxDeliveries = int64(n)
+		return nil
+	}
+}
+
+// WithBackoff sets the delay before each retry. Default
+// ExponentialBackoff(1s, 10m). The delay is measured by the Redis clock.
+func WithBackoff(b Backoff) Option {
+	return func(c *config) error {
+		if b == nil {
+			return fmt.Errorf("%w: nil backoff", ErrInvalidOption)
+		}
+		c.backoff = b
+		return nil
+	}
+}
+
+// WithStartAtNew creates the group (when it does not exist yet) at the end
+// of the stream, so it sees only messages promoted from then on. Default:
+// a new group starts at the beginning of the retained stream, so no message
+// promoted before the first consumer started is missed.
+func WithStartAtNew() Option {
+	return func(c *config) error {
+		c.fromNew = true
+		return nil
+	}
+}
+
+// WithDeadLetterCap caps the group's dead-letter stream at n entries
+// (1 to 10^9): when a new dead letter would exceed it, the oldest are
+// trimmed, counted in Counters.DeadLettersDropped and logged. Default: no
+// cap, nothing is ever dropped.
+func WithDeadLetterCap(n int64) Option {
+	return func(c *config) error {
+		if n < 1 || n > 1e9 {
+			return fmt.Errorf("%w: dead-letter cap must be 1..1e9, got %d", ErrInvalidOption, n)
+		}
+		c.deadCap = n
+		return nil
+	}
+}
+
+// WithTrimInterval sets how often the consumer trims the queue stream and
+// its retry lane below the oldest entry some group still needs (100 ms to
+// 1 h). Default 5 s.
+func WithTrimInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if err := checkDur("trim interval", d, 100*time.Millisecond, time.Hour); err != nil {
+			return err
+		}
+		c.trimEvery = d
+		return nil
+	}
+}
+
+// WithRetention keeps acknowledged entries for at least d (1 ms to 30 days)
+// before trimming, e.g. to let a new group created with the default start
+// position replay recent history. Default 0: trim as soon as every group
+// has acknowledged.
+func WithRetention(d time.Duration) Option {
+	return func(c *config) error {
+		if err := checkDur("retention", d, time.Millisecond, 30*24*time.Hour); err != nil {
+			return err
+		}
+		c.retention = d
+		return nil
+	}
+}
+
+// WithoutTrim turns trimming off for this consumer. If no consumer trims,
+// the stream grows without bound.
+func WithoutTrim() Option {
+	return func(c *config) error {
+		c.noTrim = true
+		return nil
+	}
+}
+
+// WithStaleConsumerAfter sets how long a consumer with no pending entries
+// may stay idle before it is removed from the group (1 min to 30 days).
+// Default 1 h. Consumers with pending entries are never removed.
+func WithStaleConsumerAfter(d time.Duration) Option {
+	return func(c *config) error {
+		if err := checkDur("stale consumer age", d, time.Minute, 30*24*time.Hour); err != nil {
+			return err
+		}
+		c.staleConsumer = d
+		return nil
+	}
+}
+
+// WithLogger sets the logger for background failures. Default slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithHooks sets callbacks for delivery events.
+func WithHooks(h Hooks) Option {
+	return func(c *config) error {
+		c.hooks = h
+		return nil
+	}
+}
+
+// ExponentialBackoff returns a Backoff of base·2^(attempt-2), capped at limit,
+// with ±20 % jitter so retries of a burst spread out: with base 1 s the
+// first retry comes after about 1 s, the second after about 2 s.
+func ExponentialBackoff(base, limit time.Duration) Backoff {
+	return func(attempt int) time.Duration {
+		d := base
+		for i := 2; i < attempt && d < limit; i++ {
+			d *= 2
+		}
+		d = min(d, limit)
+		j := time.Duration(rand.Int64N(int64(d)/5*2+1)) - d/5
+		return max(0, d+j)
+	}
+}
+
+// ConstantBackoff returns a Backoff that always waits d.
+func ConstantBackoff(d time.Duration) Backoff {
+	return func(int) time.Duration { return d }
+}

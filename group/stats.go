@@ -1,0 +1,163 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/stream"
+)
+
+type counters struct {
+	delivered, acked, failed, retried, deadLettered, deadDropped, dropped atomic.Uint64
+	reclaimed, deletedPending, handedBack, lost, panics                   atomic.Uint64
+}
+
+// Counters are this Consumer's running totals since it was created.
+type Counters struct {
+	Delivered           uint64 // entries handed to the decoder and handler (incl. reclaimed ones)
+	Acked               uint64 // handler succeeded
+	Failed              uint64 // handler returned an error or panicked
+	Retried             uint64 // failures scheduled in the retry lane
+	DeadLettered        uint64 // entries appended to the dead letters (all reasons)
+	DeadLettersDropped  uint64 // old dead letters trimmed by the dead-letter cap
+	Dropped             uint64 // handler returned a Drop error: acknowledged without retry
+	Reclaimed           uint64 // entries taken over from other consumers
+	DeletedWhilePending uint64 // pending entries found deleted from the stream (recorded as dead letters)
+	HandedBack          uint64 // entries handed back to the group at shutdown
+	OwnershipLost       uint64 // handlers whose entry another consumer took over
+	Panics              uint64 // handler panics (also counted in Failed)
+}
+
+// Counters returns the running totals.
+func (c *Consumer) Counters() Counters {
+	x := &c.ctr
+	return Counters{
+		Delivered: x.delivered.Load(), Acked: x.acked.Load(), Failed: x.failed.Load(),
+		Retried: x.retried.Load(), DeadLettered: x.deadLettered.Load(), DeadLettersDropped: x.deadDropped.Load(),
+		Dropped: x.dropped.Load(), Reclaimed: x.reclaimed.Load(), DeletedWhilePending: x.deletedPending.Load(),
+		HandedBack: x.handedBack.Load(), OwnershipLost: x.lost.Load(), Panics: x.panics.Load(),
+	}
+}
+
+// Stats are figures about one group of a queue and about the queue, read
+// from Redis.
+type Stats struct {
+	Group         string
+	Consumers     int64         // consumers known to the group on the queue stream
+	Pending       int64         // delivered, not yet acknowledged (queue stream + retry lane)
+	OldestPending time.Duration // age (Redis clock) of the oldest pending entry, 0 when none
+	Lag           int64         // queue stream entries not yet delivered to the group (-1 unknown)
+	RetryWaiting  int64         // messages waiting in the retry lane for their backoff
+	DeadLetters   int64         // entries in the dead-letter stream
+	Queue         QueueStats
+}
+
+// QueueStats are queue-level figures shared by every group.
+type QueueStats struct {
+	Waiting      int64     // scheduled, not yet due or not yet promoted
+	Overdue      int64     // waiting past their due time (a mover is late or absent)
+	NextDue      time.Time // earliest waiting due time; zero when none
+	StreamLength int64     // entries in the queue stream
+}
+
+// Stats reads the group's and the queue's figures.
+func (c *Consumer) Stats(ctx context.Context) (Stats, error) {
+	return readStats(ctx, c.rdb, c.keys, c.group)
+}
+
+// ReadStats reads the figures of group on queue without a Consumer. Only
+// WithPrefix among the options matters.
+func ReadStats(ctx context.Context, rdb redis.UniversalClient, queue, group string, opts ...Option) (Stats, error) {
+	keys, err := resolve(rdb, queue, group, opts)
+	if err != nil {
+		return Stats{}, err
+	}
+	return readStats(ctx, rdb, keys, group)
+}
+
+func resolve(rdb redis.UniversalClient, queue, group string, opts []Option) (stream.Keys, error) {
+	if rdb == nil {
+		return stream.Keys{}, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
+	}
+	if err := stream.ValidateName("group", group); err != nil {
+		return stream.Keys{}, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	cfg := defaultConfig()
+	for _, opt := range opts {
+		if opt == nil {
+			return stream.Keys{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := opt(&cfg); err != nil {
+			return stream.Keys{}, err
+		}
+	}
+	keys, err := stream.NewKeys(cfg.prefix, queue, 0, 1)
+	if err != nil {
+		return stream.Keys{}, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	return keys, nil
+}
+
+func readStats(ctx context.Context, rdb redis.UniversalClient, keys stream.Keys, group string) (Stats, error) {
+	main, retry := keys.Main(), keys.Retry(group)
+	st := Stats{Group: group, Lag: -1}
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		return st, fmt.Errorf("stats %s: %w", group, err)
+	}
+	for _, s := range []string{main.Stream, retry.Stream} {
+		info, err := stream.ReadInfo(ctx, rdb, s)
+		if err != nil {
+			return st, fmt.Errorf("stats %s: %w", group, err)
+		}
+		if s == main.Stream {
+			st.Queue.StreamLength = info.Length
+		}
+		for _, g := range info.Groups {
+			if g.Name != group {
+				continue
+			}
+			st.Pending += g.Pending
+			if s == main.Stream {
+				st.Consumers = g.Consumers
+				st.Lag = g.Lag
+			}
+			if g.Pending > 0 {
+				p, err := rdb.XPending(ctx, s, group).Result()
+				if err != nil {
+					return st, fmt.Errorf("stats %s: xpending %s: %w", group, s, err)
+				}
+				if t := stream.EntryTime(p.Lower); !t.IsZero() {
+					st.OldestPending = max(st.OldestPending, now.Sub(t))
+				}
+			}
+		}
+	}
+	if st.RetryWaiting, err = rdb.ZCard(ctx, retry.Delayed).Result(); err != nil {
+		return st, fmt.Errorf("stats %s: %w", group, err)
+	}
+	if st.DeadLetters, err = rdb.XLen(ctx, keys.DeadLetters(group)).Result(); err != nil {
+		return st, fmt.Errorf("stats %s: %w", group, err)
+	}
+	reply, err := scripts.Stats.Run(ctx, rdb, []string{main.Delayed}).Result()
+	var q []int64
+	if err == nil {
+		q, err = scripts.Ints(reply)
+	}
+	if err == nil && len(q) != 4 {
+		err = fmt.Errorf("stats script returned %d values", len(q))
+	}
+	if err != nil {
+		return st, fmt.Errorf("stats %s: queue figures: %w", group, err)
+	}
+	st.Queue.Waiting, st.Queue.Overdue = q[0], q[1]
+	if q[2] >= 0 {
+		st.Queue.NextDue = time.UnixMilli(q[2])
+	}
+	return st, nil
+}

@@ -1,0 +1,49 @@
+-- redrive.lua: move dead letters back into the group's retry lane (one
+-- transition per entry: dead-lettered -> scheduled in the retry lane). The
+-- message reaches only this group again, with attempt reset to 1.
+--
+-- KEYS[1]  STREAM  the group's dead letters
+-- KEYS[2]  ZSET    the group's retry lane delayed set
+-- KEYS[3]  HASH    the group's retry lane envelopes
+-- ARGV[1]  delay in ms, added to Redis TIME
+-- ARGV[2]  the retry lane's wake channel
+-- ARGV[3]  the envelope header every valid envelope starts with
+-- ARGV[4..] groups of two: dead-letter entry id, envelope for the new attempt ("" = use the stored one)
+--
+-- Returns one status per entry: 1 redriven, 0 not found, -1 not redrivable
+-- (no valid envelope; left in place).
+local t = redis.call('TIME')
+local due = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[1])
+local out = {}
+local earliest = false
+for i = 4, #ARGV, 2 do
+  local id = ARGV[i]
+  local r = redis.call('XRANGE', KEYS[1], id, id)
+  if #r == 0 then
+    out[#out + 1] = 0
+  else
+    local f = {}
+    local kv = r[1][2]
+    for j = 1, #kv, 2 do
+      f[kv[j]] = kv[j + 1]
+    end
+    local env = ARGV[i + 1]
+    if env == '' then
+      env = f['e']
+    end
+    if not f['i'] or not env or string.sub(env, 1, 2) ~= ARGV[3] then
+      out[#out + 1] = -1
+    else
+      local member = f['i'] .. '\031' .. id
+      redis.call('ZADD', KEYS[2], due, member)
+      redis.call('HSET', KEYS[3], member, env)
+      redis.call('XDEL', KEYS[1], id)
+      earliest = true
+      out[#out + 1] = 1
+    end
+  end
+end
+if earliest then
+  redis.call('PUBLISH', ARGV[2], due)
+end
+return out

@@ -1,0 +1,28 @@
+-- retry.lua: a handler failed; acknowledge the entry for this group and
+-- schedule the message in the group's retry lane (one transition: pending ->
+-- scheduled in the retry lane). If the entry is no longer pending (another
+-- consumer reclaimed and finished it), nothing is done.
+--
+-- KEYS[1]  STREAM  the stream the entry was read from
+-- KEYS[2]  ZSET    the group's retry lane delayed set
+-- KEYS[3]  HASH    the group's retry lane envelopes
+-- ARGV[1]  group name
+-- ARGV[2]  stream entry id
+-- ARGV[3]  retry-lane member (message id, 0x1F, failed entry id)
+-- ARGV[4]  envelope for the next attempt
+-- ARGV[5]  backoff in ms, added to Redis TIME
+-- ARGV[6]  the retry lane's wake channel
+--
+-- Returns the due ms of the retry, or -1 if the entry was not pending.
+if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then
+  return -1
+end
+local t = redis.call('TIME')
+local due = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[5])
+local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+redis.call('ZADD', KEYS[2], due, ARGV[3])
+redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
+if head[2] == nil or due < tonumber(head[2]) then
+  redis.call('PUBLISH', ARGV[6], due)
+end
+return due

@@ -1,0 +1,47 @@
+-- trim.lua: trim a stream below the oldest entry that some group still needs
+-- (pending, or not yet read). Entries every group has read and acknowledged
+-- are removed; a lagging or stalled group keeps everything after its
+-- position. A stream without groups is not trimmed.
+--
+-- KEYS[1]  STREAM  the stream
+-- ARGV[1]  retention in ms: entries younger than this are kept even if acknowledged (0 = none)
+--
+-- Returns {trimmed, threshold}: entries removed and the MINID used ("" if none).
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {0, ''}
+end
+local groups = redis.call('XINFO', 'GROUPS', KEYS[1])
+if #groups == 0 then
+  return {0, ''}
+end
+local function parse(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+local bestMs, bestSeq = nil, nil
+local function consider(ms, seq)
+  if bestMs == nil or ms < bestMs or (ms == bestMs and seq < bestSeq) then
+    bestMs, bestSeq = ms, seq
+  end
+end
+for _, g in ipairs(groups) do
+  local f = {}
+  for i = 1, #g, 2 do
+    f[g[i]] = g[i + 1]
+  end
+  if tonumber(f['pending']) > 0 then
+    local s = redis.call('XPENDING', KEYS[1], f['name'])
+    consider(parse(s[2]))
+  else
+    local ms, seq = parse(f['last-delivered-id'])
+    consider(ms, seq + 1)
+  end
+end
+local retention = tonumber(ARGV[1])
+if retention > 0 then
+  local t = redis.call('TIME')
+  local cut = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - retention
+  consider(cut, 0)
+end
+local threshold = string.format('%d-%d', bestMs, bestSeq)
+return {redis.call('XTRIM', KEYS[1], 'MINID', threshold), threshold}
