@@ -12,8 +12,8 @@
 --
 -- Returns one status per entry: 1 redriven, 0 not found, -1 not redrivable
 -- (no valid envelope; left in place).
-local t = redis.call('TIME')
-local due = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[1])
+local t = redis.call('TIME') -- now rounded up to the ms: the delay is never cut short
+local due = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000) + tonumber(ARGV[1])
 local out = {}
 local earliest = false
 for i = 4, #ARGV, 2 do

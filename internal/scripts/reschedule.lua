@@ -11,8 +11,8 @@ if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
 end
 local due = tonumber(string.sub(ARGV[2], 2))
 if string.sub(ARGV[2], 1, 1) == 'r' then
-  local t = redis.call('TIME')
-  due = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + due
+  local t = redis.call('TIME') -- now rounded up to the ms: the delay is never cut short
+  due = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000) + due
 end
 redis.call('ZADD', KEYS[1], due, ARGV[1])
 if ARGV[3] ~= '' then

@@ -17,8 +17,8 @@
 if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then
   return -1
 end
-local t = redis.call('TIME')
-local due = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[5])
+local t = redis.call('TIME') -- now rounded up to the ms: the delay is never cut short
+local due = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000) + tonumber(ARGV[5])
 local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 redis.call('ZADD', KEYS[2], due, ARGV[3])
 redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])

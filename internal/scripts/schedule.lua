@@ -13,7 +13,9 @@
 --          status (1 created, 2 replaced, 3 kept, 4 refused), due ms (the
 --          stored due time: the existing one for kept and refused)
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- "now" rounded up to the next ms, so "r<ms>" is never due sooner than <ms>
+-- after this script ran.
+local now = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000)
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local headDue = head[2] and tonumber(head[2]) or nil
 local earliest = nil
