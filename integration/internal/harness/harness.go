@@ -1,0 +1,340 @@
+// Package harness gives integration tests a real Redis: a single server
+// shared by every test of a package, a dedicated server for tests that
+// measure the server itself, and a local Redis Cluster.
+//
+// The shared server comes from, in order:
+//
+//  1. REDIS_ADDR, when set (host:port of a server the tests may write to);
+//  2. testcontainers-go (image redis:7.0), when a Docker engine answers a
+//     health check within [DockerProbeTimeout];
+//  3. a throwaway redis-server child process on a free loopback port
+//     (internal/redistest).
+//
+// When none is possible the test fails with a message naming what to
+// install; it never skips. Tests share the server and keep apart by unique
+// key prefixes ([Prefix]), so they run in parallel without FLUSHDB.
+//
+// The Cluster is REDIS_CLUSTER_ADDRS (comma-separated seed addresses) when
+// set, else three local masters started with redistest.SpawnCluster.
+//
+// Use [Main] as TestMain so the servers and containers a package started are
+// stopped when its tests end:
+//
+//	func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/testcontainers/testcontainers-go"
+	tclog "github.com/testcontainers/testcontainers-go/log"
+	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
+
+	"github.com/delaystream/delaystream/internal/redistest"
+)
+
+// Image is the container image used when a Docker engine is available: the
+// oldest Redis the library supports.
+const Image = "redis:7.0"
+
+// DockerProbeTimeout bounds the check for a Docker engine; without one the
+// harness falls through to a local redis-server at once.
+const DockerProbeTimeout = 1500 * time.Millisecond
+
+// Source says where a server came from.
+type Source string
+
+// Sources of a server.
+const (
+	FromEnv       Source = "REDIS_ADDR"
+	FromContainer Source = "testcontainers (" + Image + ")"
+	FromProcess   Source = "local redis-server"
+)
+
+// Server is a Redis server the tests can reach.
+type Server struct {
+	Addr   string
+	Source Source
+	Note   string // why an earlier source was passed over, if one was
+	stop   func()
+}
+
+func (s *Server) String() string {
+	if s.Note == "" {
+		return fmt.Sprintf("%s at %s", s.Source, s.Addr)
+	}
+	return fmt.Sprintf("%s at %s (%s)", s.Source, s.Addr, s.Note)
+}
+
+// Stop shuts the server down if the harness started it. It is idempotent.
+func (s *Server) Stop() {
+	if s.stop != nil {
+		s.stop()
+		s.stop = nil
+	}
+}
+
+var (
+	mu      sync.Mutex
+	cleanup []func()
+
+	sharedOnce sync.Once
+	shared     *Server
+	sharedErr  error
+
+	clusterOnce  sync.Once
+	clusterAddrs []string
+	clusterSrc   string
+	clusterErr   error
+
+	dockerOnce sync.Once
+	dockerOK   bool
+	dockerWhy  string
+)
+
+// Main runs the package's tests, then stops every server and container the
+// harness started. Use it as TestMain.
+func Main(m *testing.M) int {
+	code := m.Run()
+	mu.Lock()
+	fns := cleanup
+	cleanup = nil
+	mu.Unlock()
+	for i := len(fns) - 1; i >= 0; i-- {
+		fns[i]()
+	}
+	redistest.StopAll()
+	return code
+}
+
+func atExit(f func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	cleanup = append(cleanup, f)
+}
+
+// Addr returns the address of the package's shared server, starting it on
+// first use, and logs where it came from.
+func Addr(tb testing.TB) string {
+	tb.Helper()
+	sharedOnce.Do(func() {
+		if a := os.Getenv("REDIS_ADDR"); a != "" {
+			shared = &Server{Addr: a, Source: FromEnv}
+			return
+		}
+		shared, sharedErr = start()
+		if shared != nil {
+			atExit(shared.Stop)
+		}
+	})
+	if sharedErr != nil {
+		tb.Fatalf("harness: no Redis server: %v", sharedErr)
+	}
+	tb.Logf("redis: %s", shared)
+	return shared.Addr
+}
+
+// Redis returns a client of the package's shared server, closed when tb ends.
+func Redis(tb testing.TB) redis.UniversalClient {
+	tb.Helper()
+	c := redis.NewClient(&redis.Options{Addr: Addr(tb)})
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Dedicated starts a server used by tb alone (for measurements that other
+// tests would disturb, such as INFO commandstats) and stops it when tb ends.
+// It ignores REDIS_ADDR: it needs a Docker engine or redis-server.
+func Dedicated(tb testing.TB) (*Server, *redis.Client) {
+	tb.Helper()
+	s, err := start()
+	if err != nil {
+		tb.Fatalf("harness: no dedicated Redis server: %v", err)
+	}
+	tb.Logf("dedicated redis: %s", s)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	tb.Cleanup(func() {
+		_ = c.Close()
+		s.Stop()
+	})
+	return s, c
+}
+
+// start starts a fresh server: a container when a Docker engine answers,
+// else a local redis-server process.
+func start() (*Server, error) {
+	var containerErr error
+	if ok, why := dockerAvailable(); ok {
+		s, err := startContainer()
+		if err == nil {
+			return s, nil
+		}
+		containerErr = err
+	} else {
+		containerErr = errors.New(why)
+	}
+	rs, err := redistest.Spawn()
+	if err != nil {
+		return nil, fmt.Errorf("%w; or make a Docker engine available to testcontainers-go (%v)", err, containerErr)
+	}
+	return &Server{Addr: rs.Addr, Source: FromProcess, Note: containerErr.Error(), stop: rs.Stop}, nil
+}
+
+func startContainer() (*Server, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := tcredis.Run(ctx, Image, testcontainers.WithLogger(tclog.NewNoopLogger()))
+	if err != nil {
+		if c != nil {
+			_ = testcontainers.TerminateContainer(c)
+		}
+		return nil, fmt.Errorf("start container %s: %w", Image, err)
+	}
+	conn, err := c.ConnectionString(ctx)
+	if err != nil {
+		_ = testcontainers.TerminateContainer(c)
+		return nil, fmt.Errorf("container %s address: %w", Image, err)
+	}
+	u, err := url.Parse(conn)
+	if err != nil {
+		_ = testcontainers.TerminateContainer(c)
+		return nil, fmt.Errorf("container %s address %q: %w", Image, conn, err)
+	}
+	return &Server{Addr: u.Host, Source: FromContainer, stop: func() {
+		_ = testcontainers.TerminateContainer(c)
+	}}, nil
+}
+
+// dockerAvailable reports whether a Docker engine answers, within
+// DockerProbeTimeout. The probe runs in its own goroutine with a recover,
+// so a misbehaving client library can neither hang nor crash the tests.
+func dockerAvailable() (bool, string) {
+	dockerOnce.Do(func() {
+		type answer struct {
+			ok  bool
+			why string
+		}
+		ch := make(chan answer, 1)
+		go func() {
+			defer func() {
+				if r := recover(); r != nil {
+					ch <- answer{why: fmt.Sprintf("docker probe panicked: %v", r)}
+				}
+			}()
+			p, err := testcontainers.NewDockerProvider(testcontainers.WithLogger(tclog.NewNoopLogger()))
+			if err != nil {
+				ch <- answer{why: "no docker engine: " + err.Error()}
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), DockerProbeTimeout)
+			defer cancel()
+			if err := p.Health(ctx); err != nil { // Health closes the provider
+				ch <- answer{why: "docker engine unhealthy: " + err.Error()}
+				return
+			}
+			ch <- answer{ok: true}
+		}()
+		select {
+		case a := <-ch:
+			dockerOK, dockerWhy = a.ok, a.why
+		case <-time.After(DockerProbeTimeout + 250*time.Millisecond):
+			dockerWhy = "docker engine did not answer within " + DockerProbeTimeout.String()
+		}
+	})
+	return dockerOK, dockerWhy
+}
+
+// Cluster returns a client of the package's shared Redis Cluster, closed
+// when tb ends: REDIS_CLUSTER_ADDRS when set, else a local Cluster of three
+// masters (redistest.SpawnCluster), started on first use.
+func Cluster(tb testing.TB) *redis.ClusterClient {
+	tb.Helper()
+	clusterOnce.Do(func() {
+		if a := os.Getenv("REDIS_CLUSTER_ADDRS"); a != "" {
+			clusterAddrs = strings.Split(a, ",")
+			clusterSrc = "REDIS_CLUSTER_ADDRS"
+			return
+		}
+		start := time.Now()
+		c, err := redistest.SpawnCluster(3, 0)
+		if err != nil {
+			clusterErr = fmt.Errorf("%w (for a Cluster, REDIS_CLUSTER_ADDRS instead of REDIS_ADDR)", err)
+			return
+		}
+		atExit(c.Stop)
+		clusterAddrs = c.Addrs
+		clusterSrc = fmt.Sprintf("local cluster of 3 masters (started in %s)", time.Since(start).Round(time.Millisecond))
+	})
+	if clusterErr != nil {
+		tb.Fatalf("harness: no Redis Cluster: %v", clusterErr)
+	}
+	tb.Logf("redis cluster: %s at %v", clusterSrc, clusterAddrs)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: clusterAddrs, MaxRedirects: 8})
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Prefix returns a key prefix unique to tb (its name plus a random suffix)
+// and deletes every key under it when tb ends, so a shared server does not
+// fill up and a server given by REDIS_ADDR is left as it was found.
+func Prefix(tb testing.TB, rdb redis.UniversalClient) string {
+	tb.Helper()
+	p := redistest.Prefix(tb)
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := deleteKeys(ctx, rdb, p+":*"); err != nil {
+			tb.Logf("harness: deleting keys under %s: %v", p, err)
+		}
+	})
+	return p
+}
+
+// Keys returns every key matching pattern (SCAN on every master).
+func Keys(ctx context.Context, rdb redis.UniversalClient, pattern string) ([]string, error) {
+	var (
+		kmu sync.Mutex
+		out []string
+	)
+	scan := func(ctx context.Context, c *redis.Client) error {
+		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for it.Next(ctx) {
+			kmu.Lock()
+			out = append(out, it.Val())
+			kmu.Unlock()
+		}
+		return it.Err()
+	}
+	var err error
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, scan)
+	case *redis.Client:
+		err = scan(ctx, c)
+	default:
+		return nil, fmt.Errorf("harness: keys: unsupported client %T", rdb)
+	}
+	return out, err
+}
+
+func deleteKeys(ctx context.Context, rdb redis.UniversalClient, pattern string) error {
+	keys, err := Keys(ctx, rdb, pattern)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys { // one by one: keys of a prefix may live in many slots
+		if err := rdb.Unlink(ctx, k).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,411 @@
+package integration
+
+import (
+	"bufio"
+	"crypto/rand"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/integration/internal/harness"
+	"github.com/delaystream/delaystream/mover"
+	"github.com/delaystream/delaystream/stream"
+)
+
+// TestQuarantine plants an orphan (a delayed-set member without envelope)
+// and a foreign envelope among good messages: the mover sets both aside in
+// the quarantine stream with a reason, counts them, and delivers the good
+// messages around them. An envelope with a valid header but a corrupt body
+// is delivered (the promote script checks the header only) and stream.Decode
+// reports it, for the consumer group to dead-letter.
+func TestQuarantine(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	rdb := harness.Redis(t)
+	prefix := harness.Prefix(t, rdb)
+	const (
+		queue = "quarantine"
+		good  = 40
+	)
+	q := newQueue(t, rdb, prefix, queue)
+	l := lane(t, prefix, queue)
+
+	due := redisNow(ctx, t, rdb).Truncate(time.Millisecond)
+	var items []delay.Item
+	for i := range good { // due from 20 ms before to 20 ms after the bad ones
+		items = append(items, delay.Item{
+			Message: delay.Message{ID: fmt.Sprintf("good-%02d", i), Payload: []byte("fine")},
+			When:    delay.At(due.Add(time.Duration(i-good/2) * time.Millisecond)),
+		})
+	}
+	_, err := q.ScheduleBatch(ctx, items)
+	require.NoError(t, err)
+
+	foreign := make([]byte, 64)
+	_, _ = rand.Read(foreign)
+	foreign[0] = 0x00 // not the envelope magic byte
+	truncated := []byte{codec.EnvelopeMagic, codec.EnvelopeVersion, 0xff}
+	pipe := rdb.TxPipeline()
+	pipe.ZAdd(ctx, l.Delayed, redisZ(due, "orphan"), redisZ(due, "foreign"), redisZ(due, "truncated"))
+	pipe.HSet(ctx, l.Envelopes, "foreign", foreign, "truncated", truncated)
+	_, err = pipe.Exec(ctx)
+	require.NoError(t, err)
+
+	_, err = q.Get(ctx, "orphan")
+	assert.ErrorIs(t, err, delay.ErrNotFound, "get of an orphan")
+	_, err = q.Get(ctx, "foreign")
+	assert.ErrorIs(t, err, codec.ErrUnknownFormat, "get of a foreign envelope")
+	_, err = q.Get(ctx, "truncated")
+	assert.ErrorIs(t, err, codec.ErrCorrupt, "get of a corrupt envelope")
+
+	tl := newTally(good + 3)
+	m, _ := startMover(t, rdb, prefix, queue, mover.WithHooks(tl.hooks()))
+	tl.wait(t, 5*time.Second)
+	requireEmptyDelayed(ctx, t, rdb, l)
+
+	qs, err := stream.ReadQuarantine(ctx, rdb, l.Quarantine, "", 100)
+	require.NoError(t, err)
+	require.Len(t, qs, 2)
+	byID := map[string]stream.Quarantined{}
+	for _, x := range qs {
+		byID[x.MessageID] = x
+		assert.True(t, due.Equal(x.Due), "%s: quarantined due %v, want %v", x.MessageID, x.Due, due)
+	}
+	assert.Equal(t, "missing envelope", byID["orphan"].Reason)
+	assert.Empty(t, byID["orphan"].Raw)
+	assert.Equal(t, "unknown envelope format", byID["foreign"].Reason)
+	assert.Equal(t, foreign, byID["foreign"].Raw, "the foreign bytes are kept for inspection")
+
+	c := m.Counters()
+	assert.EqualValues(t, 2, c.Quarantined)
+	assert.EqualValues(t, good+1, c.Promoted)
+	assert.Zero(t, c.Errors)
+
+	msgs := readAll(ctx, t, rdb, l.Stream)
+	require.Len(t, msgs, good+1)
+	delivered := map[string]bool{}
+	for _, x := range msgs {
+		e, err := stream.Decode(l.Stream, x.ID, x.Values)
+		if x.Values[stream.FieldID] == "truncated" {
+			var ee *stream.EntryError
+			require.ErrorAs(t, err, &ee)
+			assert.ErrorIs(t, err, codec.ErrCorrupt)
+			assert.Equal(t, x.ID, ee.EntryID)
+			continue
+		}
+		require.NoError(t, err)
+		assert.Equal(t, "fine", string(e.Envelope.Payload))
+		delivered[e.Envelope.ID] = true
+	}
+	for _, it := range items {
+		assert.True(t, delivered[it.Message.ID], "%s not delivered", it.Message.ID)
+	}
+	t.Logf("counters %+v; quarantine %q: %v", c, l.Quarantine, reasons(qs))
+}
+
+func reasons(qs []stream.Quarantined) []string {
+	out := make([]string, len(qs))
+	for i, x := range qs {
+		out[i] = x.MessageID + ": " + x.Reason
+	}
+	return out
+}
+
+type leaseEvent struct {
+	who   string
+	owner bool
+	at    time.Time
+}
+
+// TestMoverFailover shows that promotion goes on when the lease owner goes
+// away: at once when it stops cleanly (Run releases the lease and wakes the
+// standby), and within the lease TTL when it crashed holding the lease.
+func TestMoverFailover(t *testing.T) {
+	t.Parallel()
+	rdb := harness.Redis(t)
+	prefix := harness.Prefix(t, rdb)
+
+	t.Run("owner stops", func(t *testing.T) {
+		t.Parallel()
+		heavy.RLock()
+		defer heavy.RUnlock()
+		ctx := t.Context()
+		const queue = "failover-stop"
+		q := newQueue(t, rdb, prefix, queue)
+		l := lane(t, prefix, queue)
+		events := make(chan leaseEvent, 64)
+		tallies := map[string]*tally{"A": newTally(1), "B": newTally(1)}
+		hooks := func(who string) mover.Hooks {
+			return mover.Hooks{
+				OnPromote: tallies[who].onPromote,
+				OnLease: func(_ string, owner bool) {
+					select {
+					case events <- leaseEvent{who, owner, time.Now()}:
+					default:
+					}
+				},
+			}
+		}
+		nextEvent := func() leaseEvent {
+			t.Helper()
+			select {
+			case ev := <-events:
+				return ev
+			case <-time.After(5 * time.Second):
+				t.Fatal("no lease change within 5s")
+				return leaseEvent{}
+			}
+		}
+
+		_, stopA := startMover(t, rdb, prefix, queue, mover.WithHooks(hooks("A")))
+		ev := nextEvent()
+		require.Equal(t, "A", ev.who)
+		require.True(t, ev.owner, "A owns the lane")
+		startMover(t, rdb, prefix, queue, mover.WithHooks(hooks("B")))
+
+		_, err := q.Schedule(ctx, delay.Message{ID: "before", Payload: []byte("x")}, delay.After(0))
+		require.NoError(t, err)
+		tallies["A"].wait(t, 5*time.Second)
+
+		stopped := time.Now()
+		stopA()
+		ev = nextEvent()
+		require.Equal(t, "B", ev.who)
+		require.True(t, ev.owner)
+		takeover := ev.at.Sub(stopped)
+		holder, err := rdb.Get(ctx, l.Lease).Result()
+		require.NoError(t, err)
+		require.NotEmpty(t, holder)
+
+		_, err = q.Schedule(ctx, delay.Message{ID: "after", Payload: []byte("x")}, delay.After(100*time.Millisecond))
+		require.NoError(t, err)
+		tallies["B"].wait(t, 5*time.Second)
+		entries := decodeAll(ctx, t, rdb, l.Stream)
+		require.Len(t, entries, 2)
+		late := entries[1].Appended().Sub(entries[1].Envelope.Due)
+		t.Logf("A stopped: B owned the lane %s later; a message due 100 ms later was delivered %s late",
+			takeover.Round(time.Microsecond), late)
+		assert.Less(t, takeover, 500*time.Millisecond, "a released lease is taken over at once, not after the TTL")
+		assert.GreaterOrEqual(t, late, time.Duration(0))
+		assert.Less(t, late, 100*time.Millisecond)
+	})
+
+	t.Run("owner crashed", func(t *testing.T) {
+		t.Parallel()
+		heavy.RLock()
+		defer heavy.RUnlock()
+		ctx := t.Context()
+		const (
+			queue = "failover-crash"
+			n     = 50
+		)
+		q := newQueue(t, rdb, prefix, queue)
+		l := lane(t, prefix, queue)
+
+		// A mover that died holding the lease: its token stays for the TTL.
+		before := redisNow(ctx, t, rdb)
+		require.NoError(t, rdb.Set(ctx, l.Lease, "dead", mover.DefaultLeaseTTL).Err())
+		items := make([]delay.Item, n)
+		for i := range items {
+			items[i] = delay.Item{Message: delay.Message{Payload: []byte("x")}, When: delay.After(0)}
+		}
+		_, err := q.ScheduleBatch(ctx, items)
+		require.NoError(t, err)
+
+		tl := newTally(n)
+		owner := make(chan time.Time, 1)
+		startMover(t, rdb, prefix, queue, mover.WithHooks(mover.Hooks{
+			OnPromote: tl.onPromote,
+			OnLease: func(_ string, o bool) {
+				if o {
+					select {
+					case owner <- time.Now():
+					default:
+					}
+				}
+			},
+		}))
+		tl.wait(t, 5*time.Second)
+		<-owner
+
+		entries := decodeAll(ctx, t, rdb, l.Stream)
+		require.Len(t, entries, n)
+		first := entries[0].Appended()
+		expiry := before.Truncate(time.Millisecond).Add(mover.DefaultLeaseTTL)
+		takeover := first.Sub(before.Truncate(time.Millisecond))
+		d := distOf(lateness(entries))
+		t.Logf("dead owner's lease (TTL %s) set at %s: first promotion %s later; lateness %s",
+			mover.DefaultLeaseTTL, before.Format("15:04:05.000"), takeover, d)
+		assert.False(t, first.Before(expiry), "promoted at %v while the dead owner's lease ran until %v", first, expiry)
+		assert.Less(t, takeover, mover.DefaultLeaseTTL+500*time.Millisecond, "takeover bounded by the lease TTL")
+		holder, err := rdb.Get(ctx, l.Lease).Result()
+		require.NoError(t, err)
+		assert.NotEqual(t, "dead", holder)
+	})
+}
+
+// TestIdleCost runs a mover on an empty queue for a few seconds on a server
+// of its own and counts the commands it receives (INFO commandstats):
+// invariant 8, idle is quiet.
+func TestIdleCost(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, rdb := harness.Dedicated(t)
+	prefix := harness.Prefix(t, rdb)
+	owner := make(chan struct{}, 1)
+	startMover(t, rdb, prefix, "idle", mover.WithHooks(mover.Hooks{OnLease: func(_ string, o bool) {
+		if o {
+			select {
+			case owner <- struct{}{}:
+			default:
+			}
+		}
+	}}))
+	select {
+	case <-owner: // the first promote call ran: the mover is now idle
+	case <-time.After(5 * time.Second):
+		t.Fatal("mover made no promote call within 5s")
+	}
+
+	const window = 3500 * time.Millisecond
+	require.NoError(t, rdb.ConfigResetStat(ctx).Err())
+	start := time.Now()
+	time.Sleep(window) // the measurement window itself, not a synchronisation
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	elapsed := time.Since(start)
+	require.NoError(t, err)
+
+	calls := commandStats(t, info)
+	delete(calls, "config|resetstat") // the test's own commands
+	delete(calls, "info")
+	var total int64
+	for _, n := range calls {
+		total += n
+	}
+	promotes := calls["evalsha"] + calls["eval"]
+	perSec := float64(promotes) / elapsed.Seconds()
+	t.Logf("idle mover over %s: %d promote calls (%.2f/s), %d commands in all counting those inside scripts (%.2f/s): %v",
+		elapsed.Round(time.Millisecond), promotes, perSec, total, float64(total)/elapsed.Seconds(), calls)
+	assert.LessOrEqual(t, perSec, 1.2, "promote calls per second while idle")
+	assert.Positive(t, promotes, "an idle mover still polls (at most once per max idle)")
+}
+
+// commandStats parses INFO commandstats into command -> calls.
+func commandStats(t *testing.T, info string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				require.NoError(t, err, line)
+				out[strings.TrimPrefix(name, "cmdstat_")] = n
+			}
+		}
+	}
+	return out
+}
+
+// TestWakeUpPrecision shows that an idle mover is woken by the schedule
+// script's publish and then sleeps on a Go timer to the exact due time: with
+// a 5 s max idle, messages due 200 ms out are delivered within a few
+// milliseconds, which polling could not do.
+func TestWakeUpPrecision(t *testing.T) {
+	t.Parallel()
+	heavy.RLock()
+	defer heavy.RUnlock()
+	ctx := t.Context()
+	rdb := harness.Redis(t)
+	prefix := harness.Prefix(t, rdb)
+	const queue = "wake"
+	q := newQueue(t, rdb, prefix, queue)
+	l := lane(t, prefix, queue)
+	tl := newTally(1 << 30)
+	owner := make(chan struct{}, 1)
+	startMover(t, rdb, prefix, queue, mover.WithMaxIdle(5*time.Second), mover.WithLeaseTTL(6*time.Second),
+		mover.WithHooks(mover.Hooks{OnPromote: tl.onPromote, OnLease: func(_ string, o bool) {
+			if o {
+				select {
+				case owner <- struct{}{}:
+				default:
+				}
+			}
+		}}))
+	select {
+	case <-owner:
+	case <-time.After(5 * time.Second):
+		t.Fatal("mover made no promote call within 5s")
+	}
+
+	rounds := []struct {
+		name     string
+		schedule func(id string) error
+	}{
+		{"after", func(id string) error {
+			_, err := q.Schedule(ctx, delay.Message{ID: id}, delay.After(200*time.Millisecond))
+			return err
+		}},
+		{"at", func(id string) error {
+			_, err := q.Schedule(ctx, delay.Message{ID: id}, delay.At(time.Now().Add(200*time.Millisecond)))
+			return err
+		}},
+		{"reschedule earlier", func(id string) error {
+			if _, err := q.Schedule(ctx, delay.Message{ID: id}, delay.After(time.Hour)); err != nil {
+				return err
+			}
+			_, err := q.Reschedule(ctx, id, delay.After(200*time.Millisecond))
+			return err
+		}},
+		{"after", func(id string) error {
+			_, err := q.Schedule(ctx, delay.Message{ID: id}, delay.After(200*time.Millisecond))
+			return err
+		}},
+		{"at", func(id string) error {
+			_, err := q.Schedule(ctx, delay.Message{ID: id}, delay.At(time.Now().Add(200*time.Millisecond)))
+			return err
+		}},
+	}
+	var late []time.Duration
+	for i, r := range rounds {
+		select { // drop a stale tick
+		case <-tl.each:
+		default:
+		}
+		id := fmt.Sprintf("%d-%s", i, r.name)
+		require.NoError(t, r.schedule(id))
+		select {
+		case <-tl.each:
+		case <-time.After(3 * time.Second):
+			t.Fatalf("round %s: not delivered within 3s", id)
+		}
+		last, err := rdb.XRevRangeN(ctx, l.Stream, "+", "-", 1).Result()
+		require.NoError(t, err)
+		require.Len(t, last, 1)
+		e, err := stream.Decode(l.Stream, last[0].ID, last[0].Values)
+		require.NoError(t, err)
+		require.Equal(t, id, e.Envelope.ID)
+		d := e.Appended().Sub(e.Envelope.Due)
+		late = append(late, d)
+		assert.GreaterOrEqual(t, d, time.Duration(0), "%s early", id)
+		assert.Less(t, d, 50*time.Millisecond, "%s late", id)
+	}
+	t.Logf("idle mover (max idle 5s), messages due 200 ms out: lateness per round %v", late)
+}
+
+func redisZ(at time.Time, member string) redis.Z {
+	return redis.Z{Score: float64(at.UnixMilli()), Member: member}
+}
