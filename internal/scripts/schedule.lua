@@ -28,6 +28,11 @@ for i = 2, #ARGV, 4 do
   end
   local status = 1
   local cur = redis.call('ZSCORE', KEYS[1], id)
+  -- An id whose envelope is gone is an orphan: overwrite it rather than
+  -- keep nothing (the new message would be lost, the orphan quarantined).
+  if cur and redis.call('HEXISTS', KEYS[2], id) == 0 then
+    cur = nil
+  end
   if cur then
     if policy == 'r' then
       status = 2
