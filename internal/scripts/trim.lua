@@ -16,6 +16,9 @@ if #groups == 0 then
 end
 local function parse(id)
   local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  if not ms then -- a bare "<ms>" (as some servers echo a group's start id)
+    ms, seq = string.match(id, '^(%d+)$'), 0
+  end
   return tonumber(ms), tonumber(seq)
 end
 local bestMs, bestSeq = nil, nil

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delaystream/delaystream/delay"
+)
+
+func TestRun(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+
+	var out bytes.Buffer
+	require.NoError(t, run(t.Context(), rdb, &out, miniredisOptions...))
+	t.Logf("output:\n%s", out.String())
+
+	// Each group handled each message exactly once.
+	for _, u := range users {
+		id := "trial:" + u + ":end"
+		assert.Equal(t, 1, strings.Count(out.String(), "billing  charged "+u+" for the first month ("+id+")"), u)
+		assert.Equal(t, 1, strings.Count(out.String(), "email    sent \"Your trial has ended\" to "+u+" ("+id+")"), u)
+	}
+	assert.Contains(t, out.String(), "done: billing acked 3, email acked 3")
+
+	// Both groups read the whole stream and acknowledged everything.
+	q, err := delay.New(rdb, queueName)
+	require.NoError(t, err)
+	key := q.Keys().Main().Stream
+	groups, err := rdb.XInfoGroups(t.Context(), key).Result()
+	require.NoError(t, err)
+	require.Len(t, groups, 2)
+	for _, g := range groups {
+		p, err := rdb.XPending(t.Context(), key, g.Name).Result()
+		require.NoError(t, err)
+		assert.Zero(t, p.Count, "group %s left entries pending", g.Name)
+	}
+	n, err := q.Len(t.Context())
+	require.NoError(t, err)
+	assert.Zero(t, n, "messages still waiting")
+}

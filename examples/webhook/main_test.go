@@ -1,0 +1,47 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delaystream/delaystream/group"
+)
+
+func TestRun(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+
+	var out bytes.Buffer
+	require.NoError(t, run(t.Context(), rdb, &out, miniredisOptions...))
+	s := out.String()
+	t.Logf("output:\n%s", s)
+
+	// The good endpoint succeeds at once, the flaky one on the third attempt.
+	assert.Contains(t, s, "attempt 1  delivery:1  200 OK")
+	assert.Contains(t, s, "attempt 1  delivery:2  post "+flakyURL+": 503 Service Unavailable; retry in")
+	assert.Contains(t, s, "attempt 2  delivery:2  post "+flakyURL+": 503 Service Unavailable; retry in")
+	assert.Contains(t, s, "attempt 3  delivery:2  200 OK")
+
+	// The dead endpoint is dead-lettered after three attempts, listed, and
+	// delivered again after the redrive.
+	assert.Contains(t, s, "attempt 3  delivery:3  dead-lettered: attempts exhausted")
+	assert.Regexp(t, `\d+-\d+  delivery:3  reason "attempts exhausted"  last error "post `+deadURL+`: dial tcp: connection refused"  attempts 3`, s)
+	redrove := strings.Index(s, "redrove 1 dead letter(s)")
+	require.Positive(t, redrove)
+	assert.Equal(t, 1, strings.Count(s, "delivery:3  200 OK"))
+	assert.Greater(t, strings.Index(s, "attempt 1  delivery:3  200 OK"), redrove)
+	assert.Contains(t, s, "0 dead letters left")
+
+	dl, err := group.NewDeadLetters(rdb, queueName, groupName)
+	require.NoError(t, err)
+	n, err := dl.Len(t.Context())
+	require.NoError(t, err)
+	assert.Zero(t, n)
+}
