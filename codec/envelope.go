@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 )
@@ -57,7 +58,10 @@ type Envelope struct {
 const maxHeaders = 1 << 12
 
 // MarshalEnvelope encodes e's payload, headers, attempt and creation time.
-// Headers are written in key order, so equal envelopes encode equally.
+// Headers are written in key order, so equal envelopes encode equally. The
+// attempt is clamped to 0..math.MaxInt32, the range [UnmarshalEnvelope]
+// accepts on every platform; the creation time is truncated to the
+// millisecond.
 func MarshalEnvelope(e *Envelope) []byte {
 	n := 2 + 3*binary.MaxVarintLen64 + len(e.Payload)
 	for k, v := range e.Headers {
@@ -65,7 +69,7 @@ func MarshalEnvelope(e *Envelope) []byte {
 	}
 	b := make([]byte, 0, n)
 	b = append(b, EnvelopeMagic, EnvelopeVersion)
-	b = binary.AppendUvarint(b, uint64(max(e.Attempt, 0)))
+	b = binary.AppendUvarint(b, uint64(min(max(e.Attempt, 0), math.MaxInt32)))
 	var created int64
 	if !e.Created.IsZero() {
 		created = e.Created.UnixMilli()
@@ -99,7 +103,7 @@ func UnmarshalEnvelope(b []byte, e *Envelope) error {
 	if r.err == nil && nh > maxHeaders {
 		r.fail(fmt.Sprintf("header count %d exceeds %d", nh, maxHeaders))
 	}
-	if r.err == nil && attempt > 1<<31 {
+	if r.err == nil && attempt > math.MaxInt32 {
 		r.fail(fmt.Sprintf("attempt %d out of range", attempt))
 	}
 	var headers map[string]string

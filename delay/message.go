@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -128,7 +129,7 @@ func (o Outcome) String() string {
 type Result struct {
 	ID      string    // the message id (generated if the message had none)
 	Due     time.Time // the due time now stored (the existing one for Kept and Rejected)
-	Outcome Outcome
+	Outcome Outcome   // what scheduling did: Created, Replaced, Kept or Rejected
 }
 
 // When is a due time: [After] a delay measured by the Redis clock, or [At] an
@@ -184,9 +185,10 @@ func (w When) arg() (string, error) {
 		if w.at.IsZero() {
 			return "", fmt.Errorf("%w: zero time in At", ErrInvalidMessage)
 		}
-		ns := w.at.UnixNano()
+		// UnixMilli floors; round a sub-millisecond rest up. (UnixNano
+		// would overflow after year 2262.)
 		ms := w.at.UnixMilli()
-		if ns%int64(time.Millisecond) != 0 && ns > 0 {
+		if w.at.Nanosecond()%int(time.Millisecond) != 0 {
 			ms++
 		}
 		if ms > maxDueMs {
@@ -238,7 +240,7 @@ func ValidateID(id string) error {
 		return fmt.Errorf("%w: id is not valid UTF-8", ErrInvalidMessage)
 	}
 	for _, r := range id {
-		if r < ' ' || r == 0x7f {
+		if unicode.IsControl(r) {
 			return fmt.Errorf("%w: id %q contains control character %U", ErrInvalidMessage, id, r)
 		}
 	}

@@ -64,8 +64,8 @@ func (q *Queue) Codec() codec.Codec { return q.cfg.codec }
 
 // Item is one message of a ScheduleBatch call.
 type Item struct {
-	Message Message
-	When    When
+	Message Message // the message; its ID may be empty
+	When    When    // when it is due
 }
 
 // Schedule stores msg until when. It returns the message id (generated when

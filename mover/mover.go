@@ -194,6 +194,14 @@ func (l *lane) notify(due int64) {
 	if due != 0 && due >= l.until.Load() && l.until.Load() != noDue {
 		return
 	}
+	if due == 0 {
+		// A pending due time must not hide a released lease: a standby
+		// ignores due times, so replace it (an owner wakes for either).
+		select {
+		case <-l.wake:
+		default:
+		}
+	}
 	select {
 	case l.wake <- due:
 	default: // a wake-up is already pending

@@ -21,7 +21,7 @@ type Info struct {
 
 // GroupInfo describes one consumer group of a stream (XINFO GROUPS).
 type GroupInfo struct {
-	Name            string
+	Name            string // group name
 	Consumers       int64  // consumers known to the group
 	Pending         int64  // entries delivered but not acknowledged
 	LastDeliveredID string // last entry id delivered to the group
@@ -53,8 +53,10 @@ func ReadInfo(ctx context.Context, rdb redis.UniversalClient, key string) (Info,
 	return info, nil
 }
 
+// isNoSuchKey reports Redis's "ERR no such key" reply. HasErrorPrefix strips
+// the "ERR " part before comparing.
 func isNoSuchKey(err error) bool {
-	return err != nil && !errors.Is(err, redis.Nil) && redis.HasErrorPrefix(err, "ERR no such key")
+	return err != nil && !errors.Is(err, redis.Nil) && redis.HasErrorPrefix(err, "no such key")
 }
 
 // Quarantined is an entry the mover could not promote: its envelope was

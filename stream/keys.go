@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -34,7 +35,7 @@ func ValidateName(what, s string) error {
 		return fmt.Errorf("%w: %s name %q is not valid UTF-8", ErrInvalidName, what, s)
 	}
 	for _, r := range s {
-		if r == '{' || r == '}' || r <= ' ' || r == 0x7f {
+		if r == '{' || r == '}' || unicode.IsSpace(r) || unicode.IsControl(r) {
 			return fmt.Errorf("%w: %s name %q contains %q (no braces, spaces or control characters)", ErrInvalidName, what, s, r)
 		}
 	}

@@ -28,7 +28,7 @@ const InstallHint = "redis-server (Redis >= 7.0) is required: install it with `a
 
 // Server is one redis-server child process.
 type Server struct {
-	Addr string
+	Addr string // host:port to connect to
 	cmd  *exec.Cmd
 	dir  string
 }

@@ -61,8 +61,8 @@ var (
 
 // Call is one invocation of a script in a pipeline.
 type Call struct {
-	Keys []string
-	Args []any
+	Keys []string // the script's KEYS
+	Args []any    // the script's ARGV
 }
 
 // RunPipelined runs s once per call in a single pipeline and returns the

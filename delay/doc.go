@@ -1,0 +1,77 @@
+// Package delay is the producer side of delaystream: it stores messages in
+// Redis until they are due. A mover (package mover) then appends each due
+// message to the queue's stream, where every consumer group receives it.
+//
+//	q, err := delay.New(rdb, "orders")
+//	if err != nil {
+//		return err
+//	}
+//	res, err := q.Schedule(ctx, delay.Message{
+//		ID:      "order:5001:cancel",
+//		Payload: []byte(`{"order":5001}`),
+//	}, delay.After(30*time.Minute))
+//	// res.ID, res.Due (as stored), res.Outcome (Created, Replaced, Kept, Rejected)
+//
+// A [Queue] also schedules many messages at once ([Queue.ScheduleBatch]),
+// cancels ([Queue.Cancel]), moves ([Queue.Reschedule]) and reads
+// ([Queue.Get]) a waiting message by id, and reports [Queue.Stats].
+// [Typed] wraps a Queue to schedule values of a Go type through the
+// queue's codec.
+//
+// # Due times and clocks
+//
+// Due-ness is decided by the Redis clock only. [After] is resolved inside
+// the schedule script from Redis TIME (rounded up to the millisecond, as is
+// the delay), so skew between application hosts cannot make a message
+// early or late. [At] is an absolute time chosen by the caller, rounded up
+// to the next millisecond; a time in the past is due at once. The mover
+// appends a message to the stream only once its due time has passed by the
+// same Redis clock: a message is never delivered early.
+//
+// # Guarantees
+//
+//   - Every write is one Lua script per chunk of messages: a message is
+//     either stored completely (due time and envelope) or not at all.
+//   - Invalid input (a bad id, an oversized payload, reserved or too many
+//     headers, a zero or negative When, a due time after year 9999) is
+//     refused at the call with an error wrapping [ErrInvalidMessage], before
+//     anything is sent: nothing is written, not even the valid items of the
+//     same batch.
+//   - A message is promoted into the stream exactly once, however many
+//     movers run (the promote script removes it from the waiting set as it
+//     appends it). Cancel and promotion exclude each other: a message is
+//     either cancelled or delivered, never both.
+//   - Delivery to consumers is at least once per consumer group; handlers
+//     should be idempotent.
+//   - A Schedule call that fails (network error, timeout) may or may not
+//     have written: the outcome is [Unknown]. Scheduling again with the
+//     same id under [Keep] is safe.
+//
+// # Message ids and duplicates
+//
+// A message id identifies the message while it waits. An empty id gets a
+// generated one ([NewID]: 26 characters in the ULID layout, sortable by
+// creation time). Scheduling an id that is still waiting applies the
+// duplicate policy: [Keep] (the default) leaves the waiting message
+// untouched, [Replace] overwrites its payload, headers and due time, and
+// [Reject] refuses the new one (Schedule returns [ErrDuplicate]). Keep is
+// the default because it makes scheduling idempotent: a producer that
+// retries after a timeout can neither push a deadline back nor create a
+// twin. Set the queue's policy with [WithDuplicatePolicy] and override it
+// per message with [Message.OnDuplicate]. The policy only sees waiting
+// messages: once promoted, an id may be scheduled again.
+//
+// # Wake-ups
+//
+// When a schedule or reschedule makes a message the earliest of its queue,
+// the script publishes its due time on the queue's wake channel, so a
+// sleeping mover wakes for it instead of waiting for its next check.
+//
+// # Concurrency and ownership
+//
+// A Queue is safe for concurrent use, starts no goroutines and holds no
+// resources of its own. It borrows the redis.UniversalClient it is given
+// (a single server, Sentinel or Cluster client) and never closes it. Every
+// key of a queue carries one hash tag (see package stream), so every
+// script runs on Redis Cluster.
+package delay

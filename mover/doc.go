@@ -1,0 +1,70 @@
+// Package mover promotes due messages: it moves every message of a queue
+// whose due time has passed (by the Redis clock) from the queue's delayed
+// set into its stream, where every consumer group receives it. Run at least
+// one [Mover] per queue, in any process; run several for availability.
+//
+//	m, err := mover.New(rdb, "orders")
+//	if err != nil {
+//		return err
+//	}
+//	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+//	defer stop()
+//	return m.Run(ctx) // blocks; nil after ctx is cancelled
+//
+// # Guarantees
+//
+//   - Never early. The promote script reads Redis TIME and takes only
+//     entries whose due time is at or before it; the mover's own clock only
+//     decides when to ask, never what is due. Clock skew between hosts can
+//     make nothing early.
+//   - Exactly once into the stream. One script call appends an entry to the
+//     stream and removes it from the delayed set and the envelopes, so a
+//     message is appended once however many movers run and whenever they
+//     crash. Delivery to consumers is then at least once per group (see
+//     package group).
+//   - Nothing dropped silently. A due entry whose envelope is missing, or
+//     not in a format this version knows, is moved to the lane's quarantine
+//     stream with a reason ("missing envelope", "unknown envelope format"),
+//     counted ([Counters].Quarantined), reported to [Hooks].OnPromote and
+//     logged; read it with stream.ReadQuarantine.
+//   - Bounded work. Each call moves at most the batch size (default 256)
+//     entries; the mover calls again at once while batches are full.
+//
+// # Timing and idle cost
+//
+// After each call the mover sleeps until the next due time, on a Go timer,
+// for at most the max idle (default 1 s). A producer that schedules an
+// entry earlier than the current head publishes its due time on the lane's
+// wake channel, and the sleeping mover wakes for it, so lateness is a few
+// milliseconds rather than up to the max idle. If a wake-up is lost (for
+// example while the pub/sub connection reconnects), the entry is promoted
+// at the next check, at most the max idle late. With nothing due, a mover
+// makes about one Redis call per second per lane.
+//
+// # Several movers: lease and standby
+//
+// Each lane has a lease key. The mover that holds it promotes, and renews
+// the lease (default TTL 1.25 s, always longer than the max idle) with
+// every call; the others are standbys: their call finds the lease taken,
+// does nothing, and they check again when it would lapse, about once per
+// lease TTL. Extra movers therefore cost about one call per second each,
+// not more work. A mover that stops cleanly releases the lease and
+// publishes a wake-up, so a standby takes over at once; a mover that
+// crashes is replaced when its lease lapses, within the lease TTL (1.25 s)
+// of its last call. [WithoutLease] lets every mover promote on its own
+// schedule: still exactly once, at the price of more Redis load.
+//
+// # Lifecycle
+//
+// [New] validates its arguments and options, talks to no server and starts
+// nothing. [Mover.Run] subscribes to the wake channel, promotes until its
+// ctx is cancelled, then releases its leases and returns nil; a second
+// concurrent Run returns [ErrRunning], and a stopped Mover may be run again.
+// Failed calls are logged at Warn and retried with backoff (50 ms doubling
+// up to the max idle); Run does not return on them. Shutdown takes at most
+// one in-flight promote call (bounded by a 5 s timeout) plus a lease
+// release (bounded by 1 s); from an idle sleep it is immediate. The Mover
+// borrows its redis.UniversalClient and never closes it, and it never
+// installs signal handlers. Counters and hooks report what it does:
+// [Mover.Counters], [Hooks].
+package mover

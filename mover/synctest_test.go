@@ -1,0 +1,285 @@
+package mover_test
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/mover"
+	"github.com/delaystream/delaystream/stream"
+)
+
+// These tests run inside a testing/synctest bubble: time is fake and
+// advances only when every goroutine of the bubble is blocked, so timings
+// are exact and the tests take no real time. miniredis is served over
+// net.Pipe (Miniredis.Dial), because a real socket would not count as
+// blocked; its TIME and, with ClockTTL, its key expiry follow the fake clock.
+
+// pipeRedis returns an in-bubble miniredis and a client of it.
+func pipeRedis(t *testing.T) (*miniredis.Miniredis, *redis.Client) {
+	mr := miniredis.NewMiniRedis()
+	mr.ClockTTL(true) // the lease's PX expires with the fake clock
+	rdb := redis.NewClient(&redis.Options{
+		// An IP address, and no maintenance notifications: go-redis would
+		// otherwise resolve a host name, and DNS cannot run in a bubble.
+		Addr:                     "127.0.0.1:6379",
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		Dialer:                   func(context.Context, string, string) (net.Conn, error) { return mr.Dial() },
+	})
+	t.Cleanup(func() {
+		_ = rdb.Close()
+		mr.Close()
+	})
+	return mr, rdb
+}
+
+// evalCounter counts commands other than connection handshakes, and
+// script calls (EVALSHA) among them.
+type evalCounter struct{ cmds, evals atomic.Int64 }
+
+func (h *evalCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *evalCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() != "hello" { // connection handshakes (commands and pub/sub)
+			h.cmds.Add(1)
+		}
+		if cmd.Name() == "evalsha" {
+			h.evals.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *evalCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// startMover runs m until the test's cleanup (inside the bubble).
+func startMover(t *testing.T, m *mover.Mover) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		require.NoError(t, <-done)
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func streamLen(t *testing.T, rdb *redis.Client, key string) int64 {
+	t.Helper()
+	n, err := rdb.XLen(context.Background(), key).Result()
+	require.NoError(t, err)
+	return n
+}
+
+// An entry due in 10 s is promoted exactly at its due time: not a
+// millisecond early, not a millisecond late.
+func TestFakeClockNeverEarly(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		_, rdb := pipeRedis(t)
+		q, err := delay.New(rdb, "q")
+		require.NoError(t, err)
+		due := time.Now().Add(10 * time.Second)
+		_, err = q.Schedule(ctx, delay.Message{ID: "x"}, delay.At(due))
+		require.NoError(t, err)
+		m, err := mover.New(rdb, "q")
+		require.NoError(t, err)
+		startMover(t, m)
+		key := q.Keys().Main().Stream
+
+		time.Sleep(time.Until(due) - time.Millisecond)
+		synctest.Wait()
+		assert.Zero(t, streamLen(t, rdb, key), "promoted before its due time")
+
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, int64(1), streamLen(t, rdb, key))
+		msgs, err := rdb.XRange(ctx, key, "-", "+").Result()
+		require.NoError(t, err)
+		e, err := stream.Decode(key, msgs[0].ID, msgs[0].Values)
+		require.NoError(t, err)
+		assert.Equal(t, due.UnixMilli(), e.Envelope.Due.UnixMilli())
+		assert.Equal(t, due.UnixMilli(), e.Appended().UnixMilli(), "appended exactly when due")
+	})
+}
+
+// With nothing due, a mover makes one promote call per max idle (1 s).
+func TestFakeClockIdleCost(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		_, rdb := pipeRedis(t)
+		calls := &evalCounter{}
+		rdb.AddHook(calls)
+		m, err := mover.New(rdb, "q")
+		require.NoError(t, err)
+		startMover(t, m)
+
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		// A first call within the 20 ms start stagger, then one per second.
+		evals := calls.evals.Load()
+		assert.GreaterOrEqual(t, evals, int64(60))
+		assert.LessOrEqual(t, evals, int64(61))
+		// Besides them: one EVAL that loads the script. Nothing else.
+		assert.LessOrEqual(t, calls.cmds.Load(), evals+1, "%d commands in a minute", calls.cmds.Load())
+	})
+}
+
+// A mover sleeping with nothing due is woken by the schedule of an entry
+// and promotes it exactly when due, long before its next idle check.
+func TestFakeClockWakeUp(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		_, rdb := pipeRedis(t)
+		q, err := delay.New(rdb, "q")
+		require.NoError(t, err)
+		m, err := mover.New(rdb, "q", mover.WithMaxIdle(30*time.Second), mover.WithLeaseTTL(time.Minute))
+		require.NoError(t, err)
+		startMover(t, m)
+
+		time.Sleep(3500 * time.Millisecond) // the mover sleeps until ~30 s
+		synctest.Wait()
+		res, err := q.Schedule(ctx, delay.Message{ID: "soon"}, delay.After(200*time.Millisecond))
+		require.NoError(t, err)
+		time.Sleep(time.Until(res.Due))
+		synctest.Wait()
+		key := q.Keys().Main().Stream
+		require.Equal(t, int64(1), streamLen(t, rdb, key))
+		msgs, err := rdb.XRange(ctx, key, "-", "+").Result()
+		require.NoError(t, err)
+		assert.Equal(t, res.Due.UnixMilli(), stream.EntryTime(msgs[0].ID).UnixMilli(), "promoted exactly when due")
+
+		// Rescheduling earlier wakes it too.
+		_, err = q.Schedule(ctx, delay.Message{ID: "late"}, delay.After(time.Hour))
+		require.NoError(t, err)
+		synctest.Wait()
+		due, err := q.Reschedule(ctx, "late", delay.After(time.Second))
+		require.NoError(t, err)
+		time.Sleep(time.Until(due))
+		synctest.Wait()
+		assert.Equal(t, int64(2), streamLen(t, rdb, key))
+	})
+}
+
+// Many due entries are promoted in back-to-back full batches, without
+// waiting between them.
+func TestFakeClockBurst(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		_, rdb := pipeRedis(t)
+		q, err := delay.New(rdb, "q")
+		require.NoError(t, err)
+		items := make([]delay.Item, 1000)
+		for i := range items {
+			items[i] = delay.Item{When: delay.After(time.Second)}
+		}
+		_, err = q.ScheduleBatch(ctx, items)
+		require.NoError(t, err)
+		calls := &evalCounter{}
+		rdb.AddHook(calls)
+		m, err := mover.New(rdb, "q", mover.WithBatchSize(100))
+		require.NoError(t, err)
+		startMover(t, m)
+
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.Equal(t, int64(1000), streamLen(t, rdb, q.Keys().Main().Stream))
+		c := m.Counters()
+		assert.Equal(t, uint64(1000), c.Promoted)
+		assert.Equal(t, uint64(10), c.Batches, "ten full batches of 100")
+		// The first call (nothing due yet), ten full batches, one empty call.
+		assert.Equal(t, int64(12), calls.evals.Load())
+	})
+}
+
+// Of two movers one holds the lease for as long as it runs; when it stops,
+// the other takes over at once.
+func TestFakeClockLease(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		_, rdb := pipeRedis(t)
+		type event struct {
+			name  string
+			owner bool
+			at    time.Time
+		}
+		var events []event // appended on the movers' goroutines, read after synctest.Wait
+		movers := map[string]*mover.Mover{}
+		stops := map[string]func(){}
+		for _, name := range []string{"a", "b"} {
+			m, err := mover.New(rdb, "q", mover.WithHooks(mover.Hooks{OnLease: func(_ string, owner bool) {
+				events = append(events, event{name, owner, time.Now()})
+			}}))
+			require.NoError(t, err)
+			movers[name] = m
+		}
+		for name, m := range movers {
+			stops[name] = startMover(t, m)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		require.Len(t, events, 1, "one owner for a minute: %+v", events)
+		require.True(t, events[0].owner)
+		owner := events[0].name
+		standby := map[string]string{"a": "b", "b": "a"}[owner]
+
+		stopped := time.Now()
+		stops[owner]()
+		synctest.Wait()
+		require.Len(t, events, 2, "%+v", events)
+		assert.Equal(t, standby, events[1].name)
+		assert.True(t, events[1].owner)
+		assert.Equal(t, stopped, events[1].at, "the release wakes the standby at once")
+	})
+}
+
+// A lease left behind by a crashed mover is taken over when it lapses,
+// within the lease TTL.
+func TestFakeClockTakeoverAfterCrash(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		_, rdb := pipeRedis(t)
+		keys, err := stream.NewKeys(stream.DefaultPrefix, "q", 0, 1)
+		require.NoError(t, err)
+		start := time.Now()
+		require.NoError(t, rdb.Set(ctx, keys.Main().Lease, "crashed-mover", mover.DefaultLeaseTTL).Err())
+		var ownerAt atomic.Int64
+		m, err := mover.New(rdb, "q", mover.WithHooks(mover.Hooks{OnLease: func(_ string, owner bool) {
+			if owner {
+				ownerAt.Store(int64(time.Since(start)))
+			}
+		}}))
+		require.NoError(t, err)
+		startMover(t, m)
+
+		time.Sleep(mover.DefaultLeaseTTL - time.Millisecond)
+		synctest.Wait()
+		assert.Zero(t, ownerAt.Load(), "took a lease that had not lapsed")
+		time.Sleep(50 * time.Millisecond)
+		synctest.Wait()
+		took := time.Duration(ownerAt.Load())
+		assert.GreaterOrEqual(t, took, mover.DefaultLeaseTTL)
+		assert.LessOrEqual(t, took, mover.DefaultLeaseTTL+20*time.Millisecond, "the standby rechecks when the lease lapses")
+	})
+}

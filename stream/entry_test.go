@@ -1,0 +1,158 @@
+package stream_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/stream"
+)
+
+// values converts Encode's field list into what go-redis returns in
+// XMessage.Values (every value a string).
+func values(fields []any) map[string]any {
+	m := make(map[string]any, len(fields)/2)
+	for i := 0; i < len(fields); i += 2 {
+		switch v := fields[i+1].(type) {
+		case string:
+			m[fields[i].(string)] = v
+		case []byte:
+			m[fields[i].(string)] = string(v)
+		}
+	}
+	return m
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	t.Parallel()
+	due := time.UnixMilli(1_700_000_123_456)
+	tests := []struct {
+		name string
+		env  codec.Envelope
+	}{
+		{"minimal", codec.Envelope{ID: "a", Due: due, Attempt: 1}},
+		{"full", codec.Envelope{ID: "order:5001", Due: due, Attempt: 4, Payload: []byte("p\x00q"),
+			Headers: map[string]string{"h": "v"}, Created: time.UnixMilli(1_700_000_000_000)}},
+		{"due before 1970", codec.Envelope{ID: "old", Due: time.UnixMilli(-5), Attempt: 1}},
+		{"due zero ms", codec.Envelope{ID: "zero", Due: time.UnixMilli(0), Attempt: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fields := stream.Encode(&tt.env)
+			require.Len(t, fields, 6)
+			assert.Equal(t, []any{stream.FieldID, stream.FieldDue, stream.FieldEnvelope},
+				[]any{fields[0], fields[2], fields[4]})
+			e, err := stream.Decode("k", "1700000123999-3", values(fields))
+			require.NoError(t, err)
+			assert.Equal(t, "1700000123999-3", e.ID)
+			assert.Equal(t, time.UnixMilli(1_700_000_123_999), e.Appended())
+			assert.Equal(t, tt.env.ID, e.Envelope.ID)
+			assert.True(t, tt.env.Due.Equal(e.Envelope.Due), "due %v != %v", tt.env.Due, e.Envelope.Due)
+			assert.Equal(t, tt.env.Attempt, e.Envelope.Attempt)
+			assert.Equal(t, tt.env.Headers, e.Envelope.Headers)
+			assert.Equal(t, string(tt.env.Payload), string(e.Envelope.Payload))
+			assert.True(t, tt.env.Created.Equal(e.Envelope.Created))
+		})
+	}
+}
+
+func TestDecodeStripsRetryMember(t *testing.T) {
+	t.Parallel()
+	member := stream.RetryMember("order:1", "1700000000000-0")
+	assert.Equal(t, "order:1\x1f1700000000000-0", member)
+	fields := stream.Encode(&codec.Envelope{ID: member, Due: time.UnixMilli(10), Attempt: 2})
+	e, err := stream.Decode("k", "11-0", values(fields))
+	require.NoError(t, err)
+	assert.Equal(t, "order:1", e.Envelope.ID)
+	assert.Equal(t, 2, e.Envelope.Attempt)
+}
+
+func TestDecodeErrors(t *testing.T) {
+	t.Parallel()
+	env := string(codec.MarshalEnvelope(&codec.Envelope{Attempt: 1, Payload: []byte("x")}))
+	tests := []struct {
+		name   string
+		values map[string]any
+		want   error
+		msg    string
+	}{
+		{"nil values", nil, stream.ErrMalformed, `field "i" missing`},
+		{"missing id", map[string]any{"d": "1", "e": env}, stream.ErrMalformed, `field "i" missing`},
+		{"empty id", map[string]any{"i": "", "d": "1", "e": env}, stream.ErrMalformed, `field "i" missing`},
+		{"id of wrong type", map[string]any{"i": 7, "d": "1", "e": env}, stream.ErrMalformed, `field "i" missing`},
+		{"missing due", map[string]any{"i": "a", "e": env}, stream.ErrMalformed, `field "d" missing`},
+		{"due of wrong type", map[string]any{"i": "a", "d": int64(1), "e": env}, stream.ErrMalformed, `field "d" missing`},
+		{"due not a number", map[string]any{"i": "a", "d": "soon", "e": env}, stream.ErrMalformed, `"soon" is not an integer`},
+		{"due is a float", map[string]any{"i": "a", "d": "1.5", "e": env}, stream.ErrMalformed, "not an integer"},
+		{"due overflows", map[string]any{"i": "a", "d": "99999999999999999999", "e": env}, stream.ErrMalformed, "not an integer"},
+		{"empty due", map[string]any{"i": "a", "d": "", "e": env}, stream.ErrMalformed, "not an integer"},
+		{"missing envelope", map[string]any{"i": "a", "d": "1"}, stream.ErrMalformed, `field "e" missing`},
+		{"envelope of wrong type", map[string]any{"i": "a", "d": "1", "e": []byte(env)}, stream.ErrMalformed, `field "e" missing`},
+		{"foreign envelope", map[string]any{"i": "a", "d": "1", "e": `{"json":true}`}, codec.ErrUnknownFormat, "unknown envelope format"},
+		{"empty envelope", map[string]any{"i": "a", "d": "1", "e": ""}, codec.ErrUnknownFormat, "magic"},
+		{"future envelope version", map[string]any{"i": "a", "d": "1", "e": "\xd5\x09"}, codec.ErrUnknownFormat, "version 9"},
+		{"corrupt envelope", map[string]any{"i": "a", "d": "1", "e": env[:2] + "\x80"}, codec.ErrCorrupt, "corrupt envelope"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e, err := stream.Decode("ds:1:{q}:s", "5-1", tt.values)
+			require.Error(t, err)
+			assert.Equal(t, stream.Entry{}, e)
+			var ee *stream.EntryError
+			require.ErrorAs(t, err, &ee)
+			assert.Equal(t, "ds:1:{q}:s", ee.Stream)
+			assert.Equal(t, "5-1", ee.EntryID)
+			assert.ErrorIs(t, err, tt.want)
+			assert.Contains(t, err.Error(), tt.msg)
+			assert.Contains(t, err.Error(), "decode ds:1:{q}:s/5-1: ")
+			if errors.Is(tt.want, stream.ErrMalformed) {
+				var ce *codec.EnvelopeError
+				assert.False(t, errors.As(err, &ce), "malformed fields are not envelope errors")
+			} else {
+				var ce *codec.EnvelopeError
+				assert.ErrorAs(t, err, &ce)
+				assert.NotErrorIs(t, err, stream.ErrMalformed)
+			}
+		})
+	}
+}
+
+func TestEntryTime(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		id   string
+		want time.Time
+	}{
+		{"1700000000000-0", time.UnixMilli(1_700_000_000_000)},
+		{"1700000000000-18446744073709551615", time.UnixMilli(1_700_000_000_000)},
+		{"0-1", time.UnixMilli(0)},
+		{"5-", time.UnixMilli(5)},
+		{"", time.Time{}},
+		{"1700000000000", time.Time{}}, // no sequence part
+		{"-0", time.Time{}},
+		{"abc-0", time.Time{}},
+		{"99999999999999999999-0", time.Time{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.id, func(t *testing.T) {
+			t.Parallel()
+			got := stream.EntryTime(tt.id)
+			assert.Equal(t, tt.want.IsZero(), got.IsZero())
+			assert.True(t, tt.want.Equal(got), "want %v, got %v", tt.want, got)
+			assert.True(t, stream.Entry{ID: tt.id}.Appended().Equal(got))
+		})
+	}
+}
+
+func TestEntryErrorUnwrap(t *testing.T) {
+	t.Parallel()
+	err := &stream.EntryError{Stream: "s", EntryID: "1-0", Err: stream.ErrMalformed}
+	assert.Equal(t, "decode s/1-0: stream: malformed entry", err.Error())
+	assert.Equal(t, stream.ErrMalformed, errors.Unwrap(err))
+}

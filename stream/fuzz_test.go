@@ -1,0 +1,61 @@
+package stream_test
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/stream"
+)
+
+// FuzzDecode feeds arbitrary field values to Decode, as a hostile or
+// corrupted stream entry would: it must never panic, must fail only with an
+// *EntryError wrapping ErrMalformed or a codec error, and an entry it
+// accepts must survive Encode and Decode unchanged.
+func FuzzDecode(f *testing.F) {
+	for _, env := range []codec.Envelope{
+		{ID: "a", Due: time.UnixMilli(1), Attempt: 1},
+		{ID: "order:5001", Due: time.UnixMilli(1_700_000_000_000), Attempt: 3, Payload: []byte("x"),
+			Headers: map[string]string{"k": "v"}, Created: time.UnixMilli(1_600_000_000_000)},
+		{ID: stream.RetryMember("m", "1-0"), Due: time.UnixMilli(-1), Attempt: 2},
+	} {
+		f.Add(env.ID, strconv.FormatInt(env.Due.UnixMilli(), 10), codec.MarshalEnvelope(&env), "1700000000000-0")
+	}
+	f.Add("", "", []byte{}, "")
+	f.Add("id", "+12", []byte{0xD5, 0x01, 0x80}, "x-y")
+	f.Add("id", "-9223372036854775808", []byte("\xd5\x01\x01\x00\x01\x05"), "-")
+
+	f.Fuzz(func(t *testing.T, id, due string, env []byte, entryID string) {
+		in := map[string]any{stream.FieldID: id, stream.FieldDue: due, stream.FieldEnvelope: string(env)}
+		e, err := stream.Decode("s", entryID, in)
+		if err != nil {
+			var ee *stream.EntryError
+			if !errors.As(err, &ee) {
+				t.Fatalf("error %v (%T) is not an *EntryError", err, err)
+			}
+			if ee.Stream != "s" || ee.EntryID != entryID {
+				t.Fatalf("error names %s/%s, want s/%s", ee.Stream, ee.EntryID, entryID)
+			}
+			if !errors.Is(err, stream.ErrMalformed) && !errors.Is(err, codec.ErrUnknownFormat) && !errors.Is(err, codec.ErrCorrupt) {
+				t.Fatalf("error %v wraps no known cause", err)
+			}
+			return
+		}
+		if e.ID != entryID || e.Envelope.ID == "" {
+			t.Fatalf("decoded ids %q/%q from %q/%q", e.ID, e.Envelope.ID, entryID, id)
+		}
+		_ = e.Appended() // must not panic on any entry id
+		e2, err := stream.Decode("s", entryID, values(stream.Encode(&e.Envelope)))
+		if err != nil {
+			t.Fatalf("re-encoded entry does not decode: %v", err)
+		}
+		a, b := e.Envelope, e2.Envelope
+		if a.ID != b.ID || !a.Due.Equal(b.Due) || a.Attempt != b.Attempt || !a.Created.Equal(b.Created) ||
+			!bytes.Equal(a.Payload, b.Payload) || len(a.Headers) != len(b.Headers) {
+			t.Fatalf("round trip changed the entry: %+v -> %+v", a, b)
+		}
+	})
+}
