@@ -1,7 +1,7 @@
 // Command quickstart schedules three messages one to three seconds out, runs
-// a mover that appends each to the queue's stream when it is due, and reads
-// the stream with a Redis consumer group, printing how late each delivery was
-// by the Redis clock.
+// a mover that appends each to the queue's stream when it is due, and
+// handles them with a group.Consumer, printing how late each delivery was by
+// the Redis clock.
 //
 //	go run ./examples/quickstart                                    # embedded miniredis
 //	REDIS_URL=redis://localhost:6379/0 go run ./examples/quickstart # a real Redis
@@ -9,18 +9,21 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/group"
 	"github.com/delaystream/delaystream/mover"
 	"github.com/delaystream/delaystream/stream"
 )
@@ -48,7 +51,8 @@ func start() error {
 		return err
 	}
 	defer closeRedis()
-	return run(ctx, rdb, os.Stdout)
+	_, err = run(ctx, rdb, os.Stdout)
+	return err
 }
 
 // connect returns a client for REDIS_URL, or for an embedded miniredis when
@@ -70,22 +74,24 @@ func connect() (*redis.Client, func(), error) {
 	return rdb, func() { _ = rdb.Close(); mr.Close() }, nil
 }
 
-// run schedules the messages, promotes them with a mover and consumes them,
-// writing what happens to out. It returns once every scheduled message has
-// been delivered and acknowledged, or with an error after the timeout.
-func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer) error {
+// delivery is one message as the consumer saw it.
+type delivery struct {
+	ID       string
+	Due      time.Time // due time (Redis clock)
+	Appended time.Time // when the mover appended it to the stream (Redis clock)
+}
+
+// run schedules the messages, promotes them with a mover and consumes them
+// with a consumer group, writing what happens to out. It returns the
+// deliveries once every scheduled message has been handled, or an error
+// after the timeout.
+func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer) ([]delivery, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
 	q, err := delay.New(rdb, queueName)
 	if err != nil {
-		return err
-	}
-	key := q.Keys().Main().Stream
-
-	// Create the group before anything can be promoted, so it sees every entry.
-	if err := createGroup(ctx, rdb, key); err != nil {
-		return err
+		return nil, err
 	}
 
 	// Producer: schedule three messages. A deterministic id makes scheduling
@@ -99,7 +105,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer) error {
 	for _, it := range items {
 		res, err := q.Schedule(ctx, it.Message, it.When)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		want[res.ID] = true
 		fmt.Fprintf(out, "scheduled %-26s due %s (%s)\n", res.ID, res.Due.Format(clock), res.Outcome)
@@ -108,74 +114,59 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer) error {
 	// timeout, say) leaves the message as it is: the default policy is delay.Keep.
 	res, err := q.Schedule(ctx, items[0].Message, delay.After(time.Hour))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Fprintf(out, "scheduled %-26s again: %s, still due %s\n", res.ID, res.Outcome, res.Due.Format(clock))
 
-	// Mover: appends each message to the stream when it is due.
+	// Mover: appends each message to the queue's stream when it is due.
 	m, err := mover.New(rdb, queueName)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	moverCtx, stopMover := context.WithCancel(ctx)
-	moverDone := make(chan error, 1)
-	go func() { moverDone <- m.Run(moverCtx) }()
 
-	err = consume(ctx, rdb, key, want, out)
-	stopMover()
-	return errors.Join(err, <-moverDone)
-}
-
-// --- Consumer: plain go-redis. Package group does all of this, and retries,
-// reclaim and dead letters, for production use.
-
-// createGroup creates groupName on the stream (and the stream itself),
-// starting after its last entry. An existing group is kept.
-func createGroup(ctx context.Context, rdb redis.UniversalClient, key string) error {
-	err := rdb.XGroupCreateMkStream(ctx, key, groupName, "$").Err()
-	if err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
-		return fmt.Errorf("create group %s on %s: %w", groupName, key, err)
+	// Consumer: one member of the group "printer". Every group of the queue
+	// gets every message; a handler error would retry it in this group only.
+	var (
+		mu   sync.Mutex
+		got  []delivery
+		done = make(chan struct{})
+	)
+	c, err := group.New(rdb, queueName, groupName, func(ctx context.Context, msg *group.Message) error {
+		// The entry id's time part is when the mover appended it, by the
+		// Redis clock that also decided it was due.
+		appended := stream.EntryTime(msg.EntryID)
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(out, "delivered %-26s %-30q due %s  late %s\n",
+			msg.ID, msg.Payload, msg.Due.Format(clock), appended.Sub(msg.Due))
+		got = append(got, delivery{ID: msg.ID, Due: msg.Due, Appended: appended})
+		delete(want, msg.ID)
+		if len(want) == 0 {
+			close(done)
+		}
+		return nil // acknowledge
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil
-}
 
-// consume reads the stream as a member of groupName until every message id
-// in want has been delivered, printing and acknowledging each entry.
-func consume(ctx context.Context, rdb redis.UniversalClient, key string, want map[string]bool, out io.Writer) error {
-	for len(want) > 0 {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%d message(s) not delivered: %w", len(want), err)
-		}
-		res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-			Group:    groupName,
-			Consumer: "quickstart",
-			Streams:  []string{key, ">"},
-			Count:    16,
-			Block:    time.Second, // never 0 (forever): a blocked read ignores ctx
-		}).Result()
-		switch {
-		case errors.Is(err, redis.Nil):
-			continue // nothing arrived within the block time
-		case err != nil && ctx.Err() != nil:
-			continue // reported at the top of the loop
-		case err != nil:
-			return fmt.Errorf("read %s: %w", key, err)
-		}
-		for _, x := range res[0].Messages {
-			e, err := stream.Decode(key, x.ID, x.Values)
-			if err != nil {
-				return err
-			}
-			// The entry id's time part is when the mover appended it, by the
-			// Redis clock that also decided it was due.
-			late := stream.EntryTime(x.ID).Sub(e.Envelope.Due)
-			fmt.Fprintf(out, "delivered %-26s %-30q due %s  late %s\n",
-				e.Envelope.ID, e.Envelope.Payload, e.Envelope.Due.Format(clock), late)
-			if err := rdb.XAck(ctx, key, groupName, x.ID).Err(); err != nil {
-				return fmt.Errorf("ack %s: %w", x.ID, err)
-			}
-			delete(want, e.Envelope.ID)
-		}
+	runCtx, stop := context.WithCancel(ctx)
+	g, gctx := errgroup.WithContext(runCtx)
+	g.Go(func() error { return m.Run(gctx) })
+	g.Go(func() error { return c.Run(gctx) })
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
-	return nil
+	stop()
+	// Run returns nil after a requested stop, once in-flight handlers are done.
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(want) > 0 {
+		return got, fmt.Errorf("%d message(s) not delivered: %w", len(want), ctx.Err())
+	}
+	return got, nil
 }
