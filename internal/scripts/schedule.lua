@@ -20,6 +20,10 @@ local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local headDue = head[2] and tonumber(head[2]) or nil
 local earliest = nil
 local out = {}
+-- Writes are collected and sent as multi-member ZADD / HSET calls: two
+-- commands per chunk instead of two per message.
+local zargs, hargs = {}, {}
+local batched = {} -- id -> due of a message written earlier in this call
 for i = 2, #ARGV, 4 do
   local id, env, when, policy = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local due = tonumber(string.sub(when, 2))
@@ -27,11 +31,14 @@ for i = 2, #ARGV, 4 do
     due = now + due
   end
   local status = 1
-  local cur = redis.call('ZSCORE', KEYS[1], id)
-  -- An id whose envelope is gone is an orphan: overwrite it rather than
-  -- keep nothing (the new message would be lost, the orphan quarantined).
-  if cur and redis.call('HEXISTS', KEYS[2], id) == 0 then
-    cur = nil
+  local cur = batched[id]
+  if cur == nil then
+    cur = redis.call('ZSCORE', KEYS[1], id)
+    -- An id whose envelope is gone is an orphan: overwrite it rather than
+    -- keep nothing (the new message would be lost, the orphan quarantined).
+    if cur and redis.call('HEXISTS', KEYS[2], id) == 0 then
+      cur = nil
+    end
   end
   if cur then
     if policy == 'r' then
@@ -43,8 +50,11 @@ for i = 2, #ARGV, 4 do
     end
   end
   if status <= 2 then
-    redis.call('ZADD', KEYS[1], due, id)
-    redis.call('HSET', KEYS[2], id, env)
+    zargs[#zargs + 1] = due
+    zargs[#zargs + 1] = id
+    hargs[#hargs + 1] = id
+    hargs[#hargs + 1] = env
+    batched[id] = due
     if earliest == nil or due < earliest then
       earliest = due
     end
@@ -54,6 +64,16 @@ for i = 2, #ARGV, 4 do
   out[#out + 1] = status
   out[#out + 1] = due
 end
+-- unpack is bounded by Lua's C stack (about 8000 values): send in slices.
+local function send(cmd, key, args)
+  for i = 1, #args, 2000 do
+    redis.call(cmd, key, unpack(args, i, math.min(i + 1999, #args)))
+  end
+end
+-- Later duplicates in zargs/hargs overwrite earlier ones, in order, as
+-- separate calls would have.
+send('ZADD', KEYS[1], zargs)
+send('HSET', KEYS[2], hargs)
 if ARGV[1] ~= '' and earliest and (headDue == nil or earliest < headDue) then
   redis.call('PUBLISH', ARGV[1], earliest)
 end
