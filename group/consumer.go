@@ -207,15 +207,16 @@ func (r *runState) read(ctx context.Context) error {
 	streams := []string{c.main.Stream, c.retry.Stream, ">", ">"}
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
-		select { // wait for one free worker
+		// Wait for a free worker, but hold no worker during the blocking
+		// read: reclaim takes only free workers and would starve behind an
+		// idle read. Each entry read takes its worker below.
+		select {
 		case r.slots <- struct{}{}:
 		case <-ctx.Done():
 			return nil
 		}
-		n := 1
-		for n < c.cfg.workers && tryAcquire(r.slots) {
-			n++
-		}
+		n := c.cfg.workers - len(r.slots) + 1
+		<-r.slots
 		// The read is not tied to ctx: cancelling cannot interrupt a blocking
 		// XREADGROUP, and a reply cut short would leave entries pending
 		// unseen. Entries that arrive after ctx is done are handed back.
@@ -226,7 +227,6 @@ func (r *runState) read(ctx context.Context) error {
 		}).Result()
 		cancel()
 		if err != nil {
-			release(r.slots, n)
 			if errors.Is(err, redis.Nil) {
 				continue
 			}
@@ -243,19 +243,16 @@ func (r *runState) read(ctx context.Context) error {
 			continue
 		}
 		backoff = 50 * time.Millisecond
-		got := 0
 		for _, s := range res {
 			for _, x := range s.Messages {
-				if got >= n { // COUNT applies per stream: wait for a worker
-					select {
-					case r.slots <- struct{}{}:
-					case <-ctx.Done():
-						// Intake stopped; hand the rest back below.
-						r.handBack(context.WithoutCancel(ctx), s.Stream, []string{x.ID})
-						continue
-					}
+				// Usually free at once; COUNT applies per stream, and a
+				// reclaim pass may have taken workers meanwhile.
+				select {
+				case r.slots <- struct{}{}:
+				case <-ctx.Done():
+					r.handBack(context.WithoutCancel(ctx), s.Stream, []string{x.ID})
+					continue
 				}
-				got++
 				if ctx.Err() != nil {
 					release(r.slots, 1)
 					r.handBack(context.WithoutCancel(ctx), s.Stream, []string{x.ID})
@@ -263,9 +260,6 @@ func (r *runState) read(ctx context.Context) error {
 				}
 				r.start(s.Stream, x, 1)
 			}
-		}
-		if got < n {
-			release(r.slots, n-got)
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/stream"
 )
 
 // ackBatch is the most entry ids sent in one XACK.
@@ -131,7 +132,11 @@ func (r *runState) extendOnce(ctx context.Context, every time.Duration) {
 	var due []*flight
 	c.mu.Lock()
 	for _, f := range c.inflight {
-		if now.Sub(f.since) >= every && !f.handedBack.Load() {
+		// every/2, not every: an entry extended at the previous tick is seen
+		// a little less than every later (ticker jitter) and must not wait a
+		// second tick, which would let its idle time reach 2/3 of the
+		// visibility timeout.
+		if now.Sub(f.since) >= every/2 && !f.handedBack.Load() {
 			due = append(due, f)
 		}
 	}
@@ -246,19 +251,25 @@ func (r *runState) recordDeleted(ctx context.Context, streamKey string, ids []st
 		slog.String("stream", streamKey), slog.Int("count", len(ids)))
 	pipe := c.rdb.Pipeline()
 	for _, id := range ids {
-		args := &redis.XAddArgs{Stream: c.dead, Values: []any{
-			"r", ReasonDeleted, fieldSource, streamKey, fieldEntry, id,
-		}}
-		if c.cfg.deadCap > 0 {
-			args.MaxLen = c.cfg.deadCap
-		}
-		pipe.XAdd(ctx, args)
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: c.dead, Values: []any{
+			stream.FieldReason, ReasonDeleted, fieldSource, streamKey, fieldEntry, id,
+		}})
+	}
+	// Trim to the cap separately (not XADD MAXLEN), so what the cap drops
+	// is counted like in dead.lua: nothing is dropped silently.
+	var trimmed *redis.IntCmd
+	if c.cfg.deadCap > 0 {
+		trimmed = pipe.XTrimMaxLen(ctx, c.dead, c.cfg.deadCap)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		r.log.ErrorContext(ctx, "recording deleted entries failed", slog.Any("err", err))
 		return
 	}
 	c.ctr.deadLettered.Add(uint64(len(ids)))
+	if trimmed != nil && trimmed.Val() > 0 {
+		c.ctr.deadDropped.Add(uint64(trimmed.Val()))
+		r.log.WarnContext(ctx, "dead-letter cap reached; oldest dead letters trimmed", slog.Int64("dropped", trimmed.Val()), slog.Int64("cap", c.cfg.deadCap))
+	}
 	if h := c.cfg.hooks.OnDeadLettered; h != nil {
 		for range ids {
 			h(nil, ReasonDeleted)

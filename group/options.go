@@ -313,18 +313,25 @@ func WithHooks(h Hooks) Option {
 	}
 }
 
-// ExponentialBackoff returns a Backoff of base·2^(attempt-2), capped at limit,
-// with ±20 % jitter so retries of a burst spread out: with base 1 s the
-// first retry comes after about 1 s, the second after about 2 s.
+// ExponentialBackoff returns a Backoff of base·2^(attempt-2) with ±20 %
+// jitter, so retries of a burst spread out, and never more than limit: with
+// base 1 s the first retry comes after about 1 s, the second after about
+// 2 s. A base or limit <= 0 means no delay.
 func ExponentialBackoff(base, limit time.Duration) Backoff {
 	return func(attempt int) time.Duration {
-		d := base
-		for i := 2; i < attempt && d < limit; i++ {
-			d *= 2
+		d := min(base, limit)
+		if d <= 0 {
+			return 0
 		}
-		d = min(d, limit)
-		j := time.Duration(rand.Int64N(int64(d)/5*2+1)) - d/5
-		return max(0, d+j)
+		for i := 2; i < attempt && d < limit; i++ {
+			if d > limit/2 {
+				d = limit // doubling would pass the cap (or overflow)
+			} else {
+				d *= 2
+			}
+		}
+		lo := d - d/5
+		return lo + time.Duration(rand.Int64N(int64(min(d/5*2, limit-lo))+1))
 	}
 }
 

@@ -1,0 +1,312 @@
+// Command bench measures delaystream against asynq v0.26 on the same Redis:
+// burst delivery, trickle lateness, scheduling throughput, memory per waiting
+// message, Redis CPU and commands per message, crash redelivery and idle cost.
+//
+// It starts its own redis-server (persistence off) on a free loopback port,
+// or uses REDIS_ADDR when -allow-flush is given (every scenario run starts
+// with FLUSHALL). Each scenario runs -runs times per system; the table shows
+// medians. See README.md for how to read it.
+//
+//	go run .             # full run, defaults (10-12 minutes)
+//	go run . -quick      # smoke run, under a minute
+//	go run . -only burst,idle -asynq=false -json
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delaystream/delaystream/internal/redistest"
+)
+
+// config holds the command-line settings.
+type config struct {
+	n          int           // burst size
+	rate       int           // trickle rate, msg/s
+	duration   time.Duration // trickle duration
+	runs       int           // runs per scenario and system; medians reported
+	only       map[string]bool
+	asynq      bool
+	raw        bool // also run the raw XREADGROUP floor reference in burst
+	json       bool
+	quick      bool
+	workers    int
+	payload    int
+	memN       int
+	oneN       int           // messages for one-at-a-time scheduling
+	batch      int           // items per ScheduleBatch call
+	parallel   int           // goroutines for parallel scheduling
+	idle       time.Duration // idle measurement window
+	crashRuns  int
+	cpuProfile string
+	allowFlush bool
+	moverBatch int // 0 = library default
+}
+
+var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "crash", "idle"}
+
+func main() {
+	if len(os.Args) > 2 && os.Args[1] == childFlag {
+		os.Exit(childMain(os.Args[2:]))
+	}
+	var cfg config
+	var only string
+	flag.IntVar(&cfg.n, "n", 50000, "burst size: messages all due at the same instant")
+	flag.IntVar(&cfg.rate, "rate", 500, "trickle rate, messages per second")
+	flag.DurationVar(&cfg.duration, "duration", 20*time.Second, "trickle duration")
+	flag.IntVar(&cfg.runs, "runs", 3, "runs per scenario and system; the table shows medians")
+	flag.StringVar(&only, "only", "", "comma-separated scenarios to run ("+strings.Join(scenarioNames, ",")+"); efficiency figures come from burst and trickle; default all")
+	flag.BoolVar(&cfg.asynq, "asynq", true, "also run asynq v0.26 through the same scenarios")
+	flag.BoolVar(&cfg.raw, "raw", true, "also run the raw XREADGROUP/XACK reader (a floor reference, not the library) in burst")
+	flag.BoolVar(&cfg.json, "json", false, "also print JSON lines (one per metric and system, plus one per run) to stdout")
+	flag.BoolVar(&cfg.quick, "quick", false, "small sizes for a smoke run (under a minute); skips asynq's crash scenario")
+	flag.IntVar(&cfg.workers, "workers", 8, "handler workers per consumer (both systems)")
+	flag.IntVar(&cfg.payload, "payload", 128, "payload size in bytes (>= 16)")
+	flag.IntVar(&cfg.memN, "mem-n", 100000, "messages scheduled 1 h ahead for the memory scenario")
+	flag.IntVar(&cfg.oneN, "one-n", 5000, "messages scheduled one call at a time in the schedule scenario")
+	flag.IntVar(&cfg.batch, "batch", 1000, "items per ScheduleBatch call")
+	flag.IntVar(&cfg.parallel, "parallel", 16, "goroutines for parallel one-at-a-time scheduling")
+	flag.DurationVar(&cfg.idle, "idle", 5*time.Second, "idle measurement window")
+	flag.IntVar(&cfg.crashRuns, "crash-runs", 0, "runs of the crash scenario (default -runs)")
+	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (producers, mover, consumers) to this file")
+	flag.IntVar(&cfg.moverBatch, "mover-batch", 0, "delaystream mover batch size (mover.WithBatchSize); 0 = the library default")
+	flag.BoolVar(&cfg.allowFlush, "allow-flush", false, "with REDIS_ADDR: allow FLUSHALL on that server (required)")
+	flag.Parse()
+
+	if cfg.quick {
+		cfg.n = min(cfg.n, 5000)
+		cfg.duration = min(cfg.duration, 4*time.Second)
+		cfg.runs = 1
+		cfg.memN = min(cfg.memN, 10000)
+		cfg.oneN = min(cfg.oneN, 500)
+		cfg.idle = min(cfg.idle, 2*time.Second)
+	}
+	if cfg.crashRuns == 0 {
+		cfg.crashRuns = cfg.runs
+	}
+	if cfg.payload < 16 {
+		fmt.Fprintln(os.Stderr, "bench: -payload must be >= 16")
+		os.Exit(2)
+	}
+	cfg.only = map[string]bool{}
+	if only != "" {
+		for _, s := range strings.Split(only, ",") {
+			s = strings.TrimSpace(s)
+			if s == "efficiency" {
+				s = "burst"
+			}
+			ok := false
+			for _, n := range scenarioNames {
+				ok = ok || n == s
+			}
+			if !ok {
+				fmt.Fprintf(os.Stderr, "bench: unknown scenario %q (have %s)\n", s, strings.Join(scenarioNames, ","))
+				os.Exit(2)
+			}
+			cfg.only[s] = true
+		}
+	} else {
+		for _, n := range scenarioNames {
+			cfg.only[n] = true
+		}
+	}
+	// The libraries' background warnings go to stderr; info lines would drown the progress.
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg config) error {
+	ctx := context.Background()
+	addr := os.Getenv("REDIS_ADDR")
+	var srv *redistest.Server
+	if addr == "" {
+		var err error
+		// Persistence off (redistest adds --save "" --appendonly no).
+		srv, err = redistest.Spawn()
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+		addr = srv.Addr
+	} else if !cfg.allowFlush {
+		return fmt.Errorf("REDIS_ADDR=%s: every scenario run starts with FLUSHALL; pass -allow-flush to accept that", addr)
+	}
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	defer admin.Close()
+	if err := admin.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis %s: %w", addr, err)
+	}
+
+	m := machineInfo(ctx, admin, addr, srv != nil)
+	printHeader(os.Stdout, m, cfg)
+	if cfg.json {
+		b, _ := json.Marshal(map[string]any{"type": "machine", "machine": m})
+		fmt.Println(string(b))
+	}
+
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	b := &bench{cfg: cfg, addr: addr, admin: admin, res: newResults()}
+	start := time.Now()
+	systems := []string{sysDS}
+	if cfg.asynq {
+		systems = append(systems, sysAsynq)
+	}
+	for _, sc := range scenarioNames {
+		if !cfg.only[sc] {
+			continue
+		}
+		logf("== %s", sc)
+		switch sc {
+		case "burst":
+			sys := systems
+			if cfg.raw {
+				sys = append(append([]string(nil), systems...), sysRaw)
+			}
+			b.repeat(ctx, sc, sys, cfg.runs, b.burst)
+		case "trickle":
+			b.repeat(ctx, sc, systems, cfg.runs, b.trickle)
+		case "schedule":
+			b.repeat(ctx, sc, systems, cfg.runs, b.schedule)
+		case "memory":
+			b.repeat(ctx, sc, systems, cfg.runs, b.memory)
+		case "crash":
+			sys := systems
+			if cfg.quick && cfg.asynq {
+				sys = []string{sysDS}
+				b.res.note(sc, sysAsynq, "skipped in -quick (asynq recovers a killed worker's tasks only after its 30 s lease, a 30 s grace and a 1 min recoverer tick)")
+			}
+			if cfg.raw {
+				sys = append(append([]string(nil), sys...), sysRaw)
+			}
+			b.repeat(ctx, sc, sys, cfg.crashRuns, b.crash)
+		case "idle":
+			b.repeat(ctx, sc, systems, cfg.runs, b.idleCost)
+		}
+	}
+	logf("done in %s", time.Since(start).Round(time.Second))
+	fmt.Println()
+	printTable(os.Stdout, b.res, cfg)
+	fmt.Printf("\nload average at end: %s\n", loadAvg())
+	if cfg.json {
+		b.res.printJSON(os.Stdout)
+	}
+	return nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05.000")+" "+format+"\n", args...)
+}
+
+// machine describes where the figures were taken.
+type machine struct {
+	Date       string `json:"date"`
+	CPUs       int    `json:"nproc"`
+	CPUModel   string `json:"cpu_model"`
+	GoVersion  string `json:"go_version"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	Kernel     string `json:"kernel"`
+	Redis      string `json:"redis_version"`
+	RedisAddr  string `json:"redis_addr"`
+	OwnServer  bool   `json:"own_server"`
+	LoadAvg    string `json:"load_avg"`
+	Asynq      string `json:"asynq_version"`
+	Library    string `json:"library_commit"`
+	GoRedis    string `json:"go_redis_version"`
+}
+
+func machineInfo(ctx context.Context, rdb *redis.Client, addr string, own bool) machine {
+	m := machine{
+		Date: time.Now().UTC().Format(time.RFC3339), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0), RedisAddr: addr, OwnServer: own, LoadAvg: loadAvg(),
+		Asynq: "v0.26.0", GoRedis: redis.Version(),
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				if _, v, ok := strings.Cut(l, ":"); ok {
+					m.CPUModel = strings.TrimSpace(v)
+					break
+				}
+			}
+		}
+	}
+	if out, err := exec.Command("nproc").Output(); err == nil {
+		fmt.Sscan(string(out), &m.CPUs)
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	m.Library = libraryCommit()
+	if info, err := rdb.Info(ctx, "server").Result(); err == nil {
+		m.Redis = infoField(info, "redis_version")
+	}
+	return m
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// libraryCommit describes the library tree the bench was built against:
+// HEAD of the enclosing repository and the library paths with uncommitted
+// changes (bench/ itself is not counted).
+func libraryCommit() string {
+	out, err := exec.Command("git", "-C", "..", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown (not run from bench/ in a git checkout)"
+	}
+	s := strings.TrimSpace(string(out))
+	st, err := exec.Command("git", "-C", "..", "status", "--porcelain", "--", ".", ":!bench", ":!go.work", ":!go.work.sum").Output()
+	if err == nil {
+		dirs := map[string]bool{}
+		var list []string
+		for _, l := range strings.Split(strings.TrimRight(string(st), "\n"), "\n") {
+			if len(l) < 4 || strings.HasSuffix(l, "_test.go") {
+				continue
+			}
+			d, _, _ := strings.Cut(strings.TrimSpace(l[3:]), "/")
+			if !dirs[d] {
+				dirs[d] = true
+				list = append(list, d)
+			}
+		}
+		if len(list) > 0 {
+			s += " + uncommitted changes in " + strings.Join(list, ", ")
+		}
+	}
+	return s
+}

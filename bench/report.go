@@ -1,0 +1,352 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+)
+
+// metricDef describes one figure of the table.
+type metricDef struct {
+	scenario, key string
+	label         string
+	unit          string  // shown after the value
+	scale         float64 // value is multiplied by scale for display
+	better        int     // +1 higher is better, -1 lower is better, 0 no ratio
+	agg           string  // "median" (default) or "max" (worst run: counts that must be 0)
+	op            string  // target operator for delaystream: ">=", "<=", "==" ("" = no target)
+	target        float64 // in display units
+}
+
+// metrics in table order. Raw values: durations in seconds, rates in msg/s,
+// CPU in seconds per message, bytes, counts.
+var metrics = []metricDef{
+	{scenario: "burst", key: "sched_rate", label: "schedule rate (ds: batch; asynq: parallel Enqueue)", unit: "msg/s", scale: 1, better: +1},
+	{scenario: "burst", key: "first_after_due", label: "due -> first delivery", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "burst", key: "last_after_due", label: "due -> last delivery", unit: "ms", scale: 1e3, better: -1, op: "<=", target: 600},
+	{scenario: "burst", key: "deliver_rate", label: "delivery rate (first -> last delivery)", unit: "msg/s", scale: 1, better: +1, op: ">=", target: 100000},
+	{scenario: "burst", key: "e2e_rate", label: "delivery rate (due -> last delivery)", unit: "msg/s", scale: 1, better: +1},
+	{scenario: "burst", key: "lat_p50", label: "lateness p50", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "burst", key: "lat_p99", label: "lateness p99", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "burst", key: "lat_max", label: "lateness max", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "burst", key: "promote_p99", label: "  split p99: due -> appended to stream (mover)", unit: "ms", scale: 1e3},
+	{scenario: "burst", key: "consume_p99", label: "  split p99: appended -> handler (consumer)", unit: "ms", scale: 1e3},
+	{scenario: "burst", key: "early", label: "early (local clock), worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "burst", key: "lost", label: "lost, worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "burst", key: "dups", label: "duplicates, worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "burst", key: "cmds_per_msg", label: "Redis commands / delivered msg (incl. in scripts)", unit: "", scale: 1, better: -1, op: "<=", target: 8},
+	{scenario: "burst", key: "redis_cpu_per_msg", label: "Redis CPU / delivered msg", unit: "µs", scale: 1e6, better: -1, op: "<=", target: 7},
+	{scenario: "burst", key: "client_cpu_per_msg", label: "client CPU / delivered msg (mover+consumer+bench)", unit: "µs", scale: 1e6, better: -1},
+	{scenario: "burst", key: "sched_cmds_per_msg", label: "Redis commands / scheduled msg", unit: "", scale: 1, better: -1},
+	{scenario: "burst", key: "sched_redis_cpu_per_msg", label: "Redis CPU / scheduled msg", unit: "µs", scale: 1e6, better: -1},
+	{scenario: "burst", key: "sched_client_cpu_per_msg", label: "client CPU / scheduled msg", unit: "µs", scale: 1e6, better: -1},
+
+	{scenario: "trickle", key: "lat_p50", label: "lateness p50", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "trickle", key: "lat_p99", label: "lateness p99", unit: "ms", scale: 1e3, better: -1, op: "<=", target: 5},
+	{scenario: "trickle", key: "lat_max", label: "lateness max", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "trickle", key: "promote_p50", label: "  split p50: due -> appended to stream (mover)", unit: "ms", scale: 1e3},
+	{scenario: "trickle", key: "promote_p99", label: "  split p99: due -> appended to stream (mover)", unit: "ms", scale: 1e3},
+	{scenario: "trickle", key: "consume_p50", label: "  split p50: appended -> handler (consumer)", unit: "ms", scale: 1e3},
+	{scenario: "trickle", key: "consume_p99", label: "  split p99: appended -> handler (consumer)", unit: "ms", scale: 1e3},
+	{scenario: "trickle", key: "lat_min", label: "lateness min (< 0 = early)", unit: "ms", scale: 1e3},
+	{scenario: "trickle", key: "early_pct", label: "% early (local clock), worst run", unit: "%", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "trickle", key: "early_redis", label: "appended before due (Redis clock), worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "trickle", key: "lost", label: "lost, worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "trickle", key: "dups", label: "duplicates, worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "trickle", key: "cmds_per_msg", label: "Redis commands / msg (schedule + delivery + idle)", unit: "", scale: 1, better: -1},
+	{scenario: "trickle", key: "redis_cpu_per_msg", label: "Redis CPU / msg (schedule + delivery + idle)", unit: "µs", scale: 1e6, better: -1},
+	{scenario: "trickle", key: "client_cpu_per_msg", label: "client CPU / msg (producer+mover+consumer)", unit: "µs", scale: 1e6, better: -1},
+
+	{scenario: "schedule", key: "one_rate", label: "one at a time, 1 goroutine", unit: "msg/s", scale: 1, better: +1},
+	{scenario: "schedule", key: "one_par_rate", label: "one at a time, parallel goroutines", unit: "msg/s", scale: 1, better: +1},
+	{scenario: "schedule", key: "batch_rate", label: "batch, 1 goroutine (asynq: no batch API, parallel Enqueue)", unit: "msg/s", scale: 1, better: +1, op: ">=", target: 150000},
+	{scenario: "schedule", key: "one_redis_cpu", label: "  one at a time: Redis CPU / msg", unit: "µs", scale: 1e6, better: -1},
+	{scenario: "schedule", key: "one_client_cpu", label: "  one at a time: client CPU / msg", unit: "µs", scale: 1e6, better: -1},
+	{scenario: "schedule", key: "one_cmds", label: "  one at a time: Redis commands / msg", unit: "", scale: 1, better: -1},
+	{scenario: "schedule", key: "batch_redis_cpu", label: "  batch: Redis CPU / msg", unit: "µs", scale: 1e6, better: -1},
+	{scenario: "schedule", key: "batch_client_cpu", label: "  batch: client CPU / msg", unit: "µs", scale: 1e6, better: -1},
+	{scenario: "schedule", key: "batch_par_rate", label: "batch, 4 goroutines (asynq: n/a)", unit: "msg/s", scale: 1, better: +1},
+
+	{scenario: "memory", key: "bytes_per_msg", label: "Redis bytes / waiting msg (used_memory delta / N)", unit: "B", scale: 1, better: -1, op: "<=", target: 320},
+	{scenario: "memory", key: "zset_bytes_per_msg", label: "  of which delayed set (MEMORY USAGE)", unit: "B", scale: 1},
+	{scenario: "memory", key: "hash_bytes_per_msg", label: "  of which envelopes hash (MEMORY USAGE)", unit: "B", scale: 1},
+
+	{scenario: "crash", key: "redeliver", label: "kill -9 -> in-flight msgs handled elsewhere (last)", unit: "s", scale: 1, better: -1, op: "<=", target: 3},
+	{scenario: "crash", key: "redeliver_first", label: "kill -9 -> first in-flight msg handled elsewhere", unit: "s", scale: 1, better: -1},
+	{scenario: "crash", key: "redeliver_worst", label: "kill -9 -> all handled, worst run", unit: "s", scale: 1, agg: "max", better: -1},
+
+	{scenario: "idle", key: "cmds_per_s", label: "Redis commands/s, 1 queue, nothing due (incl. in scripts)", unit: "/s", scale: 1, better: -1, op: "<=", target: 1},
+	{scenario: "idle", key: "client_cmds_per_s", label: "  of which sent by clients (MONITOR)", unit: "/s", scale: 1, better: -1},
+	{scenario: "idle", key: "redis_cpu_per_s", label: "  Redis CPU while idle", unit: "ms/s", scale: 1e3, better: -1},
+	{scenario: "idle", key: "client_cpu_per_s", label: "  client CPU while idle (mover+consumer)", unit: "ms/s", scale: 1e3, better: -1},
+	{scenario: "idle", key: "mover_cmds_per_s", label: "mover alone: commands/s (incl. in scripts)", unit: "/s", scale: 1},
+	{scenario: "idle", key: "mover_client_cmds_per_s", label: "mover alone: sent by client (MONITOR)", unit: "/s", scale: 1},
+}
+
+// results collects run values and notes.
+type results struct {
+	vals  map[string]map[string]map[string][]float64 // scenario -> system -> key -> runs
+	notes []noteLine
+	runs  []map[string]any
+}
+
+type noteLine struct{ scenario, system, text string }
+
+func newResults() *results {
+	return &results{vals: map[string]map[string]map[string][]float64{}}
+}
+
+func (r *results) add(scenario, system string, run int, vals map[string]float64) {
+	if r.vals[scenario] == nil {
+		r.vals[scenario] = map[string]map[string][]float64{}
+	}
+	if r.vals[scenario][system] == nil {
+		r.vals[scenario][system] = map[string][]float64{}
+	}
+	for k, v := range vals {
+		r.vals[scenario][system][k] = append(r.vals[scenario][system][k], v)
+	}
+	r.runs = append(r.runs, map[string]any{"type": "run", "scenario": scenario, "system": system, "run": run, "metrics": jsonVals(vals)})
+}
+
+func jsonVals(m map[string]float64) map[string]any {
+	out := map[string]any{}
+	for k, v := range m {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			out[k] = nil
+		} else {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func (r *results) note(scenario, system, text string) {
+	r.notes = append(r.notes, noteLine{scenario, system, text})
+}
+
+// value returns the aggregate of a metric, NaN when absent.
+func (r *results) value(m metricDef, system string) (float64, []float64) {
+	xs := r.vals[m.scenario][system][m.key]
+	if len(xs) == 0 {
+		return math.NaN(), nil
+	}
+	if m.agg == "max" {
+		v := math.NaN()
+		for _, x := range xs {
+			if !math.IsNaN(x) && (math.IsNaN(v) || x > v) {
+				v = x
+			}
+		}
+		return v, xs
+	}
+	return median(xs), xs
+}
+
+func fmtVal(v float64, m metricDef) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	v *= m.scale
+	switch {
+	case m.unit == "msg/s" && v >= 10000:
+		return fmt.Sprintf("%.0fk %s", v/1000, m.unit)
+	case m.unit == "msg/s":
+		return fmt.Sprintf("%.0f %s", v, m.unit)
+	case m.unit == "":
+		if v == math.Trunc(v) {
+			return fmt.Sprintf("%.0f", v)
+		}
+		return fmt.Sprintf("%.2f", v)
+	case math.Abs(v) >= 100:
+		return fmt.Sprintf("%.0f %s", v, m.unit)
+	case math.Abs(v) >= 10:
+		return fmt.Sprintf("%.1f %s", v, m.unit)
+	default:
+		return fmt.Sprintf("%.2f %s", v, m.unit)
+	}
+}
+
+func (m metricDef) targetString() string {
+	if m.op == "" {
+		return ""
+	}
+	t := fmtVal(m.target/m.scale, m)
+	switch m.op {
+	case "==":
+		return "= " + t
+	case ">=":
+		return "≥ " + t
+	default:
+		return "≤ " + t
+	}
+}
+
+// met reports whether v (raw) meets m's target; "" when there is none or no value.
+func (m metricDef) met(v float64) string {
+	if m.op == "" || math.IsNaN(v) {
+		return ""
+	}
+	d := v * m.scale
+	ok := false
+	switch m.op {
+	case ">=":
+		ok = d >= m.target
+	case "<=":
+		ok = d <= m.target
+	case "==":
+		ok = d == m.target
+	}
+	if ok {
+		return "yes"
+	}
+	return "NO"
+}
+
+// ratio is "how many times better delaystream is than asynq" (> 1 = better).
+func (m metricDef) ratio(ds, as float64) string {
+	if m.better == 0 || math.IsNaN(ds) || math.IsNaN(as) || ds == 0 || as == 0 {
+		return ""
+	}
+	x := ds / as
+	if m.better < 0 {
+		x = as / ds
+	}
+	if x <= 0 {
+		return ""
+	}
+	if x >= 100 {
+		return fmt.Sprintf("%.0fx", x)
+	}
+	return fmt.Sprintf("%.1fx", x)
+}
+
+func printTable(w io.Writer, r *results, cfg config) {
+	systems := []string{sysDS}
+	if cfg.asynq {
+		systems = append(systems, sysAsynq)
+	}
+	if cfg.raw && (cfg.only["burst"] || cfg.only["crash"]) {
+		systems = append(systems, sysRaw)
+	}
+	fmt.Fprintf(w, "Medians of %d runs (crash: %d runs); \"worst run\" rows show the maximum. Ratio = how many times better delaystream is than asynq (> 1: delaystream better).\n\n", cfg.runs, cfg.crashRuns)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	hdr := []string{"scenario", "metric"}
+	hdr = append(hdr, systems...)
+	if cfg.asynq {
+		hdr = append(hdr, "ds vs asynq")
+	}
+	hdr = append(hdr, "target", "met")
+	fmt.Fprintln(tw, strings.Join(hdr, "\t"))
+	last := ""
+	for _, m := range metrics {
+		if r.vals[m.scenario] == nil {
+			continue
+		}
+		any := false
+		for _, s := range systems {
+			if v, _ := r.value(m, s); !math.IsNaN(v) {
+				any = true
+			}
+		}
+		if !any {
+			continue
+		}
+		sc := m.scenario
+		if sc == last {
+			sc = ""
+		}
+		last = m.scenario
+		row := []string{sc, m.label}
+		dsv, _ := r.value(m, sysDS)
+		for _, s := range systems {
+			v, _ := r.value(m, s)
+			row = append(row, fmtVal(v, m))
+		}
+		if cfg.asynq {
+			as, _ := r.value(m, sysAsynq)
+			row = append(row, m.ratio(dsv, as))
+		}
+		row = append(row, m.targetString(), m.met(dsv))
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	tw.Flush()
+	if len(r.notes) > 0 {
+		fmt.Fprintln(w, "\nNotes:")
+		for _, n := range r.notes {
+			fmt.Fprintf(w, "  [%s/%s] %s\n", n.scenario, n.system, n.text)
+		}
+	}
+}
+
+func (r *results) printJSON(w io.Writer) {
+	enc := json.NewEncoder(w)
+	for _, run := range r.runs {
+		_ = enc.Encode(run)
+	}
+	for _, m := range metrics {
+		for sys := range r.vals[m.scenario] {
+			v, runs := r.value(m, sys)
+			if runs == nil {
+				continue
+			}
+			line := map[string]any{"type": "metric", "scenario": m.scenario, "system": sys, "metric": m.key,
+				"label": strings.TrimSpace(m.label), "unit": m.unit, "scale": m.scale, "agg": aggName(m)}
+			line["value"] = jsonNum(v)
+			rs := make([]any, len(runs))
+			for i, x := range runs {
+				rs[i] = jsonNum(x)
+			}
+			line["runs"] = rs
+			if sys == sysDS && m.op != "" {
+				line["target"] = m.targetString()
+				line["met"] = m.met(v) == "yes"
+			}
+			_ = enc.Encode(line)
+		}
+	}
+	for _, n := range r.notes {
+		_ = enc.Encode(map[string]any{"type": "note", "scenario": n.scenario, "system": n.system, "text": n.text})
+	}
+}
+
+func aggName(m metricDef) string {
+	if m.agg == "" {
+		return "median"
+	}
+	return m.agg
+}
+
+func jsonNum(v float64) any {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return v
+}
+
+func printHeader(w io.Writer, m machine, cfg config) {
+	fmt.Fprintf(w, "delaystream benchmark — %s\n", m.Date)
+	fmt.Fprintf(w, "machine: %d CPUs (%s), kernel %s, load avg %s\n", m.CPUs, m.CPUModel, m.Kernel, m.LoadAvg)
+	srv := "own redis-server, persistence off"
+	if !m.OwnServer {
+		srv = "REDIS_ADDR"
+	}
+	fmt.Fprintf(w, "software: %s (GOMAXPROCS %d), Redis %s at %s (%s), go-redis %s, asynq %s\n",
+		m.GoVersion, m.GOMAXPROCS, m.Redis, m.RedisAddr, srv, m.GoRedis, m.Asynq)
+	fmt.Fprintf(w, "library: %s\n", m.Library)
+	fmt.Fprintf(w, "settings: burst n=%d, trickle %d msg/s for %s (delays uniform in [0, 3 s]), payload %d B, %d workers, runs %d, memory n=%d, idle window %s\n",
+		cfg.n, cfg.rate, cfg.duration, cfg.payload, cfg.workers, cfg.runs, cfg.memN, cfg.idle)
+	mb := "default"
+	if cfg.moverBatch > 0 {
+		mb = fmt.Sprint(cfg.moverBatch)
+	}
+	fmt.Fprintf(w, "delaystream: 1 mover.Mover (batch %s) + 1 group.Consumer (WithWorkers(%d), other options default), ScheduleBatch of %d items\n", mb, cfg.workers, cfg.batch)
+	if cfg.asynq {
+		fmt.Fprintf(w, "asynq: Config{Concurrency: %d, TaskCheckInterval: 100ms, DelayedTaskCheckInterval: 100ms, RetryDelayFunc: 0 for ErrLeaseExpired}, ProcessAt/ProcessIn, Enqueue on %d goroutines for bulk\n",
+			cfg.workers, cfg.parallel)
+	}
+	fmt.Fprintln(w, "lateness = handler receive time (local clock) - due; delaystream due = group.Message.Due (stored due, ms, Redis clock on this same host); asynq due = the time passed to ProcessAt / now+ProcessIn, carried in the payload")
+}

@@ -1,0 +1,381 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/mover"
+	"github.com/delaystream/delaystream/stream"
+)
+
+// System names as printed.
+const (
+	sysDS    = "delaystream"
+	sysAsynq = "asynq"
+	sysRaw   = "ds-raw-floor"
+)
+
+const (
+	benchQueue = "bench"
+	benchGroup = "bench"
+	asynqType  = "bench"
+)
+
+// when is a due time: absolute (at) or relative (in).
+type when struct {
+	at  time.Time
+	in  time.Duration
+	abs bool
+}
+
+// delivery is what a handler saw.
+type delivery struct {
+	payload  []byte
+	due      time.Time // delaystream: Message.Due (Redis clock, ms); asynq: the due time written into the payload
+	appended time.Time // delaystream: stream entry id time (Redis clock); zero for asynq
+}
+
+// handler is called once per delivery, on the consumer's worker goroutine.
+type handler func(ctx context.Context, d delivery) error
+
+// system is one implementation under test: a producer plus, once Start is
+// called, everything that delivers (mover and one consumer with the
+// configured workers).
+type system interface {
+	Name() string
+	ScheduleOne(ctx context.Context, payload []byte, w when) error
+	// ScheduleMany schedules all payloads: delaystream with ScheduleBatch
+	// calls of the batch size, asynq (which has no batch API) with parallel
+	// Enqueue calls.
+	ScheduleMany(ctx context.Context, payloads [][]byte, ws []when) error
+	Start(ctx context.Context, h handler) error
+	Stop()
+	Close()
+}
+
+func newSystem(name, addr string, cfg config) (system, error) {
+	switch name {
+	case sysDS, sysRaw:
+		return newDS(addr, cfg, name == sysRaw)
+	case sysAsynq:
+		return newAsynq(addr, cfg), nil
+	}
+	return nil, fmt.Errorf("unknown system %q", name)
+}
+
+// payloadFor returns a payload of size bytes: the sequence number, the due
+// time in Unix ns (used for asynq, whose tasks carry no due time), filler.
+func payloadFor(seq int, due time.Time, size int) []byte {
+	p := make([]byte, size)
+	binary.BigEndian.PutUint64(p, uint64(seq))
+	binary.BigEndian.PutUint64(p[8:], uint64(due.UnixNano()))
+	for i := 16; i < size; i++ {
+		p[i] = byte('a' + i%26)
+	}
+	return p
+}
+
+func payloadSeq(p []byte) int {
+	if len(p) < 16 {
+		return -1
+	}
+	return int(binary.BigEndian.Uint64(p))
+}
+
+func payloadDue(p []byte) time.Time {
+	if len(p) < 16 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(p[8:])))
+}
+
+// ---- delaystream ----
+
+type dsSystem struct {
+	rdb   *redis.Client
+	q     *delay.Queue
+	cfg   config
+	raw   bool
+	stops []func()
+}
+
+func newDS(addr string, cfg config, raw bool) (*dsSystem, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	q, err := delay.New(rdb, benchQueue)
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	return &dsSystem{rdb: rdb, q: q, cfg: cfg, raw: raw}, nil
+}
+
+func (s *dsSystem) Name() string {
+	if s.raw {
+		return sysRaw
+	}
+	return sysDS
+}
+
+func (w when) ds() delay.When {
+	if w.abs {
+		return delay.At(w.at)
+	}
+	return delay.After(w.in)
+}
+
+func (s *dsSystem) ScheduleOne(ctx context.Context, p []byte, w when) error {
+	_, err := s.q.Schedule(ctx, delay.Message{Payload: p}, w.ds())
+	return err
+}
+
+func (s *dsSystem) ScheduleMany(ctx context.Context, ps [][]byte, ws []when) error {
+	items := make([]delay.Item, 0, s.cfg.batch)
+	for i := 0; i < len(ps); i += s.cfg.batch {
+		items = items[:0]
+		for j := i; j < min(i+s.cfg.batch, len(ps)); j++ {
+			items = append(items, delay.Item{Message: delay.Message{Payload: ps[j]}, When: ws[j].ds()})
+		}
+		if _, err := s.q.ScheduleBatch(ctx, items); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Start runs the mover and one group.Consumer (or, for the floor reference,
+// a bare XREADGROUP reader) until Stop.
+func (s *dsSystem) Start(ctx context.Context, h handler) error {
+	if err := s.startMoverOnly(ctx); err != nil {
+		return err
+	}
+	return s.startConsumer(ctx, h)
+}
+
+// startMoverOnly runs the queue's mover until Stop.
+func (s *dsSystem) startMoverOnly(ctx context.Context) error {
+	var opts []mover.Option
+	if s.cfg.moverBatch > 0 {
+		opts = append(opts, mover.WithBatchSize(s.cfg.moverBatch))
+	}
+	mv, err := mover.New(s.rdb, benchQueue, opts...)
+	if err != nil {
+		return err
+	}
+	s.goRun(ctx, mv.Run)
+	return nil
+}
+
+// startConsumer runs one consumer until Stop and waits until its group exists.
+func (s *dsSystem) startConsumer(ctx context.Context, h handler) error {
+	if s.raw {
+		ready := make(chan struct{})
+		s.goRun(ctx, func(ctx context.Context) error { return s.rawRead(ctx, h, ready) })
+		<-ready
+		return nil
+	}
+	c, err := group.New(s.rdb, benchQueue, benchGroup, func(ctx context.Context, m *group.Message) error {
+		return h(ctx, delivery{payload: m.Payload, due: m.Due, appended: stream.EntryTime(m.EntryID)})
+	}, group.WithWorkers(s.cfg.workers))
+	if err != nil {
+		return err
+	}
+	s.goRun(ctx, c.Run)
+	// The consumer creates its group in Run; wait for it so startup is not timed.
+	key := s.q.Keys().Main().Stream
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		gs, err := s.rdb.XInfoGroups(ctx, key).Result()
+		if err == nil && len(gs) > 0 {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return errors.New("delaystream consumer did not create its group within 5 s")
+}
+
+// goRun runs f until Stop.
+func (s *dsSystem) goRun(ctx context.Context, f func(context.Context) error) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := f(ctx); err != nil {
+			logf("%s: %v", s.Name(), err)
+		}
+	}()
+	s.stops = append(s.stops, func() { cancel(); <-done })
+}
+
+// rawRead is the floor reference: one reader, XREADGROUP COUNT 256 BLOCK
+// 100 ms, entries fanned out to the workers, one XACK per batch. No
+// reclaim, retry, dead letters, lease extension or trimming.
+func (s *dsSystem) rawRead(ctx context.Context, h handler, ready chan<- struct{}) error {
+	key := s.q.Keys().Main().Stream
+	if err := s.rdb.XGroupCreateMkStream(ctx, key, benchGroup, "0").Err(); err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
+		close(ready)
+		return err
+	}
+	close(ready)
+	type job struct {
+		x  redis.XMessage
+		wg *sync.WaitGroup
+	}
+	jobs := make(chan job, 256)
+	var workers sync.WaitGroup
+	for range s.cfg.workers {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for j := range jobs {
+				if e, err := stream.Decode(key, j.x.ID, j.x.Values); err == nil {
+					_ = h(ctx, delivery{payload: e.Envelope.Payload, due: e.Envelope.Due, appended: e.Appended()})
+				}
+				j.wg.Done()
+			}
+		}()
+	}
+	defer func() { close(jobs); workers.Wait() }()
+	for ctx.Err() == nil {
+		res, err := s.rdb.XReadGroup(context.WithoutCancel(ctx), &redis.XReadGroupArgs{
+			Group: benchGroup, Consumer: "raw", Streams: []string{key, ">"}, Count: 256, Block: 100 * time.Millisecond,
+		}).Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		var wg sync.WaitGroup
+		var ids []string
+		for _, st := range res {
+			for _, x := range st.Messages {
+				wg.Add(1)
+				ids = append(ids, x.ID)
+				jobs <- job{x, &wg}
+			}
+		}
+		wg.Wait()
+		if len(ids) > 0 {
+			_ = s.rdb.XAck(context.WithoutCancel(ctx), key, benchGroup, ids...).Err()
+		}
+	}
+	return nil
+}
+
+// Stop stops everything started, consumers before the mover.
+func (s *dsSystem) Stop() {
+	for i := len(s.stops) - 1; i >= 0; i-- {
+		s.stops[i]()
+	}
+	s.stops = nil
+}
+
+func (s *dsSystem) Close() { s.Stop(); s.rdb.Close() }
+
+// ---- asynq ----
+
+// asynqConfig is asynq at its fastest sensible settings: the same worker
+// count, delayed-task and empty-queue checks every 100 ms (defaults 5 s and
+// 1 s), and a task whose worker died retried at once instead of after the
+// default backoff (15 s and more).
+func asynqConfig(workers int) asynq.Config {
+	return asynq.Config{
+		Concurrency:              workers,
+		TaskCheckInterval:        100 * time.Millisecond,
+		DelayedTaskCheckInterval: 100 * time.Millisecond,
+		ShutdownTimeout:          time.Second,
+		LogLevel:                 asynq.WarnLevel,
+		Queues:                   map[string]int{benchQueue: 1},
+		RetryDelayFunc: func(n int, err error, t *asynq.Task) time.Duration {
+			if errors.Is(err, asynq.ErrLeaseExpired) {
+				return 0
+			}
+			return asynq.DefaultRetryDelayFunc(n, err, t)
+		},
+	}
+}
+
+type asynqSystem struct {
+	rdb    *redis.Client
+	client *asynq.Client
+	srv    *asynq.Server
+	cfg    config
+}
+
+func newAsynq(addr string, cfg config) *asynqSystem {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	return &asynqSystem{rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), cfg: cfg}
+}
+
+func (s *asynqSystem) Name() string { return sysAsynq }
+
+func (w when) asynq() asynq.Option {
+	if w.abs {
+		return asynq.ProcessAt(w.at)
+	}
+	return asynq.ProcessIn(w.in)
+}
+
+func (s *asynqSystem) ScheduleOne(ctx context.Context, p []byte, w when) error {
+	_, err := s.client.EnqueueContext(ctx, asynq.NewTask(asynqType, p), asynq.Queue(benchQueue), w.asynq())
+	return err
+}
+
+func (s *asynqSystem) ScheduleMany(ctx context.Context, ps [][]byte, ws []when) error {
+	return parallelDo(ctx, s.cfg.parallel, len(ps), func(i int) error { return s.ScheduleOne(ctx, ps[i], ws[i]) })
+}
+
+func (s *asynqSystem) Start(ctx context.Context, h handler) error {
+	s.srv = asynq.NewServerFromRedisClient(s.rdb, asynqConfig(s.cfg.workers))
+	return s.srv.Start(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		return h(ctx, delivery{payload: t.Payload(), due: payloadDue(t.Payload())})
+	}))
+}
+
+func (s *asynqSystem) Stop() {
+	if s.srv != nil {
+		s.srv.Shutdown()
+		s.srv = nil
+	}
+}
+
+func (s *asynqSystem) Close() { s.Stop(); s.client.Close(); s.rdb.Close() }
+
+// parallelDo runs f(0..n-1) on p goroutines and returns the first error.
+func parallelDo(ctx context.Context, p, n int, f func(i int) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	var mu sync.Mutex
+	next := 0
+	for range p {
+		g.Go(func() error {
+			for ctx.Err() == nil {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= n {
+					return nil
+				}
+				if err := f(i); err != nil {
+					return err
+				}
+			}
+			return ctx.Err()
+		})
+	}
+	return g.Wait()
+}

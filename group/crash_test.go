@@ -1,0 +1,179 @@
+package group_test
+
+import (
+	"context"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delaystream/delaystream/group"
+)
+
+// A consumer process killed with SIGKILL while it holds entries: a consumer
+// in this process, with the default visibility timeout (2 s) and reclaim
+// interval (1 s), handles them within 3 s of the kill.
+func TestKilledConsumerWorkIsReclaimed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	const n = 4
+	h.startMover()
+	h.schedule(ids("crash", n), 0)
+
+	// The child reads all n (n workers) and holds them, extending its hold.
+	ch := h.startChild("g", "doomed", helperConfig{Workers: n})
+	held := ch.waitHeld(t, n, 30*time.Second)
+
+	rec := newRecorder()
+	var reclaimedHook atomic.Int64
+	c := h.consumer("g", rec.ack, group.WithConsumerName("survivor"), group.WithHooks(group.Hooks{
+		OnReclaimed: func(s string, k, deleted int) {
+			if s == h.mainStream() && deleted == 0 {
+				reclaimedHook.Add(int64(k))
+			}
+		},
+	}))
+	r := start(t, c.Run)
+
+	killed := time.Now()
+	ch.kill(t)
+	waitFor(t, 10*time.Second, func() bool { return rec.total() >= n })
+	var first, last time.Duration
+	for i, d := range rec.snapshot() {
+		took := d[0].At.Sub(killed)
+		if first == 0 || took < first {
+			first = took
+		}
+		last = max(last, took)
+		assert.Len(t, d, 1, i)
+	}
+	t.Logf("kill -9 to handled elsewhere: first %s, last %s (visibility 2s, reclaim every 1s)", first, last)
+	assert.LessOrEqual(t, last, 3*time.Second, "crashed consumer's work redelivered too late")
+	r.stop(t)
+
+	var heldIDs []string
+	for _, l := range held {
+		heldIDs = append(heldIDs, l.ID)
+		assert.EqualValues(t, 1, l.Deliveries)
+		d := rec.get(l.ID)
+		require.Len(t, d, 1, l.ID)
+		assert.Equal(t, l.EntryID, d[0].EntryID, "same stream entry")
+		assert.EqualValues(t, 2, d[0].Deliveries, "second delivery of the entry")
+		assert.Equal(t, 1, d[0].Attempt, "a crash is not a failed attempt")
+	}
+	sort.Strings(heldIDs)
+	assert.Equal(t, ids("crash", n), heldIDs)
+	x := c.Counters()
+	assert.EqualValues(t, n, x.Reclaimed)
+	assert.EqualValues(t, n, x.Acked)
+	assert.EqualValues(t, n, reclaimedHook.Load(), "OnReclaimed")
+	assert.Zero(t, h.pending(h.mainStream(), "g"))
+	cons, err := h.rdb.XInfoConsumers(ctx, h.mainStream(), "g").Result()
+	require.NoError(t, err)
+	for _, ci := range cons {
+		assert.Zero(t, ci.Pending, "consumer %s still holds entries", ci.Name)
+	}
+}
+
+// A pending entry deleted from the stream (XDEL) while its consumer is dead:
+// XAUTOCLAIM reports it deleted; the consumer counts it and records a dead
+// letter with ReasonDeleted, and still handles the other entry it reclaims.
+func TestDeletedWhilePendingIsRecorded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	key := h.mainStream()
+	require.NoError(t, h.rdb.XGroupCreateMkStream(ctx, key, "g", "0").Err())
+	gone := h.addEntry(key, envEntry("gone", "x")...)
+	kept := h.addEntry(key, envEntry("kept", "y")...)
+	// A consumer that reads both and dies (it never comes back).
+	res, err := h.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "ghost", Streams: []string{key, ">"}, Count: 10, Block: -1}).Result()
+	require.NoError(t, err)
+	require.Len(t, res[0].Messages, 2)
+	n, err := h.rdb.XDel(ctx, key, gone).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+
+	rec := newRecorder()
+	var deletedHook, deadHook atomic.Int64
+	c := h.consumer("g", rec.ack, group.WithVisibilityTimeout(100*time.Millisecond), group.WithReclaimInterval(20*time.Millisecond),
+		group.WithHooks(group.Hooks{
+			OnReclaimed: func(_ string, _ int, deleted int) { deletedHook.Add(int64(deleted)) },
+			OnDeadLettered: func(m *group.Message, reason string) {
+				if m == nil && reason == group.ReasonDeleted {
+					deadHook.Add(1)
+				}
+			},
+		}))
+	r := start(t, c.Run)
+	waitFor(t, 10*time.Second, func() bool { return c.Counters().DeletedWhilePending >= 1 && rec.total() >= 1 })
+	r.stop(t)
+
+	x := c.Counters()
+	assert.EqualValues(t, 1, x.DeletedWhilePending)
+	assert.EqualValues(t, 1, x.DeadLettered)
+	assert.EqualValues(t, 1, x.Reclaimed, "only the entry that still exists is reclaimed")
+	assert.EqualValues(t, 1, deletedHook.Load())
+	assert.EqualValues(t, 1, deadHook.Load())
+	d := rec.get("kept")
+	require.Len(t, d, 1)
+	assert.Equal(t, kept, d[0].EntryID)
+	assert.Empty(t, rec.get("gone"))
+
+	dls := deadLetters(t, c.DeadLetters())
+	require.Len(t, dls, 1)
+	assert.Equal(t, group.ReasonDeleted, dls[0].Reason)
+	assert.Equal(t, key, dls[0].Source)
+	assert.Equal(t, gone, dls[0].SourceID)
+	assert.False(t, dls[0].Decoded, "no content is left to record")
+	assert.Zero(t, h.pending(key, "g"), "XAUTOCLAIM removed the deleted entry from the PEL")
+}
+
+// Poison: a message that "crashes" every consumer that takes it (the
+// consumer process is killed while handling it). After WithMaxDeliveries(2)
+// deliveries, the third is not handed to the handler but dead-lettered with
+// ReasonDeliveries.
+func TestPoisonDeadLetteredAfterMaxDeliveries(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.startMover()
+	h.schedule([]string{"poison"}, 0)
+
+	// Crash 1: read it and die.
+	c1 := h.startChild("g", "crash1", helperConfig{Workers: 1, NoReclaim: true})
+	l1 := c1.waitHeld(t, 1, 30*time.Second)
+	c1.kill(t)
+	// Crash 2: reclaim it after the visibility timeout and die.
+	c2 := h.startChild("g", "crash2", helperConfig{Workers: 1, Visibility: 200 * time.Millisecond, Reclaim: 20 * time.Millisecond})
+	l2 := c2.waitHeld(t, 1, 30*time.Second)
+	c2.kill(t)
+	assert.Equal(t, heldLine{ID: "poison", EntryID: l1[0].EntryID, Deliveries: 1}, l1[0])
+	assert.Equal(t, heldLine{ID: "poison", EntryID: l1[0].EntryID, Deliveries: 2}, l2[0])
+
+	var calls atomic.Int64
+	c := h.consumer("g", func(context.Context, *group.Message) error { calls.Add(1); return nil },
+		group.WithMaxDeliveries(2), group.WithVisibilityTimeout(200*time.Millisecond), group.WithReclaimInterval(20*time.Millisecond))
+	r := start(t, c.Run)
+	waitFor(t, 10*time.Second, func() bool { return c.Counters().DeadLettered >= 1 })
+	r.stop(t)
+
+	assert.Zero(t, calls.Load(), "the poison message reached the handler")
+	dls := deadLetters(t, c.DeadLetters())
+	require.Len(t, dls, 1)
+	dl := dls[0]
+	assert.Equal(t, group.ReasonDeliveries, dl.Reason)
+	assert.EqualValues(t, 3, dl.Deliveries)
+	assert.Equal(t, "delivered 3 times, max 2", dl.LastError)
+	assert.Equal(t, 1, dl.Attempt)
+	assert.True(t, dl.Decoded)
+	assert.Equal(t, "poison", dl.Envelope.ID)
+	assert.Equal(t, []byte("poison"), dl.Envelope.Payload)
+	assert.Equal(t, l1[0].EntryID, dl.SourceID)
+	assert.Equal(t, h.mainStream(), dl.Source)
+	assert.Zero(t, h.pending(h.mainStream(), "g"))
+}

@@ -1,0 +1,148 @@
+package group_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delaystream/delaystream/group"
+)
+
+// Cancelling Run while handlers are mid-flight: intake stops, handlers that
+// finish within the drain timeout are acknowledged, and Run returns nil only
+// after they have finished.
+func TestDrainLetsHandlersFinish(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const n = 4
+	const work = 300 * time.Millisecond // after the stop was requested
+	h.startMover()
+
+	started := make(chan string, n)
+	stopping := make(chan struct{})
+	var finished atomic.Int64
+	var ctxErrs atomic.Int64
+	c := h.consumer("g", func(ctx context.Context, m *group.Message) error {
+		started <- m.ID
+		<-stopping
+		select {
+		case <-time.After(work): // the rest of the work
+		case <-ctx.Done():
+			ctxErrs.Add(1)
+			return ctx.Err()
+		}
+		finished.Add(1)
+		return nil
+	}, group.WithWorkers(n), group.WithDrainTimeout(5*time.Second))
+	r := start(t, c.Run)
+	h.schedule(ids("d", n), 0)
+	for range n {
+		<-started
+	}
+
+	t0 := time.Now()
+	r.cancel()
+	close(stopping) // the handlers' remaining work starts after the stop request
+	r.stop(t)       // requires nil
+	took := time.Since(t0)
+	assert.EqualValues(t, n, finished.Load(), "Run returned before its handlers finished")
+	assert.GreaterOrEqual(t, took, work)
+	assert.Zero(t, ctxErrs.Load(), "handler ctx cancelled within the drain timeout")
+	t.Logf("Run returned %s after cancel (handlers needed %s more)", took, work)
+	x := c.Counters()
+	assert.EqualValues(t, n, x.Acked)
+	assert.Zero(t, x.HandedBack)
+	assert.Zero(t, h.pending(h.mainStream(), "g"), "acknowledgements flushed before Run returned")
+}
+
+// Handlers that outlast the drain timeout get their ctx cancelled and their
+// entries handed back; another consumer of the group, with a 30 s
+// visibility timeout (so only the hand-back can explain it), takes them at
+// once.
+func TestDrainTimeoutHandsEntriesBack(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const n = 4
+	const drain = 200 * time.Millisecond
+	h.startMover()
+
+	started := make(chan string, n)
+	var cancelled atomic.Int64
+	a := h.consumer("g", func(ctx context.Context, m *group.Message) error {
+		started <- m.ID
+		<-ctx.Done() // a handler that only stops when told to
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancelled.Add(1)
+		}
+		return ctx.Err()
+	}, group.WithConsumerName("a"), group.WithWorkers(2*n), group.WithDrainTimeout(drain)) // free workers: Run also waits out a blocked read
+	ra := start(t, a.Run)
+	h.schedule(ids("h", n), 0)
+	for range n {
+		<-started
+	}
+
+	rec := newRecorder()
+	b := h.consumer("g", rec.ack, group.WithConsumerName("b"),
+		group.WithVisibilityTimeout(30*time.Second), group.WithReclaimInterval(100*time.Millisecond))
+	rb := start(t, b.Run)
+
+	t0 := time.Now()
+	stopped := make(chan time.Duration, 1)
+	go func() { ra.stopWithin(10 * time.Second); stopped <- ra.took }()
+	waitFor(t, 5*time.Second, func() bool { return rec.total() >= n })
+	takeover := time.Since(t0)
+	var runTook time.Duration
+	select {
+	case runTook = <-stopped:
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "Run did not return")
+	}
+	require.NoError(t, ra.err)
+	t.Logf("drain %s: Run returned after %s; the other consumer had all %d entries after %s", drain, runTook, n, takeover)
+	assert.Less(t, takeover, drain+time.Second, "hand-back to takeover")
+	assert.Less(t, runTook, drain+1500*time.Millisecond, "Run's shutdown time")
+	assert.GreaterOrEqual(t, runTook, drain)
+
+	assert.EqualValues(t, n, cancelled.Load(), "handler contexts cancelled at the drain timeout")
+	x := a.Counters()
+	assert.EqualValues(t, n, x.HandedBack)
+	assert.Zero(t, x.Acked)
+	assert.Zero(t, x.Failed, "a handed-back entry is not a failed attempt")
+	assert.Zero(t, x.Retried)
+	rb.stop(t)
+	assert.EqualValues(t, n, b.Counters().Reclaimed)
+	for id, ds := range rec.snapshot() {
+		require.Len(t, ds, 1, id)
+		assert.EqualValues(t, 2, ds[0].Deliveries, id)
+		assert.Equal(t, 1, ds[0].Attempt, id)
+	}
+	assert.Zero(t, h.pending(h.mainStream(), "g"))
+}
+
+// A second concurrent Run returns ErrRunning; after the first returns, the
+// Consumer can run again.
+func TestRunTwiceIsErrRunning(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.startMover()
+	rec := newRecorder()
+	c := h.consumer("g", rec.ack)
+	r := start(t, c.Run)
+	h.schedule([]string{"one"}, 0)
+	waitFor(t, 10*time.Second, func() bool { return rec.total() == 1 }) // the first Run is running
+
+	assert.ErrorIs(t, c.Run(context.Background()), group.ErrRunning)
+	r.stop(t)
+
+	r2 := start(t, c.Run)
+	h.schedule([]string{"two"}, 0)
+	waitFor(t, 10*time.Second, func() bool { return rec.total() == 2 })
+	r2.stop(t)
+	assert.EqualValues(t, 2, c.Counters().Acked)
+}

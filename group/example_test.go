@@ -1,0 +1,131 @@
+package group_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/mover"
+)
+
+// A consumer of group "billing" on queue "orders", run next to a mover until
+// SIGINT or SIGTERM. The library installs no signal handler: the program
+// owns its signals and hands Run a context. Compile-only: it needs a Redis
+// server.
+func ExampleNew() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close() // the consumer borrows the client and never closes it
+
+	c, err := group.New(rdb, "orders", "billing", func(ctx context.Context, m *group.Message) error {
+		fmt.Printf("bill %s (attempt %d): %s\n", m.ID, m.Attempt, m.Payload)
+		return nil // acknowledge; an error retries in this group only
+	}, group.WithWorkers(16), group.WithMaxAttempts(5))
+	if err != nil {
+		log.Fatal(err)
+	}
+	mv, err := mover.New(rdb, "orders")
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// Run returns nil after a requested stop, so an errgroup reports only
+	// real failures. Shutdown waits for in-flight handlers (drain timeout).
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return mv.Run(ctx) })
+	g.Go(func() error { return c.Run(ctx) })
+	if err := g.Wait(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// List a group's dead letters and send those that ran out of attempts back
+// to the same group in a minute, with a fresh attempt count. Other groups
+// of the queue are not affected. Compile-only: it needs a Redis server.
+func ExampleDeadLetters_Redrive() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+	ctx := context.Background()
+
+	dl, err := group.NewDeadLetters(rdb, "orders", "billing")
+	if err != nil {
+		log.Fatal(err)
+	}
+	var redrive []string
+	for after := ""; ; {
+		page, err := dl.List(ctx, after, 100)
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, d := range page {
+			fmt.Printf("%s %s at %s: %s: %s\n", d.EntryID, d.Envelope.ID, d.At().Format(time.RFC3339), d.Reason, d.LastError)
+			if d.Reason == group.ReasonAttempts {
+				redrive = append(redrive, d.EntryID)
+			}
+		}
+		if len(page) < 100 {
+			break
+		}
+		after = page[len(page)-1].EntryID
+	}
+
+	n, err := dl.Redrive(ctx, time.Minute, redrive...)
+	var re *group.RedriveError
+	if errors.As(err, &re) {
+		fmt.Println("not found:", re.NotFound, "unrecoverable:", re.Unrecoverable)
+	} else if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("redriven:", n)
+}
+
+// Options are checked when the consumer is built, not when it runs.
+func ExampleWithWorkers() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"}) // not contacted
+	defer rdb.Close()
+
+	_, err := group.New(rdb, "orders", "billing",
+		func(context.Context, *group.Message) error { return nil },
+		group.WithWorkers(0),
+	)
+	fmt.Println(errors.Is(err, group.ErrInvalidOption))
+	fmt.Println(err)
+	// Output:
+	// true
+	// group: invalid option: workers must be 1..4096, got 0
+}
+
+// A handler says what should happen to a message that failed by wrapping
+// its error: Drop acknowledges it without retry, DeadLetter sends it to the
+// dead letters at once; any other error is retried after the backoff.
+func ExampleDrop() {
+	handle := func(ctx context.Context, m *group.Message) error {
+		switch string(m.Payload) {
+		case "cancelled":
+			return group.Drop(errors.New("order already cancelled"))
+		case "garbage":
+			return group.DeadLetter(errors.New("cannot parse order"))
+		}
+		return nil
+	}
+	for _, p := range []string{"cancelled", "garbage", "fine"} {
+		err := handle(context.Background(), &group.Message{Payload: []byte(p)})
+		var drop *group.DropError
+		var dead *group.DeadLetterError
+		fmt.Printf("%s: drop=%t dead=%t err=%v\n", p, errors.As(err, &drop), errors.As(err, &dead), err)
+	}
+	// Output:
+	// cancelled: drop=true dead=false err=drop: order already cancelled
+	// garbage: drop=false dead=true err=dead-letter: cannot parse order
+	// fine: drop=false dead=false err=<nil>
+}
