@@ -79,6 +79,9 @@ func New(rdb redis.UniversalClient, queue, group string, h Handler, opts ...Opti
 			return nil, err
 		}
 	}
+	if cfg.prefetch < 0 {
+		cfg.prefetch = 4 * cfg.workers
+	}
 	keys, err := stream.NewKeys(cfg.prefix, queue, 0, 1)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
@@ -135,13 +138,29 @@ func (c *Consumer) Run(ctx context.Context) error {
 	ackDone := make(chan struct{})
 	go func() { defer close(ackDone); ack.run() }()
 
-	r := &runState{c: c, log: log, ack: ack, workCtx: workCtx, slots: make(chan struct{}, c.cfg.workers)}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return r.read(gctx) })
-	g.Go(func() error { return r.extendLoop(gctx) })
-	if !c.cfg.noReclaim {
-		g.Go(func() error { return r.reclaimLoop(gctx) })
+	held := c.cfg.workers + c.cfg.prefetch
+	r := &runState{c: c, log: log, ack: ack, workCtx: workCtx,
+		credits: make(chan struct{}, held), jobs: make(chan job, held)}
+	for range c.cfg.workers {
+		r.handlers.Add(1)
+		go r.worker()
 	}
+	g, gctx := errgroup.WithContext(ctx)
+	stopIntake := context.AfterFunc(gctx, func() { r.stopping.Store(true) })
+	defer stopIntake()
+	// Intake (read and reclaim) feeds the workers; when it has stopped, the
+	// job queue is closed and the workers drain it.
+	var intake errgroup.Group
+	intake.Go(func() error { return r.read(gctx) })
+	if !c.cfg.noReclaim {
+		intake.Go(func() error { return r.reclaimLoop(gctx) })
+	}
+	g.Go(func() error {
+		err := intake.Wait()
+		close(r.jobs)
+		return err
+	})
+	g.Go(func() error { return r.extendLoop(gctx) })
 	if !c.cfg.noTrim {
 		g.Go(func() error { return r.trimLoop(gctx) })
 	}
@@ -196,8 +215,17 @@ type runState struct {
 	log      *slog.Logger
 	ack      *acker
 	workCtx  context.Context
-	slots    chan struct{} // one token per running (or waiting) handler
+	credits  chan struct{} // one token per entry held: queued or being handled (workers + prefetch)
+	jobs     chan job      // entries waiting for a worker
+	stopping atomic.Bool   // intake stopped: queued jobs are handed back, not handled
 	handlers sync.WaitGroup
+}
+
+// job is an entry waiting for a worker.
+type job struct {
+	f          *flight
+	x          redis.XMessage
+	deliveries int64
 }
 
 // read is the intake loop: XREADGROUP on the queue stream and the retry
@@ -207,16 +235,16 @@ func (r *runState) read(ctx context.Context) error {
 	streams := []string{c.main.Stream, c.retry.Stream, ">", ">"}
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
-		// Wait for a free worker, but hold no worker during the blocking
-		// read: reclaim takes only free workers and would starve behind an
-		// idle read. Each entry read takes its worker below.
+		// Wait for room, but hold no credit during the blocking read: reclaim
+		// takes only free credits and would starve behind an idle read.
+		// Each entry read takes its credit in enqueue.
 		select {
-		case r.slots <- struct{}{}:
+		case r.credits <- struct{}{}:
 		case <-ctx.Done():
 			return nil
 		}
-		n := c.cfg.workers - len(r.slots) + 1
-		<-r.slots
+		n := cap(r.credits) - len(r.credits) + 1
+		<-r.credits
 		// The read is not tied to ctx: cancelling cannot interrupt a blocking
 		// XREADGROUP, and a reply cut short would leave entries pending
 		// unseen. Entries that arrive after ctx is done are handed back.
@@ -244,45 +272,75 @@ func (r *runState) read(ctx context.Context) error {
 		}
 		backoff = 50 * time.Millisecond
 		for _, s := range res {
-			for _, x := range s.Messages {
-				// Usually free at once; COUNT applies per stream, and a
-				// reclaim pass may have taken workers meanwhile.
-				select {
-				case r.slots <- struct{}{}:
-				case <-ctx.Done():
-					r.handBack(context.WithoutCancel(ctx), s.Stream, []string{x.ID})
-					continue
-				}
-				if ctx.Err() != nil {
-					release(r.slots, 1)
-					r.handBack(context.WithoutCancel(ctx), s.Stream, []string{x.ID})
-					continue
-				}
-				r.start(s.Stream, x, 1)
-			}
+			r.enqueue(ctx, s.Stream, s.Messages, nil)
 		}
 	}
 	return nil
 }
 
-// start registers the entry as held and runs its handler on a new
-// goroutine. The caller holds one slot for it, released when it settles.
-func (r *runState) start(streamKey string, x redis.XMessage, deliveries int64) {
-	f := &flight{key: flightKey{streamKey, x.ID}, since: time.Now()}
+// enqueue registers entries as held (so they are extended while they wait)
+// and queues them for the workers, one credit each. deliveries gives each
+// entry's delivery count (nil: 1, a first delivery). Once intake has
+// stopped, the remaining entries are handed back instead.
+func (r *runState) enqueue(ctx context.Context, streamKey string, msgs []redis.XMessage, deliveries map[string]int64) {
+	now := time.Now()
+	fs := make([]*flight, len(msgs))
 	r.c.mu.Lock()
-	r.c.inflight[f.key] = f
+	for i, x := range msgs {
+		fs[i] = &flight{key: flightKey{streamKey, x.ID}, since: now}
+		r.c.inflight[fs[i].key] = fs[i]
+	}
 	r.c.mu.Unlock()
-	r.handlers.Add(1)
-	go func() {
-		defer r.handlers.Done()
-		defer func() {
-			r.c.mu.Lock()
-			delete(r.c.inflight, f.key)
-			r.c.mu.Unlock()
-			<-r.slots
-		}()
-		r.handle(f, x, deliveries)
-	}()
+	for i, x := range msgs {
+		ok := false
+		select {
+		case r.credits <- struct{}{}: // usually free at once: COUNT applies per stream
+			ok = ctx.Err() == nil
+			if !ok {
+				<-r.credits
+			}
+		case <-ctx.Done():
+		}
+		if !ok {
+			ids := make([]string, 0, len(msgs)-i)
+			for _, f := range fs[i:] {
+				r.forget(f)
+				ids = append(ids, f.key.id)
+			}
+			r.handBack(context.WithoutCancel(ctx), streamKey, ids)
+			return
+		}
+		d := int64(1)
+		if deliveries != nil {
+			d = deliveries[x.ID]
+		}
+		r.jobs <- job{f: fs[i], x: x, deliveries: d} // never blocks: the queue holds as many as there are credits
+	}
+}
+
+// worker handles queued entries until the queue is closed. After intake
+// stopped it hands queued entries back instead of starting them.
+func (r *runState) worker() {
+	defer r.handlers.Done()
+	for j := range r.jobs {
+		if r.stopping.Load() {
+			r.forget(j.f)
+			r.handBack(context.WithoutCancel(r.workCtx), j.f.key.stream, []string{j.x.ID})
+		} else {
+			r.handle(j.f, j.x, j.deliveries)
+			r.forget(j.f)
+		}
+		<-r.credits
+	}
+}
+
+// forget drops an entry from the held set.
+func (r *runState) forget(f *flight) {
+	r.c.mu.Lock()
+	if r.c.inflight[f.key] == f {
+		delete(r.c.inflight, f.key)
+	}
+	r.c.mu.Unlock()
 }
 
 // handle decodes, runs the handler and settles the entry.
@@ -486,21 +544,6 @@ func (r *runState) handBackAll(log *slog.Logger) int {
 		n += len(ids)
 	}
 	return n
-}
-
-func tryAcquire(slots chan struct{}) bool {
-	select {
-	case slots <- struct{}{}:
-		return true
-	default:
-		return false
-	}
-}
-
-func release(slots chan struct{}, n int) {
-	for range n {
-		<-slots
-	}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

@@ -193,46 +193,23 @@ func (r *runState) reclaimOnce(ctx context.Context, streamKey string) error {
 	c := r.c
 	cursor := "0-0"
 	for pass := 0; pass < 16 && ctx.Err() == nil; pass++ {
-		n := 0
-		for n < c.cfg.workers && tryAcquire(r.slots) {
-			n++
-		}
-		if n == 0 {
-			return nil // every worker busy: leave the entries for another consumer
+		n := min(cap(r.credits)-len(r.credits), c.cfg.workers)
+		if n <= 0 {
+			return nil // busy: leave the entries for another consumer
 		}
 		res, err := xautoclaim(ctx, c.rdb, streamKey, c.group, c.cfg.consumer, c.cfg.visibility, cursor, n)
 		if err != nil {
-			release(r.slots, n)
 			return err
 		}
 		if len(res.deleted) > 0 {
 			r.recordDeleted(ctx, streamKey, res.deleted)
 		}
-		counts := map[string]int64{}
 		if len(res.msgs) > 0 {
-			pend, err := c.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-				Stream: streamKey, Group: c.group, Start: res.msgs[0].ID, End: res.msgs[len(res.msgs)-1].ID,
-				Count: int64(len(res.msgs)), Consumer: c.cfg.consumer,
-			}).Result()
-			if err == nil {
-				for _, p := range pend {
-					counts[p.ID] = p.RetryCount
-				}
-			}
 			c.ctr.reclaimed.Add(uint64(len(res.msgs)))
+			r.enqueue(ctx, streamKey, res.msgs, r.deliveryCounts(ctx, streamKey, res.msgs))
 		}
 		if h := c.cfg.hooks.OnReclaimed; h != nil && (len(res.msgs) > 0 || len(res.deleted) > 0) {
 			h(streamKey, len(res.msgs), len(res.deleted))
-		}
-		for _, x := range res.msgs {
-			d := counts[x.ID]
-			if d == 0 {
-				d = 2 // claimed at least once after the first delivery
-			}
-			r.start(streamKey, x, d)
-		}
-		if len(res.msgs) < n {
-			release(r.slots, n-len(res.msgs))
 		}
 		cursor = res.next
 		if cursor == "0-0" {
@@ -240,6 +217,35 @@ func (r *runState) reclaimOnce(ctx context.Context, streamKey string) error {
 		}
 	}
 	return nil
+}
+
+// deliveryCounts returns the delivery count of each claimed entry, read
+// with one XPENDING over their id range (the range may hold other entries
+// of this consumer, so the count covers those too). An entry whose count
+// cannot be read is taken as delivered twice: once, and this reclaim.
+func (r *runState) deliveryCounts(ctx context.Context, streamKey string, msgs []redis.XMessage) map[string]int64 {
+	c := r.c
+	counts := make(map[string]int64, len(msgs))
+	for _, x := range msgs {
+		counts[x.ID] = 2
+	}
+	c.mu.Lock()
+	held := len(c.inflight)
+	c.mu.Unlock()
+	pend, err := c.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream: streamKey, Group: c.group, Start: msgs[0].ID, End: msgs[len(msgs)-1].ID,
+		Count: int64(len(msgs) + held), Consumer: c.cfg.consumer,
+	}).Result()
+	if err != nil {
+		r.log.WarnContext(ctx, "reading delivery counts failed", slog.String("stream", streamKey), slog.Any("err", err))
+		return counts
+	}
+	for _, p := range pend {
+		if _, ok := counts[p.ID]; ok {
+			counts[p.ID] = max(p.RetryCount, 2)
+		}
+	}
+	return counts
 }
 
 // recordDeleted dead-letters (as a record: there is no content left) the

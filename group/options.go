@@ -29,6 +29,7 @@ type config struct {
 	prefix         string
 	consumer       string
 	workers        int
+	prefetch       int // entries read ahead of free workers; -1 until set (then 4 × workers)
 	block          time.Duration
 	visibility     time.Duration
 	reclaimEvery   time.Duration
@@ -68,6 +69,7 @@ func defaultConfig() config {
 		prefix:        stream.DefaultPrefix,
 		consumer:      defaultConsumerName(),
 		workers:       DefaultWorkers,
+		prefetch:      -1,
 		block:         blockFor,
 		visibility:    DefaultVisibility,
 		reclaimEvery:  DefaultReclaimEvery,
@@ -129,6 +131,24 @@ func WithWorkers(n int) Option {
 			return fmt.Errorf("%w: workers must be 1..4096, got %d", ErrInvalidOption, n)
 		}
 		c.workers = n
+		return nil
+	}
+}
+
+// WithPrefetch sets how many entries a consumer reads ahead of its free
+// workers (0 to 100000). Default 4 × workers. Read-ahead lets one
+// XREADGROUP fetch many entries, which is what makes bursts fast; entries
+// waiting in the read-ahead queue are held by this consumer (and kept from
+// reclaim) until a worker takes them, so with slow handlers and several
+// consumers a large value makes the load less even. At shutdown, queued
+// entries are handed back at once. 0 reads only as many as there are free
+// workers.
+func WithPrefetch(n int) Option {
+	return func(c *config) error {
+		if n < 0 || n > 100000 {
+			return fmt.Errorf("%w: prefetch must be 0..100000, got %d", ErrInvalidOption, n)
+		}
+		c.prefetch = n
 		return nil
 	}
 }

@@ -71,7 +71,7 @@ func TestTrimKeepsWhatAStalledGroupNeeds(t *testing.T) {
 			}
 		}
 		return nil
-	}, group.WithWorkers(stuck), group.WithTrimInterval(100*time.Millisecond))
+	}, group.WithWorkers(stuck), group.WithPrefetch(0), group.WithTrimInterval(100*time.Millisecond))
 	start(t, fast.Run)
 	start(t, slow.Run)
 
