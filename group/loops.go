@@ -355,16 +355,31 @@ func (r *runState) trimLoop(ctx context.Context) error {
 	return nil
 }
 
+// Trimming is bounded: one script call removes at most trimLimit entries,
+// one trim pass makes at most trimPasses calls; the rest waits for the next
+// pass.
+const (
+	trimLimit  = 1000
+	trimPasses = 100
+)
+
 // trim runs the trim script on one stream and returns how many entries it removed.
 func trim(ctx context.Context, rdb redis.UniversalClient, key string, retention time.Duration) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	v, err := scripts.Trim.Run(ctx, rdb, []string{key}, retention.Milliseconds()).Slice()
-	if err != nil {
-		return 0, fmt.Errorf("trim %s: %w", key, err)
+	var total int64
+	for pass := 0; pass < trimPasses; pass++ {
+		v, err := scripts.Trim.Run(ctx, rdb, []string{key}, retention.Milliseconds(), trimLimit).Slice()
+		if err != nil {
+			return total, fmt.Errorf("trim %s: %w", key, err)
+		}
+		n, _ := v[0].(int64)
+		total += n
+		if more, _ := v[2].(int64); more == 0 {
+			break
+		}
 	}
-	n, _ := v[0].(int64)
-	return n, nil
+	return total, nil
 }
 
 func (r *runState) removeStale(ctx context.Context, streamKey string) error {

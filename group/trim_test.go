@@ -124,7 +124,7 @@ func TestTrimScriptThreshold(t *testing.T) {
 	}
 	trim := func(retention time.Duration) (int64, string) {
 		t.Helper()
-		v, err := scripts.Trim.Run(ctx, rdb, []string{key}, retention.Milliseconds()).Slice()
+		v, err := scripts.Trim.Run(ctx, rdb, []string{key}, retention.Milliseconds(), 1000).Slice()
 		require.NoError(t, err)
 		n, _ := v[0].(int64)
 		th, _ := v[1].(string)
@@ -210,13 +210,36 @@ func TestTrimScriptRetention(t *testing.T) {
 		recent = append(recent, id)
 	}
 	require.NoError(t, rdb.XGroupCreate(ctx, key, "g", "$").Err()) // has read (and needs) nothing here
-	v, err := scripts.Trim.Run(ctx, rdb, []string{key}, (10 * time.Second).Milliseconds()).Slice()
+	v, err := scripts.Trim.Run(ctx, rdb, []string{key}, (10 * time.Second).Milliseconds(), 1000).Slice()
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, v[0], "entries older than the retention")
 	assert.Equal(t, recent, streamIDs(t, rdb, key, "-"), "entries younger than the retention stay")
-	v, err = scripts.Trim.Run(ctx, rdb, []string{key}, 0).Slice()
+	v, err = scripts.Trim.Run(ctx, rdb, []string{key}, 0, 1000).Slice()
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, v[0], "without retention, acknowledged entries go")
+}
+
+// One trim call removes at most its limit (invariant 5: bounded work) and
+// says there is more; the next call continues from there.
+func TestTrimScriptIsBounded(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	ctx := context.Background()
+	key := redistest.Prefix(t) + ":s"
+	pipe := rdb.Pipeline()
+	for i := range 250 {
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: fmt.Sprintf("%d-1", 1000+i), Values: []any{"i", i}})
+	}
+	_, err := pipe.Exec(ctx)
+	require.NoError(t, err)
+	require.NoError(t, rdb.XGroupCreate(ctx, key, "g", "$").Err()) // read and acknowledged nothing: all below its position
+	for _, want := range []struct{ n, more, left int64 }{{100, 1, 150}, {100, 1, 50}, {50, 0, 0}} {
+		v, err := scripts.Trim.Run(ctx, rdb, []string{key}, 0, 100).Slice()
+		require.NoError(t, err)
+		assert.EqualValues(t, want.n, v[0], "trimmed")
+		assert.EqualValues(t, want.more, v[2], "more")
+		assert.EqualValues(t, want.left, rdb.XLen(ctx, key).Val(), "left")
+	}
 }
 
 // Stale consumer removal never drops pending entries: the delconsumer script

@@ -5,14 +5,16 @@
 --
 -- KEYS[1]  STREAM  the stream
 -- ARGV[1]  retention in ms: entries younger than this are kept even if acknowledged (0 = none)
+-- ARGV[2]  most entries to remove in this call (bounded work; call again while more is 1)
 --
--- Returns {trimmed, threshold}: entries removed and the MINID used ("" if none).
+-- Returns {trimmed, threshold, more}: entries removed, the MINID used ("" if
+-- none), and 1 if the limit stopped it before the threshold.
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {0, ''}
+  return {0, '', 0}
 end
 local groups = redis.call('XINFO', 'GROUPS', KEYS[1])
 if #groups == 0 then
-  return {0, ''}
+  return {0, '', 0}
 end
 local function parse(id)
   local ms, seq = string.match(id, '^(%d+)-(%d+)$')
@@ -47,4 +49,13 @@ if retention > 0 then
   consider(cut, 0)
 end
 local threshold = string.format('%d-%d', bestMs, bestSeq)
-return {redis.call('XTRIM', KEYS[1], 'MINID', threshold), threshold}
+-- Bound the work: if more than the limit lie below the threshold, trim only
+-- up to the first entry past the limit.
+local limit = tonumber(ARGV[2])
+local more = 0
+local below = redis.call('XRANGE', KEYS[1], '-', '(' .. threshold, 'COUNT', limit + 1)
+if #below > limit then
+  threshold = below[limit + 1][1]
+  more = 1
+end
+return {redis.call('XTRIM', KEYS[1], 'MINID', threshold), threshold, more}
