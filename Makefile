@@ -3,7 +3,7 @@
 # missing and apt-get is usable.
 
 GO       ?= go
-MODULES  := . ./examples ./integration
+MODULES  := . ./examples ./integration ./bench
 GOFLAGS_TEST ?= -race -count=1 -timeout 15m
 
 .PHONY: all test test-unit lint vet fmt ensure-redis bench tidy
@@ -36,9 +36,9 @@ fmt:
 ensure-redis:
 	@sh .ci/ensure-redis
 
-## bench: the benchmark program does not exist yet (issue: benchmark side by side with asynq)
+## bench: the benchmark program (bench/), delaystream vs asynq; BENCHFLAGS=-quick for a ~1 min smoke run
 bench:
-	@echo "make bench: the benchmark program is not written yet; see the open benchmark issue" >&2; exit 1
+	cd bench && $(GO) run . $(BENCHFLAGS)
 
 tidy:
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done
