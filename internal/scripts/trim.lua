@@ -5,7 +5,9 @@
 --
 -- KEYS[1]  STREAM  the stream
 -- ARGV[1]  retention in ms: entries younger than this are kept even if acknowledged (0 = none)
--- ARGV[2]  most entries to remove in this call (bounded work; call again while more is 1)
+-- ARGV[2]  most entries to remove in this call, about (the approximate trim
+--          removes at most this many, the exact trim then less than one
+--          stream node, 100 entries by default); call again while more is 1
 --
 -- Returns {trimmed, threshold, more}: entries removed, the MINID used ("" if
 -- none), and 1 if the limit stopped it before the threshold.
@@ -49,13 +51,13 @@ if retention > 0 then
   consider(cut, 0)
 end
 local threshold = string.format('%d-%d', bestMs, bestSeq)
--- Bound the work: if more than the limit lie below the threshold, trim only
--- up to the first entry past the limit.
+-- Bound the work: the approximate trim removes only whole stream nodes and
+-- at most ARGV[2] entries; when it was not stopped by that limit, what lies
+-- below the threshold is less than one node, which the exact trim removes.
+-- Neither ever removes an entry at or above the threshold.
 local limit = tonumber(ARGV[2])
-local more = 0
-local below = redis.call('XRANGE', KEYS[1], '-', '(' .. threshold, 'COUNT', limit + 1)
-if #below > limit then
-  threshold = below[limit + 1][1]
-  more = 1
+local n = redis.call('XTRIM', KEYS[1], 'MINID', '~', threshold, 'LIMIT', limit)
+if n + 100 > limit then
+  return {n, threshold, 1}
 end
-return {redis.call('XTRIM', KEYS[1], 'MINID', threshold), threshold, more}
+return {n + redis.call('XTRIM', KEYS[1], 'MINID', threshold), threshold, 0}
