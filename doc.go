@@ -51,8 +51,9 @@
 //
 // The core module, github.com/delaystream/delaystream, depends only on
 // go-redis v9, msgpack v5 and golang.org/x/sync (testify and miniredis for
-// its tests). The runnable programs (examples) and the tests against real
-// Redis servers, Cluster and faults (integration) are separate modules, so
+// its tests). The runnable programs (examples), the tests against real
+// Redis servers, Cluster and faults (integration) and the benchmark
+// against asynq (bench, run with make bench) are separate modules, so
 // users never inherit their dependencies; a committed go.work joins them
 // for development. Redis 7.0 or newer is supported, standalone or Cluster
 // (every key of a queue shard shares one hash tag); Go 1.26.
