@@ -19,7 +19,7 @@ func TestRun(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 
 	var out bytes.Buffer
-	require.NoError(t, run(t.Context(), rdb, &out, miniredisOptions...))
+	require.NoError(t, run(t.Context(), rdb, &out))
 	t.Logf("output:\n%s", out.String())
 
 	// Each group handled each message exactly once.

@@ -20,11 +20,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/examples/internal/exampleredis"
 	"github.com/delaystream/delaystream/group"
 	"github.com/delaystream/delaystream/mover"
 )
@@ -59,39 +59,13 @@ func start() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	rdb, opts, closeRedis, err := connect()
+	rdb, closeRedis, err := exampleredis.Connect()
 	if err != nil {
 		return err
 	}
 	defer closeRedis()
-	return run(ctx, rdb, os.Stdout, opts...)
+	return run(ctx, rdb, os.Stdout)
 }
-
-// connect returns a client for REDIS_URL, or for an embedded miniredis when
-// REDIS_URL is unset, with the consumer options that server needs.
-func connect() (*redis.Client, []group.Option, func(), error) {
-	if url := os.Getenv("REDIS_URL"); url != "" {
-		opt, err := redis.ParseURL(url)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("REDIS_URL: %w", err)
-		}
-		rdb := redis.NewClient(opt)
-		return rdb, nil, func() { _ = rdb.Close() }, nil
-	}
-	mr, err := miniredis.Run()
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("start miniredis: %w", err)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	return rdb, miniredisOptions, func() { _ = rdb.Close(); mr.Close() }, nil
-}
-
-// miniredisOptions work around miniredis: until a group has read from a
-// stream, miniredis reports its last-delivered-id as "0" where Redis says
-// "0-0". The trim script cannot parse that and fails, logging a warning on
-// every pass over a retry lane that nothing was retried on. The consumer here
-// handles a few messages and exits, so it needs no trimming.
-var miniredisOptions = []group.Option{group.WithoutTrim()}
 
 // store stands in for the order database.
 type store struct {

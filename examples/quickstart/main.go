@@ -17,12 +17,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/examples/internal/exampleredis"
 	"github.com/delaystream/delaystream/group"
 	"github.com/delaystream/delaystream/mover"
 	"github.com/delaystream/delaystream/stream"
@@ -46,32 +46,13 @@ func start() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	rdb, closeRedis, err := connect()
+	rdb, closeRedis, err := exampleredis.Connect()
 	if err != nil {
 		return err
 	}
 	defer closeRedis()
 	_, err = run(ctx, rdb, os.Stdout)
 	return err
-}
-
-// connect returns a client for REDIS_URL, or for an embedded miniredis when
-// REDIS_URL is unset.
-func connect() (*redis.Client, func(), error) {
-	if url := os.Getenv("REDIS_URL"); url != "" {
-		opt, err := redis.ParseURL(url)
-		if err != nil {
-			return nil, nil, fmt.Errorf("REDIS_URL: %w", err)
-		}
-		rdb := redis.NewClient(opt)
-		return rdb, func() { _ = rdb.Close() }, nil
-	}
-	mr, err := miniredis.Run()
-	if err != nil {
-		return nil, nil, fmt.Errorf("start miniredis: %w", err)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	return rdb, func() { _ = rdb.Close(); mr.Close() }, nil
 }
 
 // delivery is one message as the consumer saw it.
