@@ -391,13 +391,12 @@ func (r *runState) handle(f *flight, x redis.XMessage, deliveries int64) {
 	var dl *DeadLetterError
 	switch {
 	case herr == nil:
-		r.ack.add(f.key)
-		c.ctr.acked.Add(1)
+		r.ack.add(f.key, true) // Counters.Acked moves when the XACK succeeds
 		if h := c.cfg.hooks.OnAcked; h != nil {
 			h(m, time.Since(start))
 		}
 	case errors.As(herr, &drop):
-		r.ack.add(f.key)
+		r.ack.add(f.key, false)
 		c.ctr.dropped.Add(1)
 		if h := c.cfg.hooks.OnDropped; h != nil {
 			h(m, herr)

@@ -21,15 +21,23 @@ const ackBatch = 256
 type acker struct {
 	c    *Consumer
 	log  *slog.Logger
-	ch   chan flightKey
+	ch   chan ackReq
 	stop chan struct{}
 }
 
 func newAcker(c *Consumer, log *slog.Logger) *acker {
-	return &acker{c: c, log: log, ch: make(chan flightKey, 4*ackBatch), stop: make(chan struct{})}
+	return &acker{c: c, log: log, ch: make(chan ackReq, 4*ackBatch), stop: make(chan struct{})}
 }
 
-func (a *acker) add(k flightKey) { a.ch <- k }
+// ackReq is one entry to acknowledge; success says whether its handler
+// succeeded (counted in Counters.Acked once the XACK went through) or it
+// was dropped (counted in Dropped already).
+type ackReq struct {
+	key     flightKey
+	success bool
+}
+
+func (a *acker) add(k flightKey, success bool) { a.ch <- ackReq{key: k, success: success} }
 
 // close flushes what is queued and ends run. Call it after every handler
 // has returned.
@@ -37,16 +45,16 @@ func (a *acker) close() { close(a.stop) }
 
 func (a *acker) run() {
 	pending := map[string][]string{}
-	n := 0
+	n, successes := 0, 0
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	flush := func() {
 		if n == 0 {
 			return
 		}
-		a.flush(pending)
+		a.flush(pending, successes)
 		pending = map[string][]string{}
-		n = 0
+		n, successes = 0, 0
 	}
 	for {
 		select {
@@ -54,8 +62,11 @@ func (a *acker) run() {
 			if n == 0 {
 				timer.Reset(a.c.cfg.ackDelay)
 			}
-			pending[k.stream] = append(pending[k.stream], k.id)
+			pending[k.key.stream] = append(pending[k.key.stream], k.key.id)
 			n++
+			if k.success {
+				successes++
+			}
 			if n >= ackBatch {
 				timer.Stop()
 				flush()
@@ -66,8 +77,11 @@ func (a *acker) run() {
 			for {
 				select {
 				case k := <-a.ch:
-					pending[k.stream] = append(pending[k.stream], k.id)
+					pending[k.key.stream] = append(pending[k.key.stream], k.key.id)
 					n++
+					if k.success {
+						successes++
+					}
 				default:
 					flush()
 					return
@@ -77,7 +91,7 @@ func (a *acker) run() {
 	}
 }
 
-func (a *acker) flush(pending map[string][]string) {
+func (a *acker) flush(pending map[string][]string, successes int) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	pipe := a.c.rdb.Pipeline()
@@ -88,7 +102,9 @@ func (a *acker) flush(pending map[string][]string) {
 		// Unacknowledged entries stay pending and are redelivered after the
 		// visibility timeout: at-least-once, never lost.
 		a.log.Error("xack failed; entries will be redelivered", slog.Any("err", err))
+		return
 	}
+	a.c.ctr.acked.Add(uint64(successes))
 }
 
 // extendLoop keeps entries held by running handlers from being reclaimed:

@@ -20,7 +20,7 @@ type counters struct {
 // Counters are this Consumer's running totals since it was created.
 type Counters struct {
 	Delivered           uint64 // entries handed to the decoder and handler (incl. reclaimed ones)
-	Acked               uint64 // handler succeeded
+	Acked               uint64 // handler succeeded and the XACK went through
 	Failed              uint64 // handler returned an error or panicked
 	Retried             uint64 // failures scheduled in the retry lane
 	DeadLettered        uint64 // entries appended to the dead letters (all reasons)
