@@ -150,15 +150,28 @@ func (d *DeadLetters) Redrive(ctx context.Context, delay time.Duration, entryIDs
 	if len(entryIDs) == 0 {
 		return 0, nil
 	}
+	// Read the entries in one round trip: the new attempt's envelope is
+	// encoded here (Lua cannot), the script re-checks each atomically.
+	pipe := d.rdb.Pipeline()
+	reads := make([]*redis.XMessageSliceCmd, len(entryIDs))
+	for i, id := range entryIDs {
+		reads[i] = pipe.XRangeN(ctx, d.key, id, id, 1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("redrive %s: %w", d.group, err)
+	}
 	dls := make(map[string]DeadEntry, len(entryIDs))
-	for _, id := range entryIDs {
-		dl, err := d.Get(ctx, id)
-		if err == nil {
-			dls[id] = dl
-		} else if !errors.Is(err, ErrNotFound) {
-			return 0, err
+	for i, id := range entryIDs {
+		if msgs := reads[i].Val(); len(msgs) == 1 {
+			dls[id] = parseDeadLetter(msgs[0])
 		}
 	}
+	return d.redrive(ctx, delay, entryIDs, dls)
+}
+
+// redrive runs the redrive script for entryIDs, whose entries (those that
+// exist) are in dls.
+func (d *DeadLetters) redrive(ctx context.Context, delay time.Duration, entryIDs []string, dls map[string]DeadEntry) (int, error) {
 	args := []any{delay.Milliseconds(), d.retry.Wake, string([]byte{codec.EnvelopeMagic, codec.EnvelopeVersion})}
 	for _, id := range entryIDs {
 		env := ""
@@ -212,16 +225,18 @@ func (d *DeadLetters) RedriveAll(ctx context.Context, delay time.Duration) (int,
 			return total, err
 		}
 		ids := make([]string, 0, len(page))
+		dls := make(map[string]DeadEntry, len(page))
 		for _, p := range page {
 			if compareIDs(p.EntryID, end) > 0 {
 				break
 			}
 			ids = append(ids, p.EntryID)
+			dls[p.EntryID] = p
 		}
 		if len(ids) == 0 {
 			break
 		}
-		n, err := d.Redrive(ctx, delay, ids...)
+		n, err := d.redrive(ctx, delay, ids, dls) // the page is already read
 		total += n
 		var re *RedriveError
 		if errors.As(err, &re) {

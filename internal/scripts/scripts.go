@@ -65,14 +65,17 @@ type Call struct {
 	Args []any    // the script's ARGV
 }
 
-// RunPipelined runs s once per call in a single pipeline and returns the
-// replies in order. EVALSHA does not fall back to EVAL inside a pipeline, so
+// RunPipelined runs s once per call in a single pipeline (a single call is
+// sent on its own) and returns the replies in order. EVALSHA does not fall back to EVAL inside a pipeline, so
 // calls answered with NOSCRIPT (script cache flushed, or a Cluster node that
 // never saw the script) are retried one by one with Run, which loads the
 // script; a NOSCRIPT reply means the call did not run, so the retry is safe.
 // The error of each reply is in its Cmd; the returned error reports only a
 // failure to send the pipeline at all.
 func RunPipelined(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, calls []Call) ([]*redis.Cmd, error) {
+	if len(calls) == 1 { // the common single Schedule: no pipeline to build
+		return []*redis.Cmd{s.Run(ctx, rdb, calls[0].Keys, calls[0].Args...)}, nil
+	}
 	pipe := rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
