@@ -32,19 +32,26 @@
 //
 // # Timing and idle cost
 //
-// After each call the mover sleeps until the next due time, on a Go timer,
-// for at most the max idle (default 1 s). A producer that schedules an
-// entry earlier than the current head publishes its due time on the lane's
-// wake channel, and the sleeping mover wakes for it, so lateness is a few
-// milliseconds rather than up to the max idle. If a wake-up is lost (for
-// example while the pub/sub connection reconnects), the entry is promoted
-// at the next check, at most the max idle late. With nothing due, a mover
-// makes about one Redis call per second per lane.
+// After each call the mover sleeps until the next due time, on a Go timer.
+// A producer that schedules an entry earlier than the current head
+// publishes its due time on the lane's wake channel, and the sleeping mover
+// wakes for it, so lateness is a few milliseconds. When nothing is due
+// within the max idle (default 1 s), the mover is idle: it makes no promote
+// calls, and once per max idle it probes the head of the delayed set with
+// one ZRANGE, which catches a lost wake-up. So an idle mover costs one
+// Redis command per max idle per lane, and an entry whose wake-up was lost
+// is promoted at most the max idle late. The probe decides only when to
+// call; due-ness is decided by the promote script on the Redis clock. After
+// the pub/sub connection reconnects (wake-ups published meanwhile are
+// lost), the mover checks the lane at once.
 //
 // # Several movers: lease and standby
 //
-// Each lane has a lease key. The mover that holds it promotes, and renews
-// the lease (default TTL 1.25 s, always longer than the max idle) with
+// Each lane has a lease key, taken only for work: a promote call that finds
+// entries due takes (or renews) the lease, a call that finds nothing due
+// leaves it, so an idle lane's lease lapses and an idle lane has no holder.
+// While entries keep coming due, the mover holding the lease promotes them
+// and renews it (default TTL 1.25 s, always longer than the max idle) with
 // every call; the others are standbys: their call finds the lease taken,
 // does nothing, and they check again when it would lapse, about once per
 // lease TTL. Extra movers therefore cost about one call per second each,

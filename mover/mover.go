@@ -107,10 +107,12 @@ func (m *Mover) Counters() Counters {
 // and returns nil. It returns [ErrRunning] if the Mover is already running.
 //
 // Each lane is promoted in batches while batches are full; otherwise the
-// mover sleeps until the next due time (a Go timer, capped at the max idle),
-// and is woken early through the lane's pub/sub channel when a producer
-// schedules an earlier entry. When several movers run, the one holding a
-// lane's lease promotes it and the others check once per lease period.
+// mover sleeps until the next due time (a Go timer), and is woken early
+// through the lane's pub/sub channel when a producer schedules an earlier
+// entry. With nothing due within the max idle, it probes the lane's head
+// once per max idle instead of calling the promote script. When several
+// movers run, the one holding a lane's lease promotes it and the others
+// check once per lease period.
 //
 // Failed calls are logged and retried with backoff; Run does not return on
 // them. Shutdown takes at most one in-flight promote call (bounded by a 5 s
@@ -134,9 +136,9 @@ func (m *Mover) Run(ctx context.Context) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		// A lost wake-up costs at most the max idle, so a slow health check
-		// keeps the idle cost near one call per second.
-		ch := ps.Channel(redis.WithChannelHealthCheckInterval(30 * time.Second))
+		// A lost wake-up costs at most the max idle (the idle probe), so a
+		// slow health check keeps the idle cost near one command per second.
+		ch := ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(30 * time.Second))
 		for {
 			select {
 			case <-gctx.Done():
@@ -145,15 +147,25 @@ func (m *Mover) Run(ctx context.Context) error {
 				if !ok {
 					return nil
 				}
-				l := byChan[msg.Channel]
-				if l == nil {
-					continue
+				switch msg := msg.(type) {
+				case *redis.Message:
+					l := byChan[msg.Channel]
+					if l == nil {
+						continue
+					}
+					due, err := strconv.ParseInt(msg.Payload, 10, 64)
+					if err != nil {
+						continue
+					}
+					l.notify(due)
+				case *redis.Subscription:
+					// A (re)subscription: wake-ups published while the
+					// connection was down are lost, so look now rather
+					// than at the next idle probe.
+					if l := byChan[msg.Channel]; l != nil && msg.Kind == "subscribe" {
+						l.notify(resubscribed)
+					}
 				}
-				due, err := strconv.ParseInt(msg.Payload, 10, 64)
-				if err != nil {
-					continue
-				}
-				l.notify(due)
 			}
 		}
 	})
@@ -185,7 +197,9 @@ type lane struct {
 }
 
 func (m *Mover) newLane(keys stream.Lane) *lane {
-	return &lane{m: m, keys: keys}
+	l := &lane{m: m, keys: keys}
+	l.until.Store(noDue) // keep wake-ups that arrive before the lane runs
+	return l
 }
 
 // notify wakes the lane when due is earlier than what it sleeps until, or
@@ -211,12 +225,24 @@ func (l *lane) notify(due int64) {
 // noDue stands for "nothing due": later than any due time.
 const noDue = 1<<63 - 1
 
+// resubscribed is the due time notified after a (re)subscription: earlier
+// than anything, so an owner or idle lane checks at once; a standby, which
+// only wakes for a released lease, ignores it.
+const resubscribed = 1
+
 // result is the reply of one promote call.
 type result struct {
 	moved, quarantined int
-	next               int64 // due ms of the earliest remaining entry, -1 if none
-	nowUs              int64 // Redis TIME in µs
-	leaseTTL           int64 // -1 when we own the lane; else ms left on another mover's lease
+	next               int64     // due ms of the earliest remaining entry, -1 if none
+	nowUs              int64     // Redis TIME in µs
+	leaseTTL           int64     // -1: we hold the lease (or need none); -2: nobody does, nothing was due; else ms left on another mover's lease
+	local              time.Time // local clock when the reply arrived
+}
+
+// redisAhead is how far the Redis clock was ahead of the local clock when
+// the reply arrived (negative when behind), round trip included.
+func (r result) redisAhead() time.Duration {
+	return time.UnixMicro(r.nowUs).Sub(r.local)
 }
 
 // runOnce runs the promote script once.
@@ -238,7 +264,7 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 		l.m.failures.Add(1)
 		return result{}, fmt.Errorf("promote %s: %w", l.keys.Delayed, err)
 	}
-	r := result{moved: int(v[0]), quarantined: int(v[1]), next: v[2], nowUs: v[3], leaseTTL: v[4]}
+	r := result{moved: int(v[0]), quarantined: int(v[1]), next: v[2], nowUs: v[3], leaseTTL: v[4], local: time.Now()}
 	if n := r.moved + r.quarantined; n > 0 {
 		l.m.promoted.Add(uint64(r.moved))
 		l.m.quarant.Add(uint64(r.quarantined))
@@ -292,7 +318,8 @@ func (l *lane) run(ctx context.Context, log *slog.Logger) error {
 			continue
 		}
 		backoff = 50 * time.Millisecond
-		owner := r.leaseTTL < 0
+		owner := r.leaseTTL == -1
+		standby := r.leaseTTL >= 0
 		if l.owner.Swap(owner) != owner {
 			log.DebugContext(ctx, "mover lease changed", slog.Bool("owner", owner))
 			if h := l.m.cfg.hooks.OnLease; h != nil {
@@ -306,30 +333,88 @@ func (l *lane) run(ctx context.Context, log *slog.Logger) error {
 		if d == 0 {
 			continue
 		}
+		if !standby && l.idle(r) {
+			l.sleepIdle(ctx, timer, r.next, r.redisAhead(), log)
+			continue
+		}
 		if until < 0 {
 			until = noDue
 		}
 		l.until.Store(until)
-		l.sleep(ctx, timer, d, !owner)
+		l.sleep(ctx, timer, d, standby)
 		l.until.Store(noDue)
 	}
 	return nil
 }
 
-// sleep waits for d, a wake-up or ctx. A standby wakes only for a released
-// lease; an owner for an entry due before the one it waits for.
-func (l *lane) sleep(ctx context.Context, timer *time.Timer, d time.Duration, standby bool) {
+// idle reports whether nothing is due within the max idle after r.
+func (l *lane) idle(r result) bool {
+	return r.next < 0 || time.Duration(r.next*1000-r.nowUs)*time.Microsecond > l.m.cfg.maxIdle
+}
+
+// sleepIdle waits, with nothing due within the max idle, until the lane's
+// head entry (due ms; -1 = none) is about to be due, a wake-up announces an
+// earlier entry, or a probe finds one. A probe, once per max idle, is one
+// ZRANGE of the delayed set's head instead of a promote call: it only
+// catches a lost wake-up, and decides nothing about due-ness (the promote
+// script that follows does). The lease is not renewed meanwhile: it lapses,
+// and whichever mover calls first when work arrives takes it.
+func (l *lane) sleepIdle(ctx context.Context, timer *time.Timer, head int64, redisAhead time.Duration, log *slog.Logger) {
+	maxIdle := l.m.cfg.maxIdle
+	defer l.until.Store(noDue)
+	for ctx.Err() == nil {
+		d := maxIdle
+		if head >= 0 {
+			// Local time at which the head is due on the Redis clock.
+			if left := time.Until(time.UnixMilli(head).Add(-redisAhead)); left <= maxIdle {
+				l.until.Store(head)
+				l.sleep(ctx, timer, max(0, left), false)
+				return
+			}
+			l.until.Store(head)
+		} else {
+			l.until.Store(noDue)
+		}
+		if l.sleep(ctx, timer, d, false) {
+			return
+		}
+		h, err := l.probe(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.DebugContext(ctx, "idle probe failed", slog.Any("err", err))
+			}
+			return // the promote call reports and backs off
+		}
+		head = h
+	}
+}
+
+// probe returns the due ms of the lane's earliest entry, -1 if none.
+func (l *lane) probe(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.callLimit)
+	defer cancel()
+	zs, err := l.m.rdb.ZRangeWithScores(ctx, l.keys.Delayed, 0, 0).Result()
+	if err != nil || len(zs) == 0 {
+		return -1, err
+	}
+	return int64(zs[0].Score), nil
+}
+
+// sleep waits for d, a wake-up or ctx, and reports whether a wake-up ended
+// it. A standby wakes only for a released lease; an owner for an entry due
+// before the one it waits for.
+func (l *lane) sleep(ctx context.Context, timer *time.Timer, d time.Duration, standby bool) bool {
 	timer.Reset(d)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-timer.C:
-			return
+			return false
 		case due := <-l.wake:
 			if !standby || due == 0 {
-				return
+				return true
 			}
 		}
 	}

@@ -156,20 +156,22 @@ func (h *countCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 func TestRunTwice(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
-	ev := newEvents()
-	m, err := mover.New(rdb, "q", mover.WithPrefix(redistest.Prefix(t)), mover.WithHooks(ev.hooks("m")))
+	calls := &countCalls{}
+	rdb.AddHook(calls)
+	m, err := mover.New(rdb, "q", mover.WithPrefix(redistest.Prefix(t)))
 	require.NoError(t, err)
 
 	stop := run(t, m)
-	require.True(t, ev.next(t, 5*time.Second).owner, "running")
+	require.Eventually(t, func() bool { return calls.n.Load() >= 1 }, 5*time.Second, 5*time.Millisecond, "running")
 	err = m.Run(context.Background())
 	assert.ErrorIs(t, err, mover.ErrRunning)
 	err, _ = stop()
 	require.NoError(t, err)
 
 	// A stopped Mover can run again.
+	before := calls.n.Load()
 	stop = run(t, m)
-	require.True(t, ev.next(t, 5*time.Second).owner, "running again")
+	require.Eventually(t, func() bool { return calls.n.Load() > before }, 5*time.Second, 5*time.Millisecond, "running again")
 	err, _ = stop()
 	require.NoError(t, err)
 }
@@ -184,6 +186,12 @@ func TestRunStopsPromptly(t *testing.T) {
 		mover.WithMaxIdle(30*time.Second), mover.WithLeaseTTL(time.Minute))
 	require.NoError(t, err)
 	keys, err := stream.NewKeys(prefix, "q", 0, 1)
+	require.NoError(t, err)
+	// One entry due now and one in 20 s: the mover takes the lease for the
+	// first and keeps it while it sleeps until the second.
+	q, err := delay.New(rdb, "q", delay.WithPrefix(prefix))
+	require.NoError(t, err)
+	_, err = q.ScheduleBatch(ctx, []delay.Item{{When: delay.After(0)}, {When: delay.After(20 * time.Second)}})
 	require.NoError(t, err)
 
 	stop := run(t, m)
@@ -374,21 +382,30 @@ func TestLeaseOneOwner(t *testing.T) {
 	for name, m := range movers {
 		stops[name] = run(t, m)
 	}
-	first := ev.next(t, 5*time.Second)
-	require.True(t, first.owner)
-	owner, standby := first.mover, map[string]string{"a": "b", "b": "a"}[first.mover]
-	require.Eventually(t, func() bool { return calls[standby].n.Load() >= 1 }, 5*time.Second, 5*time.Millisecond,
-		"the standby checks the lease")
-
 	rdb := redistest.Client(t)
 	q, err := delay.New(rdb, "q", delay.WithPrefix(prefix))
 	require.NoError(t, err)
+	wake := q.Keys().Main().Wake
+	require.Eventually(t, func() bool {
+		n, err := rdb.PubSubNumSub(ctx, wake).Result()
+		return err == nil && n[wake] == 2 && calls["a"].n.Load() >= 1 && calls["b"].n.Load() >= 1
+	}, 5*time.Second, 5*time.Millisecond, "both movers subscribed and checked the lane")
+	select {
+	case e := <-ev.ch:
+		require.FailNow(t, "a lease taken with nothing due", "%+v", e)
+	default:
+	}
+
+	// Work arrives: both are woken, one takes the lease and promotes it all.
 	items := make([]delay.Item, 20)
 	for i := range items {
 		items[i] = delay.Item{When: delay.After(0)}
 	}
 	_, err = q.ScheduleBatch(ctx, items)
 	require.NoError(t, err)
+	first := ev.next(t, 5*time.Second)
+	require.True(t, first.owner)
+	owner, standby := first.mover, map[string]string{"a": "b", "b": "a"}[first.mover]
 	require.Eventually(t, func() bool { return movers[owner].Counters().Promoted == 20 }, 5*time.Second, 5*time.Millisecond)
 	assert.Zero(t, movers[standby].Counters().Promoted, "only the owner promotes")
 	select {
@@ -398,16 +415,16 @@ func TestLeaseOneOwner(t *testing.T) {
 	}
 
 	// The owner stops: it releases the lease and publishes "0", so the
-	// standby takes over at once instead of after the 10 s lease.
+	// standby promotes the next entry at once instead of after the 10 s
+	// lease.
 	err, _ = stops[owner]()
 	require.NoError(t, err)
 	stopped := time.Now()
+	_, err = q.Schedule(ctx, delay.Message{ID: "after-takeover"}, delay.After(0))
+	require.NoError(t, err)
 	next := ev.next(t, 5*time.Second)
 	assert.Equal(t, leaseEvent{mover: standby, owner: true, at: next.at}, next)
 	assert.Less(t, next.at.Sub(stopped), time.Second, "takeover after %s", next.at.Sub(stopped))
-
-	_, err = q.Schedule(ctx, delay.Message{ID: "after-takeover"}, delay.After(0))
-	require.NoError(t, err)
 	require.Eventually(t, func() bool { return movers[standby].Counters().Promoted == 1 }, 5*time.Second, 5*time.Millisecond)
 	assert.Equal(t, uint64(20), movers[owner].Counters().Promoted)
 }
@@ -460,18 +477,20 @@ func TestWakeUp(t *testing.T) {
 				_, err = q.Schedule(ctx, delay.Message{ID: "head"}, delay.After(tc.head))
 				require.NoError(t, err)
 			}
-			ev := newEvents()
-			// Idle sleeps of 5 s: only a wake-up can deliver within 1 s.
-			m, err := mover.New(rdb, "q", mover.WithPrefix(prefix), mover.WithHooks(ev.hooks("m")),
+			calls := &countCalls{}
+			mrdb := redistest.Client(t)
+			mrdb.AddHook(calls)
+			// Idle checks every 5 s: only a wake-up can deliver within 1 s.
+			m, err := mover.New(mrdb, "q", mover.WithPrefix(prefix),
 				mover.WithMaxIdle(5*time.Second), mover.WithLeaseTTL(6*time.Second))
 			require.NoError(t, err)
 			run(t, m)
-			require.True(t, ev.next(t, 5*time.Second).owner) // first call done: asleep now
 			wake := q.Keys().Main().Wake
 			require.Eventually(t, func() bool {
 				n, err := rdb.PubSubNumSub(ctx, wake).Result()
-				return err == nil && n[wake] == 1
-			}, 5*time.Second, 5*time.Millisecond, "the mover subscribes to its wake channel")
+				return err == nil && n[wake] == 1 && calls.n.Load() >= 2
+			}, 5*time.Second, 5*time.Millisecond, "the mover subscribes to its wake channel and checks the lane")
+			time.Sleep(50 * time.Millisecond) // asleep now
 
 			start := time.Now()
 			res, err := q.Schedule(ctx, delay.Message{ID: "soon"}, delay.After(50*time.Millisecond))

@@ -34,7 +34,7 @@ type config struct {
 const (
 	DefaultBatchSize = 256                     // entries per promote call
 	MaxBatchSize     = 1000                    // WithBatchSize upper bound
-	DefaultMaxIdle   = time.Second             // longest sleep between promote calls
+	DefaultMaxIdle   = time.Second             // idle probe interval; longest sleep without a check
 	DefaultLeaseTTL  = 1250 * time.Millisecond // how long a lease outlives its last renewal
 )
 
@@ -46,7 +46,8 @@ type Hooks struct {
 	// the stream, quarantined those set aside, took the call's duration.
 	OnPromote func(lane string, moved, quarantined int, took time.Duration)
 	// OnLease is called when this mover gains (true) or loses (false) the
-	// lease of a lane.
+	// lease of a lane. The lease is taken only for work: a lane that fell
+	// idle reports the loss at the mover's next promote call.
 	OnLease func(lane string, owner bool)
 }
 
@@ -74,10 +75,11 @@ func WithBatchSize(n int) Option {
 	}
 }
 
-// WithMaxIdle sets the longest the mover sleeps between promote calls when
-// nothing is due (10 ms to 1 min). Default [DefaultMaxIdle] (1 s). It bounds
-// lateness when a wake-up is lost and is the idle cost: one call per lane per
-// interval. It must be shorter than the lease TTL.
+// WithMaxIdle sets how often an idle mover (nothing due within this long)
+// probes the head of each lane's delayed set (10 ms to 1 min). Default
+// [DefaultMaxIdle] (1 s). It bounds lateness when a wake-up is lost and is
+// the idle cost: one ZRANGE per lane per interval. It must be shorter than
+// the lease TTL.
 func WithMaxIdle(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 10*time.Millisecond || d > time.Minute {

@@ -3,6 +3,7 @@ package mover_test
 import (
 	"context"
 	"net"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -14,7 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/mover"
 	"github.com/delaystream/delaystream/stream"
 )
@@ -44,8 +47,8 @@ func pipeRedis(t *testing.T) (*miniredis.Miniredis, *redis.Client) {
 }
 
 // evalCounter counts commands other than connection handshakes, and
-// script calls (EVALSHA) among them.
-type evalCounter struct{ cmds, evals atomic.Int64 }
+// script calls (EVALSHA) and head probes (ZRANGE) among them.
+type evalCounter struct{ cmds, evals, probes atomic.Int64 }
 
 func (h *evalCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *evalCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -53,8 +56,11 @@ func (h *evalCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if cmd.Name() != "hello" { // connection handshakes (commands and pub/sub)
 			h.cmds.Add(1)
 		}
-		if cmd.Name() == "evalsha" {
+		switch cmd.Name() {
+		case "evalsha":
 			h.evals.Add(1)
+		case "zrange":
+			h.probes.Add(1)
 		}
 		return next(ctx, cmd)
 	}
@@ -121,11 +127,17 @@ func TestFakeClockNeverEarly(t *testing.T) {
 	})
 }
 
-// With nothing due, a mover makes one promote call per max idle (1 s).
+// With nothing due, a mover makes one command per max idle (1 s): a probe
+// of the delayed set's head, not a promote call.
 func TestFakeClockIdleCost(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
 		_, rdb := pipeRedis(t)
+		q, err := delay.New(rdb, "q")
+		require.NoError(t, err)
+		_, err = q.Schedule(ctx, delay.Message{ID: "later"}, delay.After(time.Hour))
+		require.NoError(t, err)
 		calls := &evalCounter{}
 		rdb.AddHook(calls)
 		m, err := mover.New(rdb, "q")
@@ -134,12 +146,47 @@ func TestFakeClockIdleCost(t *testing.T) {
 
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		// A first call within the 20 ms start stagger, then one per second.
-		evals := calls.evals.Load()
-		assert.GreaterOrEqual(t, evals, int64(60))
-		assert.LessOrEqual(t, evals, int64(61))
+		// A first call within the 20 ms start stagger and one when the
+		// subscription is confirmed; then one probe per second.
+		assert.Equal(t, int64(2), calls.evals.Load(), "promote calls")
+		probes := calls.probes.Load()
+		assert.GreaterOrEqual(t, probes, int64(58))
+		assert.LessOrEqual(t, probes, int64(60))
 		// Besides them: one EVAL that loads the script. Nothing else.
-		assert.LessOrEqual(t, calls.cmds.Load(), evals+1, "%d commands in a minute", calls.cmds.Load())
+		assert.Equal(t, probes+3, calls.cmds.Load(), "commands in a minute")
+		assert.Zero(t, m.Counters().Promoted)
+	})
+}
+
+// An entry scheduled while the mover sleeps idle, with its wake-up lost
+// (here: no wake channel, as if the pub/sub connection were down), is
+// found by the next probe and promoted when due.
+func TestFakeClockProbeCatchesLostWakeUp(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		_, rdb := pipeRedis(t)
+		q, err := delay.New(rdb, "q")
+		require.NoError(t, err)
+		m, err := mover.New(rdb, "q")
+		require.NoError(t, err)
+		startMover(t, m)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+
+		// Write the entry with the schedule script but no wake channel.
+		keys := q.Keys().Main()
+		env := codec.MarshalEnvelope(&codec.Envelope{Payload: []byte("p"), Attempt: 1, Created: time.Now()})
+		due := time.Now().Add(3 * time.Second).UnixMilli()
+		require.NoError(t, scripts.Schedule.Run(ctx, rdb, []string{keys.Delayed, keys.Envelopes},
+			"", "lost", env, "a"+strconv.FormatInt(due, 10), "k").Err())
+
+		time.Sleep(time.Until(time.UnixMilli(due)) - time.Millisecond)
+		synctest.Wait()
+		assert.Zero(t, streamLen(t, rdb, keys.Stream), "promoted early")
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		assert.Equal(t, int64(1), streamLen(t, rdb, keys.Stream), "promoted when due, found by a probe")
 	})
 }
 
@@ -207,17 +254,29 @@ func TestFakeClockBurst(t *testing.T) {
 		c := m.Counters()
 		assert.Equal(t, uint64(1000), c.Promoted)
 		assert.Equal(t, uint64(10), c.Batches, "ten full batches of 100")
-		// The first call (nothing due yet), ten full batches, one empty call.
-		assert.Equal(t, int64(12), calls.evals.Load())
+		// The first call (nothing due yet), one when the subscription is
+		// confirmed, ten full batches, one empty call.
+		assert.Equal(t, int64(13), calls.evals.Load())
 	})
 }
 
-// Of two movers one holds the lease for as long as it runs; when it stops,
-// the other takes over at once.
+// Of two movers, while entries keep coming due, one holds the lease; when it
+// stops, the other takes over with the next due entry. An idle lane has no
+// lease holder.
 func TestFakeClockLease(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
 		_, rdb := pipeRedis(t)
+		q, err := delay.New(rdb, "q")
+		require.NoError(t, err)
+		const n = 600 // one entry due every 200 ms for two minutes
+		items := make([]delay.Item, n)
+		for i := range items {
+			items[i] = delay.Item{When: delay.After(time.Duration(i+1) * 200 * time.Millisecond)}
+		}
+		_, err = q.ScheduleBatch(ctx, items)
+		require.NoError(t, err)
 		type event struct {
 			name  string
 			owner bool
@@ -246,10 +305,19 @@ func TestFakeClockLease(t *testing.T) {
 		stopped := time.Now()
 		stops[owner]()
 		synctest.Wait()
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
 		require.Len(t, events, 2, "%+v", events)
 		assert.Equal(t, standby, events[1].name)
 		assert.True(t, events[1].owner)
-		assert.Equal(t, stopped, events[1].at, "the release wakes the standby at once")
+		assert.LessOrEqual(t, events[1].at.Sub(stopped), 200*time.Millisecond, "the release wakes the standby, which takes the lease with the next due entry")
+
+		time.Sleep(time.Minute + 2*time.Second)
+		synctest.Wait()
+		assert.Equal(t, int64(n), streamLen(t, rdb, q.Keys().Main().Stream))
+		leases, err := rdb.Exists(ctx, q.Keys().Main().Lease).Result()
+		require.NoError(t, err)
+		assert.Zero(t, leases, "an idle lane's lease lapses")
 	})
 }
 
@@ -261,6 +329,10 @@ func TestFakeClockTakeoverAfterCrash(t *testing.T) {
 		ctx := context.Background()
 		_, rdb := pipeRedis(t)
 		keys, err := stream.NewKeys(stream.DefaultPrefix, "q", 0, 1)
+		require.NoError(t, err)
+		q, err := delay.New(rdb, "q")
+		require.NoError(t, err)
+		_, err = q.Schedule(ctx, delay.Message{ID: "due"}, delay.After(0))
 		require.NoError(t, err)
 		start := time.Now()
 		require.NoError(t, rdb.Set(ctx, keys.Main().Lease, "crashed-mover", mover.DefaultLeaseTTL).Err())
@@ -280,6 +352,7 @@ func TestFakeClockTakeoverAfterCrash(t *testing.T) {
 		synctest.Wait()
 		took := time.Duration(ownerAt.Load())
 		assert.GreaterOrEqual(t, took, mover.DefaultLeaseTTL)
+		assert.Equal(t, uint64(1), m.Counters().Promoted)
 		assert.LessOrEqual(t, took, mover.DefaultLeaseTTL+20*time.Millisecond, "the standby rechecks when the lease lapses")
 	})
 }

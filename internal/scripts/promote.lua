@@ -17,19 +17,30 @@
 --          quarantined  entries appended to the quarantine (missing or foreign envelope)
 --          next         due ms of the earliest remaining message, -1 if none
 --          now_us       Redis TIME in microseconds
---          lease_ttl_ms -1 when the caller holds (or needs no) lease; otherwise the
---                       remaining ms of another mover's lease, and nothing was done
+--          lease_ttl_ms -1 when the caller holds (or needs no) lease; -2 when
+--                       nothing was due and nobody holds the lease (it is
+--                       taken only for work: an idle lane has no holder);
+--                       otherwise the remaining ms of another mover's lease,
+--                       and nothing was done
 local t = redis.call('TIME')
 local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(nowus / 1000)
+local lease = -1
+local holder = nil
 if ARGV[2] ~= '' then
-  local holder = redis.call('GET', KEYS[5])
+  holder = redis.call('GET', KEYS[5])
   if holder and holder ~= ARGV[2] then
     return {0, 0, -1, nowus, redis.call('PTTL', KEYS[5])}
   end
-  redis.call('SET', KEYS[5], ARGV[2], 'PX', ARGV[3])
 end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[1]))
+if ARGV[2] ~= '' then
+  if #due > 0 then
+    redis.call('SET', KEYS[5], ARGV[2], 'PX', ARGV[3])
+  elseif not holder then
+    lease = -2
+  end
+end
 local moved, bad = 0, 0
 local ids = {}
 for i = 1, #due, 2 do
@@ -56,4 +67,4 @@ local nextDue = -1
 if nxt[2] then
   nextDue = tonumber(nxt[2])
 end
-return {moved, bad, nextDue, nowus, -1}
+return {moved, bad, nextDue, nowus, lease}
