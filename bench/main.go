@@ -77,7 +77,7 @@ func main() {
 	flag.IntVar(&cfg.oneN, "one-n", 5000, "messages scheduled one call at a time in the schedule scenario")
 	flag.IntVar(&cfg.batch, "batch", 1000, "items per ScheduleBatch call")
 	flag.IntVar(&cfg.parallel, "parallel", 16, "goroutines for parallel one-at-a-time scheduling")
-	flag.DurationVar(&cfg.idle, "idle", 5*time.Second, "idle measurement window")
+	flag.DurationVar(&cfg.idle, "idle", 10*time.Second, "idle measurement window")
 	flag.IntVar(&cfg.crashRuns, "crash-runs", 0, "runs of the crash scenario (default -runs)")
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (producers, mover, consumers) to this file")
 	flag.IntVar(&cfg.moverBatch, "mover-batch", 0, "delaystream mover batch size (mover.WithBatchSize); 0 = the library default")

