@@ -76,12 +76,14 @@ func MarshalEnvelope(e *Envelope) []byte {
 	}
 	b = binary.AppendVarint(b, created)
 	b = binary.AppendUvarint(b, uint64(len(e.Headers)))
-	for _, k := range slices.Sorted(maps.Keys(e.Headers)) {
-		v := e.Headers[k]
-		b = binary.AppendUvarint(b, uint64(len(k)))
-		b = append(b, k...)
-		b = binary.AppendUvarint(b, uint64(len(v)))
-		b = append(b, v...)
+	if len(e.Headers) > 0 { // sorting allocates even for no headers
+		for _, k := range slices.Sorted(maps.Keys(e.Headers)) {
+			v := e.Headers[k]
+			b = binary.AppendUvarint(b, uint64(len(k)))
+			b = append(b, k...)
+			b = binary.AppendUvarint(b, uint64(len(v)))
+			b = append(b, v...)
+		}
 	}
 	return append(b, e.Payload...)
 }

@@ -91,29 +91,44 @@ func (q *Queue) Schedule(ctx context.Context, msg Message, when When) (Result, e
 // before anything is written: one invalid item fails the whole call and
 // writes nothing. If Redis fails mid-way, the results of chunks that
 // completed are filled in, the others are [Unknown], and the error says so.
+// Ids generated for one call (see [NewID]) carry the call's millisecond.
 func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, error) {
 	results := make([]Result, len(items))
 	args := make([]any, 0, 1+4*min(len(items), q.cfg.batchSize))
 	var calls []scripts.Call
 	created := time.Now()
+	ids := idGen{ms: created.UnixMilli()}
+	// Items in a run with the same When or policy (the usual batch) share
+	// one argument each: no formatting and no allocation per item.
+	var (
+		lastWhen   When
+		lastPolicy Policy
+		when, pol  any
+	)
 	for i := range items {
 		it := &items[i]
 		if err := validate(&it.Message, q.cfg.maxPayload); err != nil {
 			return nil, fmt.Errorf("schedule item %d: %w", i, err)
 		}
-		w, err := it.When.arg()
-		if err != nil {
-			return nil, fmt.Errorf("schedule item %d: %w", i, err)
-		}
-		id := it.Message.ID
-		if id == "" {
-			id = NewID()
-		}
-		results[i].ID = id
 		policy := it.Message.OnDuplicate
 		if policy == QueueDefault {
 			policy = q.cfg.policy
 		}
+		if when == nil || it.When != lastWhen {
+			w, err := it.When.arg()
+			if err != nil {
+				return nil, fmt.Errorf("schedule item %d: %w", i, err)
+			}
+			when, lastWhen = w, it.When
+		}
+		if pol == nil || policy != lastPolicy {
+			pol, lastPolicy = policy.arg(), policy
+		}
+		id := it.Message.ID
+		if id == "" {
+			id = ids.next(len(items) - i)
+		}
+		results[i].ID = id
 		env := codec.MarshalEnvelope(&codec.Envelope{
 			Payload: it.Message.Payload, Headers: it.Message.Headers,
 			Attempt: 1, Created: created,
@@ -121,7 +136,7 @@ func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, erro
 		if len(args) == 0 {
 			args = append(args, q.lane.Wake)
 		}
-		args = append(args, id, env, w, policy.arg())
+		args = append(args, id, env, when, pol)
 		if len(args) == 1+4*q.cfg.batchSize {
 			calls = append(calls, q.call(args))
 			args = make([]any, 0, cap(args))

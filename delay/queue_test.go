@@ -285,23 +285,33 @@ func TestScheduleGeneratesIDs(t *testing.T) {
 	onEachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		q := b.queue(t)
-		items := make([]delay.Item, 50)
+		// More ids than one read of random bytes serves (256).
+		items := make([]delay.Item, 600)
 		for i := range items {
 			items[i] = delay.Item{Message: delay.Message{Payload: []byte("x")}, When: delay.After(time.Hour)}
 		}
+		items[300].Message.ID = "given"
+		before := time.Now().Truncate(time.Millisecond)
 		res, err := q.ScheduleBatch(ctx, items)
 		require.NoError(t, err)
+		after := time.Now()
 		seen := map[string]bool{}
-		for _, r := range res {
-			assert.Len(t, r.ID, 26)
-			assert.NoError(t, delay.ValidateID(r.ID))
+		for i, r := range res {
 			assert.Equal(t, delay.Created, r.Outcome)
 			assert.False(t, seen[r.ID], "duplicate id %s", r.ID)
 			seen[r.ID] = true
+			if i == 300 {
+				assert.Equal(t, "given", r.ID)
+				continue
+			}
+			require.Len(t, r.ID, 26)
+			assert.NoError(t, delay.ValidateID(r.ID))
+			ts := ulidTime(t, r.ID)
+			assert.False(t, ts.Before(before) || ts.After(after), "id %s time %v outside [%v, %v]", r.ID, ts, before, after)
 		}
 		n, err := q.Len(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, int64(50), n)
+		assert.Equal(t, int64(600), n)
 	})
 }
 

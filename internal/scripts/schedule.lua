@@ -12,62 +12,102 @@
 -- Returns a flat array, two items per message, in order:
 --          status (1 created, 2 replaced, 3 kept, 4 refused), due ms (the
 --          stored due time: the existing one for kept and refused)
+--
+-- Commands, for any number of messages: TIME, ZRANGE, ZMSCORE, one HEXISTS
+-- per id already waiting, ZADD, HSET, maybe PUBLISH (ZMSCORE, ZADD and
+-- HSET once per slice of 2000 values).
 local t = redis.call('TIME')
 -- "now" rounded up to the next ms, so "r<ms>" is never due sooner than <ms>
 -- after this script ran.
 local now = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000)
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local headDue = head[2] and tonumber(head[2]) or nil
-local earliest = nil
-local out = {}
--- Writes are collected and sent as multi-member ZADD / HSET calls: two
--- commands per chunk instead of two per message.
-local zargs, hargs = {}, {}
-local batched = {} -- id -> due of a message written earlier in this call
-for i = 2, #ARGV, 4 do
-  local id, env, when, policy = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local due = tonumber(string.sub(when, 2))
-  if string.sub(when, 1, 1) == 'r' then
-    due = now + due
+
+-- unpack is bounded by Lua's C stack (about 8000 values): multi-value
+-- commands are sent in slices.
+local SLICE = 2000
+
+local n = (#ARGV - 1) / 4
+local ids = {}
+for k = 1, n do
+  ids[k] = ARGV[4 * k - 2]
+end
+
+-- The stored due time of every id (false: not waiting), with one ZMSCORE
+-- per slice. ZMSCORE needs Redis 6.2: on a server without it, one ZSCORE
+-- per id.
+local stored = {}
+for i = 1, n, SLICE do
+  local j = math.min(i + SLICE - 1, n)
+  local r = redis.pcall('ZMSCORE', KEYS[1], unpack(ids, i, j))
+  if r.err then
+    for k = i, j do
+      stored[k] = redis.call('ZSCORE', KEYS[1], ids[k])
+    end
+  else
+    for k = i, j do
+      stored[k] = r[k - i + 1]
+    end
   end
-  local status = 1
-  local cur = batched[id]
+end
+
+-- A when's due time, worked out once per distinct when (a batch usually
+-- shares a few): as a number and as the ZADD score string, so that the
+-- number is not formatted again for every member.
+local dues, scores = {}, {}
+local written = {} -- id -> due of a message written earlier in this call
+local out, zargs, hargs, nw = {}, {}, {}, 0
+local earliest = nil
+for k = 1, n do
+  local id, when = ids[k], ARGV[4 * k]
+  local due = dues[when]
+  if due == nil then
+    due = tonumber(string.sub(when, 2))
+    if string.byte(when) == 114 then -- "r": relative to now
+      due = now + due
+    end
+    dues[when] = due
+    scores[when] = string.format('%d', due)
+  end
+  local cur = written[id]
   if cur == nil then
-    cur = redis.call('ZSCORE', KEYS[1], id)
+    cur = stored[k]
     -- An id whose envelope is gone is an orphan: overwrite it rather than
     -- keep nothing (the new message would be lost, the orphan quarantined).
     if cur and redis.call('HEXISTS', KEYS[2], id) == 0 then
-      cur = nil
+      cur = false
     end
   end
+  local status = 1
   if cur then
-    if policy == 'r' then
+    local policy = string.byte(ARGV[4 * k + 1])
+    if policy == 114 then -- "r"
       status = 2
-    elseif policy == 'k' then
+    elseif policy == 107 then -- "k"
       status = 3
     else
       status = 4
     end
   end
   if status <= 2 then
-    zargs[#zargs + 1] = due
-    zargs[#zargs + 1] = id
-    hargs[#hargs + 1] = id
-    hargs[#hargs + 1] = env
-    batched[id] = due
+    zargs[nw + 1] = scores[when]
+    zargs[nw + 2] = id
+    hargs[nw + 1] = id
+    hargs[nw + 2] = ARGV[4 * k - 1]
+    nw = nw + 2
+    written[id] = due
     if earliest == nil or due < earliest then
       earliest = due
     end
   else
     due = tonumber(cur)
   end
-  out[#out + 1] = status
-  out[#out + 1] = due
+  out[2 * k - 1] = status
+  out[2 * k] = due
 end
--- unpack is bounded by Lua's C stack (about 8000 values): send in slices.
 local function send(cmd, key, args)
-  for i = 1, #args, 2000 do
-    redis.call(cmd, key, unpack(args, i, math.min(i + 1999, #args)))
+  for i = 1, nw, SLICE do
+    redis.call(cmd, key, unpack(args, i, math.min(i + SLICE - 1, nw)))
   end
 end
 -- Later duplicates in zargs/hargs overwrite earlier ones, in order, as

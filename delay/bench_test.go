@@ -1,0 +1,80 @@
+package delay_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/internal/redistest"
+)
+
+// redisCPU returns the server's used_cpu_sys + used_cpu_user, in seconds.
+func redisCPU(tb testing.TB, rdb redis.UniversalClient) float64 {
+	tb.Helper()
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			sum += f
+		}
+	}
+	return sum
+}
+
+// BenchmarkScheduleBatch schedules calls of 1000 messages (128 B payloads,
+// due in an hour) on one goroutine against the shared redis-server. Besides
+// ns/op (per call) it reports msg/s and the Redis CPU per message, which is
+// what bounds the rate on a small machine. Run it alone (-run '^$'): tests
+// would share the server and its CPU figures.
+//
+//	go test -run '^$' -bench ScheduleBatch -benchmem ./delay/
+func BenchmarkScheduleBatch(b *testing.B) {
+	payload := []byte(strings.Repeat("p", 128))
+	for _, bc := range []struct {
+		name string
+		id   func(call, i int) string // "" = generated
+	}{
+		{"generated-ids", func(int, int) string { return "" }},
+		{"new-ids", func(call, i int) string { return "order:" + strconv.Itoa(call*1000+i) + ":cancel" }},
+		{"existing-ids", func(_, i int) string { return "order:" + strconv.Itoa(i) + ":cancel" }}, // Kept after the first call
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			rdb := redistest.Client(b)
+			q, err := delay.New(rdb, "bench", delay.WithPrefix(redistest.Prefix(b)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			items := make([]delay.Item, 1000)
+			b.ReportAllocs()
+			cpu0 := redisCPU(b, rdb)
+			call := 0
+			for b.Loop() {
+				for i := range items {
+					items[i] = delay.Item{Message: delay.Message{ID: bc.id(call, i), Payload: payload}, When: delay.After(time.Hour)}
+				}
+				if _, err := q.ScheduleBatch(ctx, items); err != nil {
+					b.Fatal(err)
+				}
+				call++
+			}
+			msgs := float64(call * len(items))
+			b.ReportMetric(msgs/b.Elapsed().Seconds(), "msg/s")
+			b.ReportMetric((redisCPU(b, rdb)-cpu0)/msgs*1e6, "redis-µs/msg")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/msgs, "ns/msg")
+		})
+	}
+}
