@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,19 +50,36 @@ type Consumer struct {
 	running atomic.Bool
 	ctr     counters
 
-	mu       sync.Mutex
-	inflight map[flightKey]*flight
+	mu      sync.Mutex
+	batches map[*batch]struct{} // what this consumer holds, by read or reclaim batch; guarded by mu
 }
 
-type flightKey struct{ stream, id string }
+// batch is the entries of one read or reclaim of one stream, allocated
+// together and held by this consumer until each is settled. Holding is
+// tracked per batch, not per entry: the workers take the consumer's lock
+// once per batch, not once per entry.
+type batch struct {
+	stream  string
+	flights []flight
+	left    atomic.Int32 // flights not yet settled; the batch is dropped at 0
+}
 
 // flight is an entry this consumer holds: read or reclaimed, not yet settled.
 type flight struct {
-	key        flightKey
-	since      time.Time               // when this consumer got it or last extended it; guarded by Consumer.mu
-	cancel     context.CancelCauseFunc // set when the handler starts; guarded by Consumer.mu
-	handedBack atomic.Bool
+	b          *batch
+	x          redis.XMessage // the entry as read
+	deliveries int64
+	since      time.Time // when this consumer got it or last extended it; guarded by Consumer.mu
+	mu         sync.Mutex
+	cancel     context.CancelCauseFunc // set when the handler starts; guarded by mu
+	handedBack atomic.Bool             // handed back to the group (see takeBack)
+	settled    atomic.Bool             // handled or handed back: no longer held
 }
+
+// takeBack claims the hand-back of f: true for the first caller only, so
+// an entry queued when the drain timeout hands everything back is not
+// handed back (and counted) twice.
+func (f *flight) takeBack() bool { return f.handedBack.CompareAndSwap(false, true) }
 
 // New returns a Consumer of group on queue. It validates everything (errors
 // wrap [ErrInvalidOption]), talks to no server and starts nothing. The
@@ -85,9 +103,6 @@ func New(rdb redis.UniversalClient, queue, group string, h Handler, opts ...Opti
 			return nil, err
 		}
 	}
-	if cfg.prefetch < 0 {
-		cfg.prefetch = 4 * cfg.workers
-	}
 	keys, err := stream.NewKeys(cfg.prefix, queue, 0, 1)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
@@ -104,7 +119,7 @@ func New(rdb redis.UniversalClient, queue, group string, h Handler, opts ...Opti
 	return &Consumer{
 		rdb: rdb, queue: queue, group: group, keys: keys,
 		main: keys.Main(), retry: keys.Retry(group), dead: keys.DeadLetters(group),
-		h: h, cfg: cfg, mv: mv, inflight: make(map[flightKey]*flight),
+		h: h, cfg: cfg, mv: mv, batches: make(map[*batch]struct{}),
 	}, nil
 }
 
@@ -116,15 +131,16 @@ func (c *Consumer) Name() string { return c.cfg.consumer }
 // Run returns [ErrRunning].
 //
 // It creates the group on the queue stream and on the group's retry lane if
-// needed (idempotent), then reads both with XREADGROUP (block 1 s), runs up
-// to the configured number of handlers at once, batches acknowledgements
-// (an ack waits at most 2 ms), reclaims entries idle longer than the
-// visibility timeout with XAUTOCLAIM, extends the hold of long-running
-// handlers, promotes the retry lane, and trims the streams.
+// needed (idempotent), then reads both with XREADGROUP (block 1 s, reading
+// ahead of the workers; see the package doc), runs up to the configured
+// number of handlers at once, batches acknowledgements (an ack waits at most
+// 2 ms), reclaims entries idle longer than the visibility timeout with
+// XAUTOCLAIM, extends the hold of read and running entries, promotes the
+// retry lane, and trims the streams after acknowledging entries.
 //
-// On cancellation it stops reading at once, lets in-flight handlers finish
-// for up to the drain timeout, then cancels them and hands their entries
-// back (their idle time is set past the visibility timeout, so any consumer
+// On cancellation it stops reading at once, hands back the entries read
+// ahead and not started, lets in-flight handlers finish for up to the
+// drain timeout, then cancels them and hands their entries back (their idle time is set past the visibility timeout, so any consumer
 // of the group reclaims them on its next pass). Worst-case shutdown time:
 // the 1 s read block or the drain timeout, whichever is longer, plus one
 // Redis round trip per pending outcome (each bounded by 5 s) — provided
@@ -145,20 +161,24 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	ack := newAcker(c, log)
+	r := &runState{c: c, log: log, workCtx: workCtx, opCtx: context.WithoutCancel(workCtx),
+		workers: int64(c.cfg.workers), room: make(chan struct{}, 1)}
+	r.minAhead, r.maxAhead = int64(c.cfg.prefetch), int64(c.cfg.prefetch)
+	if c.cfg.prefetch < 0 { // adaptive
+		r.minAhead = 4 * r.workers
+		r.maxAhead = max(maxReadAhead, r.minAhead)
+	}
+	r.ahead.Store(r.minAhead)
+	r.jobs = make(chan *flight, r.workers+r.maxAhead)
+	r.ack = newAcker(r)
 	ackDone := make(chan struct{})
-	go func() { defer close(ackDone); ack.run() }()
-
-	held := c.cfg.workers + c.cfg.prefetch
-	r := &runState{c: c, log: log, ack: ack, workCtx: workCtx,
-		credits: make(chan struct{}, held), jobs: make(chan job, held)}
+	go func() { defer close(ackDone); r.ack.run() }()
+	g, gctx := errgroup.WithContext(ctx)
+	r.intake = gctx
 	for range c.cfg.workers {
 		r.handlers.Add(1)
 		go r.worker()
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	stopIntake := context.AfterFunc(gctx, func() { r.stopping.Store(true) })
-	defer stopIntake()
 	// Intake (read and reclaim) feeds the workers; when it has stopped, the
 	// job queue is closed and the workers drain it.
 	var intake errgroup.Group
@@ -196,7 +216,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	err := g.Wait()
 	r.handlers.Wait()
 	stopDrain()
-	ack.close()
+	r.ack.close()
 	<-ackDone
 	log.DebugContext(ctx, "consumer stopped")
 	if ctx.Err() != nil {
@@ -225,44 +245,108 @@ type runState struct {
 	c        *Consumer
 	log      *slog.Logger
 	ack      *acker
-	workCtx  context.Context
-	credits  chan struct{} // one token per entry held: queued or being handled (workers + prefetch)
-	jobs     chan job      // entries waiting for a worker
-	stopping atomic.Bool   // intake stopped: queued jobs are handed back, not handled
+	workCtx  context.Context // handlers' parent: cancelled only by the drain timeout
+	opCtx    context.Context // for recording outcomes: never cancelled (each call has its own timeout)
+	workers  int64
+	held     atomic.Int64    // entries held: queued or being handled
+	room     chan struct{}   // a token when room was freed; the reader waits on it
+	jobs     chan *flight    // entries waiting for a worker
+	intake   context.Context // done when intake stops: queued jobs are then handed back, not handled
 	handlers sync.WaitGroup
+	trimDue  [2]atomic.Bool // per stream (main, retry lane): this consumer settled entries since its last trim
+
+	// Read-ahead: how many entries may be held beyond the workers. Fixed
+	// with WithPrefetch; by default adapted by the reader to the handlers'
+	// pace (see adapt).
+	ahead              atomic.Int64
+	minAhead, maxAhead int64
+	handled, busy      atomic.Int64 // entries handled and the time they took (ns), for adapt
+	seenN, seenBusy    int64        // handled and busy at the last adapt; the reader's
 }
 
-// job is an entry waiting for a worker.
-type job struct {
-	f          *flight
-	x          redis.XMessage
-	deliveries int64
+// Default read-ahead bounds: the workers' queue holds about what they
+// handle in readAheadHorizon, between 4 × workers and maxReadAhead entries.
+const (
+	readAheadHorizon = 100 * time.Millisecond
+	maxReadAhead     = 256
+)
+
+// capacity returns how many entries may be held: workers + read-ahead.
+func (r *runState) capacity() int64 { return r.workers + r.ahead.Load() }
+
+// free returns how many more entries may be held.
+func (r *runState) free() int64 { return r.capacity() - r.held.Load() }
+
+// roomy reports whether free room is worth a read: while workers still
+// have queued entries to take, half the capacity, so that a burst is read
+// in few large reads; when the queue is empty, any room.
+func (r *runState) roomy(free int64) bool {
+	return free > 0 && (2*free >= r.capacity() || len(r.jobs) == 0)
+}
+
+// waitRoom waits until there is room worth a read and returns it (0 when
+// ctx is done).
+func (r *runState) waitRoom(ctx context.Context) int64 {
+	for {
+		r.adapt()
+		if n := r.free(); r.roomy(n) {
+			return n
+		}
+		select {
+		case <-r.room:
+		case <-ctx.Done():
+			return 0
+		}
+	}
+}
+
+// adapt sets the default read-ahead to what the workers handle in
+// readAheadHorizon at the pace measured since the last change (once at
+// least one entry per worker was handled), within its bounds. Fast
+// handlers get large reads, which cost Redis and the client much less per
+// entry; slow handlers get a short queue, so one consumer does not sit on
+// work other consumers of the group could do, and a crash strands little.
+func (r *runState) adapt() {
+	if r.minAhead == r.maxAhead {
+		return
+	}
+	n, busy := r.handled.Load(), r.busy.Load()
+	if n-r.seenN < r.workers {
+		return
+	}
+	r.ahead.Store(readAheadFor(r.workers, time.Duration(busy-r.seenBusy)/time.Duration(n-r.seenN), r.minAhead, r.maxAhead))
+	r.seenN, r.seenBusy = n, busy
+}
+
+// readAheadFor returns how many entries workers handling one entry in
+// each take within readAheadHorizon, bounded by lo and hi.
+func readAheadFor(workers int64, each time.Duration, lo, hi int64) int64 {
+	if each <= 0 {
+		return hi
+	}
+	return min(max(workers*int64(readAheadHorizon/each), lo), hi)
 }
 
 // read is the intake loop: XREADGROUP on the queue stream and the retry
-// lane, as many entries as there are free workers.
+// lane, as many entries as there is room for.
 func (r *runState) read(ctx context.Context) error {
 	c := r.c
 	streams := []string{c.main.Stream, c.retry.Stream, ">", ">"}
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
-		// Wait for room, but hold no credit during the blocking read: reclaim
-		// takes only free credits and would starve behind an idle read.
-		// Each entry read takes its credit in enqueue.
-		select {
-		case r.credits <- struct{}{}:
-		case <-ctx.Done():
+		// Hold no room during the blocking read: reclaim takes only free
+		// room and would starve behind an idle read.
+		n := r.waitRoom(ctx)
+		if n == 0 {
 			return nil
 		}
-		n := cap(r.credits) - len(r.credits) + 1
-		<-r.credits
 		// The read is not tied to ctx: cancelling cannot interrupt a blocking
 		// XREADGROUP, and a reply cut short would leave entries pending
 		// unseen. Entries that arrive after ctx is done are handed back.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.block+opTimeout)
 		res, err := c.rdb.XReadGroup(rctx, &redis.XReadGroupArgs{
 			Group: c.group, Consumer: c.cfg.consumer, Streams: streams,
-			Count: int64(n), Block: c.cfg.block,
+			Count: n, Block: c.cfg.block,
 		}).Result()
 		cancel()
 		if err != nil {
@@ -283,49 +367,69 @@ func (r *runState) read(ctx context.Context) error {
 		}
 		backoff = 50 * time.Millisecond
 		for _, s := range res {
-			r.enqueue(ctx, s.Stream, s.Messages, nil)
+			r.enqueue(ctx, r.streamKey(s.Stream), s.Messages, nil)
 		}
 	}
 	return nil
 }
 
-// enqueue registers entries as held (so they are extended while they wait)
-// and queues them for the workers, one credit each. deliveries gives each
-// entry's delivery count (nil: 1, a first delivery). Once intake has
-// stopped, the remaining entries are handed back instead.
-func (r *runState) enqueue(ctx context.Context, streamKey string, msgs []redis.XMessage, deliveries map[string]int64) {
-	now := time.Now()
-	fs := make([]*flight, len(msgs))
-	r.c.mu.Lock()
-	for i, x := range msgs {
-		fs[i] = &flight{key: flightKey{streamKey, x.ID}, since: now}
-		r.c.inflight[fs[i].key] = fs[i]
+// streamKey returns the consumer's own copy of a stream key named in a reply.
+func (r *runState) streamKey(s string) string {
+	switch s {
+	case r.c.main.Stream:
+		return r.c.main.Stream
+	case r.c.retry.Stream:
+		return r.c.retry.Stream
 	}
-	r.c.mu.Unlock()
-	for i, x := range msgs {
-		ok := false
-		select {
-		case r.credits <- struct{}{}: // usually free at once: COUNT applies per stream
-			ok = ctx.Err() == nil
-			if !ok {
-				<-r.credits
-			}
-		case <-ctx.Done():
-		}
-		if !ok {
-			ids := make([]string, 0, len(msgs)-i)
-			for _, f := range fs[i:] {
-				r.forget(f)
-				ids = append(ids, f.key.id)
-			}
-			r.handBack(context.WithoutCancel(ctx), streamKey, ids)
-			return
-		}
-		d := int64(1)
+	return strings.Clone(s)
+}
+
+// enqueue registers entries as held (so they are extended while they wait)
+// and queues them for the workers. deliveries gives each entry's delivery
+// count (nil: 1, a first delivery). Once intake has stopped, the remaining
+// entries are handed back instead.
+func (r *runState) enqueue(ctx context.Context, streamKey string, es []redis.XMessage, deliveries map[string]int64) {
+	if len(es) == 0 {
+		return
+	}
+	c := r.c
+	b := &batch{stream: streamKey, flights: make([]flight, len(es))}
+	b.left.Store(int32(len(es)))
+	now := time.Now()
+	for i := range es {
+		f := &b.flights[i]
+		f.b, f.x, f.since, f.deliveries = b, es[i], now, 1
 		if deliveries != nil {
-			d = deliveries[x.ID]
+			f.deliveries = deliveries[es[i].ID]
 		}
-		r.jobs <- job{f: fs[i], x: x, deliveries: d} // never blocks: the queue holds as many as there are credits
+	}
+	r.held.Add(int64(len(es)))
+	c.mu.Lock()
+	c.batches[b] = struct{}{}
+	c.mu.Unlock()
+	for i := range b.flights {
+		f := &b.flights[i]
+		if ctx.Err() == nil {
+			select {
+			case r.jobs <- f: // usually room at once
+				continue
+			default:
+			}
+			select { // full: both streams and reclaim may fill it at once
+			case r.jobs <- f:
+				continue
+			case <-ctx.Done():
+			}
+		}
+		ids := make([]string, 0, len(b.flights)-i)
+		for j := i; j < len(b.flights); j++ {
+			if b.flights[j].takeBack() {
+				ids = append(ids, b.flights[j].x.ID)
+			}
+			r.release(&b.flights[j])
+		}
+		r.handBack(r.opCtx, streamKey, ids)
+		return
 	}
 }
 
@@ -333,70 +437,112 @@ func (r *runState) enqueue(ctx context.Context, streamKey string, msgs []redis.X
 // stopped it hands queued entries back instead of starting them.
 func (r *runState) worker() {
 	defer r.handlers.Done()
-	for j := range r.jobs {
-		if r.stopping.Load() {
-			r.forget(j.f)
-			r.handBack(context.WithoutCancel(r.workCtx), j.f.key.stream, []string{j.x.ID})
+	// The handlers' contexts derive from one per worker, so that creating
+	// and cancelling them takes no lock shared with the other workers.
+	wctx, cancel := context.WithCancel(r.workCtx)
+	defer cancel()
+	for f := range r.jobs {
+		if r.intake.Err() != nil {
+			r.handBackQueued(f)
 		} else {
-			r.handle(j.f, j.x, j.deliveries)
-			r.forget(j.f)
+			start := time.Now()
+			r.handle(wctx, f)
+			r.busy.Add(int64(time.Since(start)))
+			r.handled.Add(1)
+			r.release(f)
 		}
-		<-r.credits
 	}
 }
 
-// forget drops an entry from the held set.
-func (r *runState) forget(f *flight) {
-	r.c.mu.Lock()
-	if r.c.inflight[f.key] == f {
-		delete(r.c.inflight, f.key)
+// handBackQueued hands back f and whatever else is queued at that moment,
+// in one call per stream, rather than one call per entry.
+func (r *runState) handBackQueued(f *flight) {
+	byStream := map[string][]string{}
+	for f != nil {
+		if f.takeBack() { // else the drain timeout handed it back already
+			byStream[f.b.stream] = append(byStream[f.b.stream], f.x.ID)
+		}
+		r.release(f)
+		select {
+		case f = <-r.jobs:
+		default:
+			f = nil
+		}
 	}
-	r.c.mu.Unlock()
+	for s, ids := range byStream {
+		r.handBack(r.opCtx, s, ids)
+	}
+}
+
+// release drops an entry from the held set and makes room for another.
+func (r *runState) release(f *flight) {
+	f.settled.Store(true)
+	if f.b.left.Add(-1) == 0 {
+		r.c.mu.Lock()
+		delete(r.c.batches, f.b)
+		r.c.mu.Unlock()
+	}
+	if r.roomy(r.capacity() - r.held.Add(-1)) {
+		select {
+		case r.room <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // handle decodes, runs the handler and settles the entry.
-func (r *runState) handle(f *flight, x redis.XMessage, deliveries int64) {
+func (r *runState) handle(wctx context.Context, f *flight) {
 	c := r.c
-	opCtx := context.WithoutCancel(r.workCtx)
 	c.ctr.delivered.Add(1)
-	e, err := stream.Decode(f.key.stream, x.ID, x.Values)
+	e, err := stream.Decode(f.b.stream, f.x.ID, f.x.Values)
 	if err != nil {
-		r.deadLetterRaw(opCtx, f.key, x, deliveries, err)
+		r.deadLetterRaw(r.opCtx, f, err)
 		return
 	}
 	m := &Message{
 		ID: e.Envelope.ID, Payload: e.Envelope.Payload, Headers: e.Envelope.Headers,
-		Attempt: max(e.Envelope.Attempt, 1), Deliveries: deliveries,
+		Attempt: max(e.Envelope.Attempt, 1), Deliveries: f.deliveries,
 		Due: e.Envelope.Due, Created: e.Envelope.Created,
-		Group: c.group, Stream: f.key.stream, EntryID: x.ID,
+		Group: c.group, Stream: f.b.stream, EntryID: f.x.ID,
 	}
-	if deliveries > c.cfg.maxDeliveries {
-		r.deadLetter(opCtx, m, &e.Envelope, ReasonDeliveries, fmt.Errorf("delivered %d times, max %d", deliveries, c.cfg.maxDeliveries))
+	if f.deliveries > c.cfg.maxDeliveries {
+		r.deadLetter(r.opCtx, m, &e.Envelope, ReasonDeliveries, fmt.Errorf("delivered %d times, max %d", f.deliveries, c.cfg.maxDeliveries))
 		return
 	}
-	hctx, cancel := context.WithCancelCause(r.workCtx)
+	hctx, cancel := context.WithCancelCause(wctx)
 	defer cancel(nil)
-	c.mu.Lock()
+	f.mu.Lock()
 	f.cancel = cancel
-	c.mu.Unlock()
+	f.mu.Unlock()
 	if h := c.cfg.hooks.OnDelivered; h != nil {
 		h(m)
 	}
-	start := time.Now()
+	var start time.Time
+	if c.cfg.hooks.OnAcked != nil {
+		start = time.Now()
+	}
 	herr := r.call(hctx, m)
 	if f.handedBack.Load() && herr != nil {
 		return // drain timeout: the entry was handed back to the group
 	}
-	var drop *DropError
-	var dl *DeadLetterError
-	switch {
-	case herr == nil:
-		r.ack.add(f.key, true) // Counters.Acked moves when the XACK succeeds
+	if herr == nil {
+		r.ack.add(f.b.stream, f.x.ID, true) // Counters.Acked moves when the XACK succeeds
 		if h := c.cfg.hooks.OnAcked; h != nil {
 			h(m, time.Since(start))
 		}
+		return
+	}
+	r.failed(hctx, f, m, &e.Envelope, herr)
+}
+
+// failed settles an entry whose handler returned herr.
+func (r *runState) failed(hctx context.Context, f *flight, m *Message, env *codec.Envelope, herr error) {
+	c := r.c
+	var drop *DropError
+	var dl *DeadLetterError
+	switch {
 	case errors.As(herr, &drop):
-		r.ack.add(f.key, false)
+		r.ack.add(f.b.stream, f.x.ID, false)
 		c.ctr.dropped.Add(1)
 		if h := c.cfg.hooks.OnDropped; h != nil {
 			h(m, herr)
@@ -406,13 +552,13 @@ func (r *runState) handle(f *flight, x redis.XMessage, deliveries int64) {
 		r.log.Warn("handler lost its entry to another consumer", slog.String("id", m.ID), slog.String("entry", m.EntryID))
 	case errors.As(herr, &dl):
 		c.ctr.failed.Add(1)
-		r.deadLetter(opCtx, m, &e.Envelope, ReasonHandler, herr)
+		r.deadLetter(r.opCtx, m, env, ReasonHandler, herr)
 	case m.Attempt >= c.cfg.maxAttempts:
 		c.ctr.failed.Add(1)
-		r.deadLetter(opCtx, m, &e.Envelope, ReasonAttempts, herr)
+		r.deadLetter(r.opCtx, m, env, ReasonAttempts, herr)
 	default:
 		c.ctr.failed.Add(1)
-		r.retry(opCtx, m, &e.Envelope, herr)
+		r.retry(r.opCtx, m, env, herr)
 	}
 }
 
@@ -427,6 +573,16 @@ func (r *runState) call(ctx context.Context, m *Message) (err error) {
 		}
 	}()
 	return r.c.h(ctx, m)
+}
+
+// settled notes that this consumer acknowledged entries of streamKey, so
+// its next trim pass trims that stream.
+func (r *runState) settled(streamKey string) {
+	if streamKey == r.c.retry.Stream {
+		r.trimDue[1].Store(true)
+	} else {
+		r.trimDue[0].Store(true)
+	}
 }
 
 // retry acknowledges the entry and schedules attempt+1 in the retry lane.
@@ -449,6 +605,7 @@ func (r *runState) retry(ctx context.Context, m *Message, env *codec.Envelope, h
 	if due < 0 {
 		return // no longer ours: another consumer reclaimed and settled it
 	}
+	r.settled(m.Stream)
 	c.ctr.retried.Add(1)
 	if h := c.cfg.hooks.OnFailed; h != nil {
 		h(m, herr, wait)
@@ -468,7 +625,7 @@ func (r *runState) deadLetter(ctx context.Context, m *Message, env *codec.Envelo
 		fieldSource, m.Stream,
 		fieldEntry, m.EntryID,
 	}
-	if r.settleDead(ctx, flightKey{m.Stream, m.EntryID}, fields) {
+	if r.settleDead(ctx, m.Stream, m.EntryID, fields) {
 		if h := r.c.cfg.hooks.OnDeadLettered; h != nil {
 			h(m, reason)
 		}
@@ -477,35 +634,37 @@ func (r *runState) deadLetter(ctx context.Context, m *Message, env *codec.Envelo
 
 // deadLetterRaw dead-letters an entry that could not be decoded, keeping
 // whatever fields it had.
-func (r *runState) deadLetterRaw(ctx context.Context, k flightKey, x redis.XMessage, deliveries int64, cause error) {
+func (r *runState) deadLetterRaw(ctx context.Context, f *flight, cause error) {
+	streamKey, id := f.b.stream, f.x.ID
 	fields := []any{stream.FieldReason, ReasonUndecodable, fieldError, cause.Error(),
-		fieldDeliveries, deliveries, fieldSource, k.stream, fieldEntry, x.ID}
-	for _, f := range []string{stream.FieldID, stream.FieldDue, stream.FieldEnvelope} {
-		if v, ok := x.Values[f].(string); ok {
-			fields = append(fields, f, v)
+		fieldDeliveries, f.deliveries, fieldSource, streamKey, fieldEntry, id}
+	for _, k := range []string{stream.FieldID, stream.FieldDue, stream.FieldEnvelope} {
+		if v, ok := f.x.Values[k].(string); ok {
+			fields = append(fields, k, v)
 		}
 	}
-	r.log.Warn("undecodable entry dead-lettered", slog.String("stream", k.stream), slog.String("entry", x.ID), slog.Any("err", cause))
-	if r.settleDead(ctx, k, fields) {
+	r.log.Warn("undecodable entry dead-lettered", slog.String("stream", streamKey), slog.String("entry", id), slog.Any("err", cause))
+	if r.settleDead(ctx, streamKey, id, fields) {
 		if h := r.c.cfg.hooks.OnDeadLettered; h != nil {
 			h(nil, ReasonUndecodable)
 		}
 	}
 }
 
-func (r *runState) settleDead(ctx context.Context, k flightKey, fields []any) bool {
+func (r *runState) settleDead(ctx context.Context, streamKey, id string, fields []any) bool {
 	c := r.c
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	args := append([]any{c.group, k.id, c.cfg.deadCap}, fields...)
-	v, err := scripts.Dead.Run(ctx, c.rdb, []string{k.stream, c.dead}, args...).Int64Slice()
+	args := append([]any{c.group, id, c.cfg.deadCap}, fields...)
+	v, err := scripts.Dead.Run(ctx, c.rdb, []string{streamKey, c.dead}, args...).Int64Slice()
 	if err != nil || len(v) != 2 {
-		r.log.ErrorContext(ctx, "dead-lettering failed", slog.String("entry", k.id), slog.Any("err", err))
+		r.log.ErrorContext(ctx, "dead-lettering failed", slog.String("entry", id), slog.Any("err", err))
 		return false
 	}
 	if v[0] == 0 {
 		return false
 	}
+	r.settled(streamKey)
 	c.ctr.deadLettered.Add(1)
 	if v[1] > 0 {
 		c.ctr.deadDropped.Add(uint64(v[1]))
@@ -543,14 +702,17 @@ func (r *runState) handBackAll(log *slog.Logger) int {
 	c := r.c
 	byStream := map[string][]string{}
 	c.mu.Lock()
-	for k, f := range c.inflight {
-		f.handedBack.Store(true)
-		byStream[k.stream] = append(byStream[k.stream], k.id)
+	for b := range c.batches {
+		for i := range b.flights {
+			if f := &b.flights[i]; !f.settled.Load() && f.takeBack() {
+				byStream[b.stream] = append(byStream[b.stream], f.x.ID)
+			}
+		}
 	}
 	c.mu.Unlock()
 	n := 0
 	for s, ids := range byStream {
-		r.handBack(context.WithoutCancel(r.workCtx), s, ids)
+		r.handBack(r.opCtx, s, ids)
 		n += len(ids)
 	}
 	return n

@@ -177,3 +177,40 @@ func TestPoisonDeadLetteredAfterMaxDeliveries(t *testing.T) {
 	assert.Equal(t, h.mainStream(), dl.Source)
 	assert.Zero(t, h.pending(h.mainStream(), "g"))
 }
+
+// A killed consumer's read-ahead (entries read but not yet started) is
+// pending with it like the entries its handlers hold: a consumer in this
+// process takes them all over within 3 s of the kill, in one reclaim round.
+func TestKilledConsumerReadAheadIsReclaimed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const n = 5 // one worker: one running, four read ahead (4 × workers)
+	h.startMover()
+	h.schedule(ids("ahead", n), 0)
+	ch := h.startChild("g", "doomed", helperConfig{Workers: 1})
+	running := ch.waitHeld(t, 1, 30*time.Second)
+	waitFor(t, 10*time.Second, func() bool {
+		p, err := h.rdb.XPendingExt(context.Background(), &redis.XPendingExtArgs{
+			Stream: h.mainStream(), Group: "g", Start: "-", End: "+", Count: 10, Consumer: "doomed"}).Result()
+		return err == nil && len(p) == n
+	}, "the child holds all %d", n)
+
+	rec := newRecorder()
+	c := h.consumer("g", rec.ack, group.WithConsumerName("survivor"))
+	r := start(t, c.Run)
+	killed := time.Now()
+	ch.kill(t)
+	waitFor(t, 10*time.Second, func() bool { return rec.total() >= n })
+	last := time.Duration(0)
+	for id, ds := range rec.snapshot() {
+		require.Len(t, ds, 1, id)
+		assert.EqualValues(t, 2, ds[0].Deliveries, "%s: its second delivery", id)
+		last = max(last, ds[0].At.Sub(killed))
+	}
+	t.Logf("kill -9 to all %d handled elsewhere: %s", n, last)
+	assert.LessOrEqual(t, last, 3*time.Second, "crashed consumer's read-ahead redelivered too late")
+	r.stop(t)
+	assert.Len(t, rec.get(running[0].ID), 1)
+	assert.EqualValues(t, n, c.Counters().Reclaimed)
+	assert.Zero(t, h.pending(h.mainStream(), "g"))
+}

@@ -53,25 +53,47 @@
 // promoted before the first consumer started is missed; see
 // [WithStartAtNew]), then reads, handles, acknowledges (batched: an ack
 // waits at most 2 ms), reclaims, extends, trims and promotes the retry
-// lane. Cancelling Run's ctx stops reading at once; in-flight handlers get
-// the drain timeout (default 10 s) to finish, then their ctx is cancelled
-// and their entries are handed back: their idle time is pushed past the
+// lane. Cancelling Run's ctx stops reading at once; entries read ahead and
+// not started are handed back at once; in-flight handlers get the drain
+// timeout (default 10 s) to finish, then their ctx is cancelled and their
+// entries are handed back too: their idle time is pushed past the
 // visibility timeout so the next reclaim pass of any consumer of the group
 // takes them, without waiting. Run returns nil after a requested stop.
 // Redis 7.0 has no XNACK; that is why hand-back uses XCLAIM's IDLE option.
 //
+// # Read-ahead
+//
+// A consumer reads entries ahead of its free workers, so that one
+// XREADGROUP returns many: the call's cost is shared by every entry it
+// returns, which is what makes bursts fast and cheap for Redis and the
+// client. Entries read ahead are held (pending with this consumer, extended
+// like running ones) until a worker takes them. By default the read-ahead
+// follows the handlers' measured pace: about what the workers handle in
+// 100 ms, at least 4 × workers and at most 256 entries (or 4 × workers, if
+// more). Fast handlers get reads of a few hundred entries; slow ones a short
+// queue, so a consumer never sits on much work that other consumers of the
+// group could do, and a crash strands little. [WithPrefetch] fixes it.
+// While the workers still have queued entries, the next read waits until
+// half the capacity is free, so a burst is read in large reads rather than
+// many small ones.
+//
 // # Trimming
 //
-// Each consumer trims the queue stream and its retry lane every trim
-// interval (default 5 s), in one script: entries are removed only below the
-// oldest entry some group still needs, that is the oldest pending entry of
-// any group, or the first entry after a group's last-delivered id if it has
-// none pending. A lagging or stalled group therefore keeps everything it has
-// not acknowledged; memory is bounded by the slowest group. [WithRetention]
-// keeps acknowledged entries longer; [WithoutTrim] turns trimming off for a
-// consumer. A stream without groups is never trimmed. Consumers idle for
-// [WithStaleConsumerAfter] (1 h) with no pending entries are removed from
-// the group; a consumer with pending entries never is.
+// A consumer trims the queue stream and its retry lane at most every trim
+// interval (default 5 s), and only after it acknowledged, retried,
+// dead-lettered or dropped entries of that stream since its last trim of
+// it, since that is what lets the threshold move; an idle consumer makes no
+// trim calls but one pass a minute (for what other groups' progress, a
+// retention or a removed group freed). Each trim is one script: entries are
+// removed only below the oldest entry some group still needs, that is the
+// oldest pending entry of any group, or the first entry after a group's
+// last-delivered id if it has none pending. A lagging or stalled group
+// therefore keeps everything it has not acknowledged; memory is bounded by
+// the slowest group. [WithRetention] keeps acknowledged entries longer;
+// [WithoutTrim] turns trimming off for a consumer. A stream without groups
+// is never trimmed. Consumers idle for [WithStaleConsumerAfter] (1 h) with
+// no pending entries are removed from the group; a consumer with pending
+// entries never is.
 //
 // # Delivery counts and attempts
 //

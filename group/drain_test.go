@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/redistest"
 )
 
 // Cancelling Run while handlers are mid-flight: intake stops, handlers that
@@ -145,4 +147,111 @@ func TestRunTwiceIsErrRunning(t *testing.T) {
 	waitFor(t, 10*time.Second, func() bool { return rec.total() == 2 })
 	r2.stop(t)
 	assert.EqualValues(t, 2, c.Counters().Acked)
+}
+
+// Entries read ahead and still queued when Run is cancelled are not started:
+// they are handed back at once, in one XCLAIM, and another consumer of the
+// group (visibility 30 s, so only the hand-back can explain it) takes them.
+func TestStopHandsBackQueuedEntries(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const n = 10
+	h.startMover()
+	client := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	t.Cleanup(func() { _ = client.Close() })
+	claims := newCommandCounter("xclaim", h.mainStream())
+	client.AddHook(claims)
+
+	started := make(chan string, n)
+	release := make(chan struct{})
+	a := h.consumerOn(client, "g", func(ctx context.Context, m *group.Message) error {
+		started <- m.ID
+		<-release
+		return nil
+	}, group.WithConsumerName("a"), group.WithWorkers(1)) // default read-ahead: 4 × workers until it has measured
+	ra := start(t, a.Run)
+	h.schedule(ids("q", n), 0)
+	first := <-started
+	held := func() int64 {
+		cs, err := h.rdb.XInfoConsumers(context.Background(), h.mainStream(), "g").Result()
+		if err != nil {
+			return -1
+		}
+		for _, c := range cs {
+			if c.Name == "a" {
+				return c.Pending
+			}
+		}
+		return 0
+	}
+	waitFor(t, 5*time.Second, func() bool { return held() == 5 }, "one handled, four queued")
+
+	ra.cancel()    // intake stops now
+	close(release) // the running handler finishes within the drain timeout
+	ra.stop(t)
+	x := a.Counters()
+	assert.EqualValues(t, 1, x.Acked)
+	assert.EqualValues(t, 4, x.HandedBack)
+	assert.EqualValues(t, 1, x.Delivered, "queued entries are not started after the stop")
+	assert.EqualValues(t, 1, claims.n.Load(), "one XCLAIM hands back the queue")
+	assert.Len(t, started, 0)
+
+	rec := newRecorder()
+	b := h.consumer("g", rec.ack, group.WithConsumerName("b"),
+		group.WithVisibilityTimeout(30*time.Second), group.WithReclaimInterval(100*time.Millisecond))
+	rb := start(t, b.Run)
+	waitFor(t, 5*time.Second, func() bool { return rec.total() == n-1 })
+	rb.stop(t)
+	assert.EqualValues(t, 4, b.Counters().Reclaimed)
+	assert.Empty(t, rec.get(first), "the acknowledged entry is not redelivered")
+	redelivered := 0
+	for id, ds := range rec.snapshot() {
+		require.Len(t, ds, 1, id)
+		if ds[0].Deliveries == 2 {
+			redelivered++
+		}
+	}
+	assert.Equal(t, 4, redelivered, "the handed-back entries, delivered a second time")
+	assert.Zero(t, h.pending(h.mainStream(), "g"))
+}
+
+// At the drain timeout, the running handler's entry and the queued ones are
+// handed back together, each once (the workers then find the queued ones
+// handed back already and do not hand them back again).
+func TestDrainTimeoutHandsBackQueuedEntriesOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const n = 10
+	h.startMover()
+	client := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	t.Cleanup(func() { _ = client.Close() })
+	claims := newCommandCounter("xclaim", h.mainStream())
+	client.AddHook(claims)
+
+	started := make(chan string, n)
+	a := h.consumerOn(client, "g", func(ctx context.Context, m *group.Message) error {
+		started <- m.ID
+		<-ctx.Done() // stops only when the drain timeout cancels it
+		return ctx.Err()
+	}, group.WithConsumerName("a"), group.WithWorkers(1), group.WithDrainTimeout(200*time.Millisecond))
+	ra := start(t, a.Run)
+	h.schedule(ids("q", n), 0)
+	<-started
+	waitFor(t, 5*time.Second, func() bool {
+		p, err := h.rdb.XPendingExt(context.Background(), &redis.XPendingExtArgs{
+			Stream: h.mainStream(), Group: "g", Start: "-", End: "+", Count: n, Consumer: "a"}).Result()
+		return err == nil && len(p) == 5
+	}, "one running, four queued")
+	ra.stop(t)
+
+	x := a.Counters()
+	assert.EqualValues(t, 5, x.HandedBack)
+	assert.EqualValues(t, 1, claims.n.Load(), "one XCLAIM hands back the running and the queued entries")
+	assert.EqualValues(t, 1, x.Delivered)
+	assert.Zero(t, x.Acked)
+	assert.Zero(t, x.Failed, "a handed-back entry is not a failed attempt")
+	assert.Len(t, started, 0)
+	p, err := h.rdb.XPending(context.Background(), h.mainStream(), "g").Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, 5, p.Count, "handed back, still pending until some consumer claims them")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,98 +14,140 @@ import (
 	"github.com/delaystream/delaystream/stream"
 )
 
-// ackBatch is the most entry ids sent in one XACK.
-const ackBatch = 256
+// ackBatch is how many queued acknowledgements make the acker send at once,
+// without waiting for the ack delay.
+const ackBatch = 512
 
 // acker batches acknowledgements: an ack waits at most the ack delay (2 ms)
-// or until ackBatch are queued, then one pipeline sends one XACK per stream.
+// or until ackBatch are queued; then one XACK per stream (pipelined when
+// there are two) acknowledges them all. Workers only append to a buffer
+// under a mutex; the acker goroutine is woken once per batch, not per ack.
 type acker struct {
-	c    *Consumer
-	log  *slog.Logger
-	ch   chan ackReq
+	r    *runState
+	mu   sync.Mutex
+	buf  []ackReq      // queued; guarded by mu
+	kick chan struct{} // a token when buf got its first or its ackBatch-th entry
 	stop chan struct{}
 }
 
-func newAcker(c *Consumer, log *slog.Logger) *acker {
-	return &acker{c: c, log: log, ch: make(chan ackReq, 4*ackBatch), stop: make(chan struct{})}
+func newAcker(r *runState) *acker {
+	return &acker{r: r, buf: make([]ackReq, 0, ackBatch), kick: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
 // ackReq is one entry to acknowledge; success says whether its handler
 // succeeded (counted in Counters.Acked once the XACK went through) or it
 // was dropped (counted in Dropped already).
 type ackReq struct {
-	key     flightKey
-	success bool
+	stream, id string
+	success    bool
 }
 
-func (a *acker) add(k flightKey, success bool) { a.ch <- ackReq{key: k, success: success} }
+func (a *acker) add(streamKey, id string, success bool) {
+	a.mu.Lock()
+	a.buf = append(a.buf, ackReq{stream: streamKey, id: id, success: success})
+	n := len(a.buf)
+	a.mu.Unlock()
+	if n == 1 || n == ackBatch {
+		select {
+		case a.kick <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
+}
 
 // close flushes what is queued and ends run. Call it after every handler
 // has returned.
 func (a *acker) close() { close(a.stop) }
 
 func (a *acker) run() {
-	pending := map[string][]string{}
-	n, successes := 0, 0
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	flush := func() {
-		if n == 0 {
-			return
-		}
-		a.flush(pending, successes)
-		pending = map[string][]string{}
-		n, successes = 0, 0
-	}
+	spare := make([]ackReq, 0, ackBatch)
 	for {
+		stopping := false
 		select {
-		case k := <-a.ch:
-			if n == 0 {
-				timer.Reset(a.c.cfg.ackDelay)
-			}
-			pending[k.key.stream] = append(pending[k.key.stream], k.key.id)
-			n++
-			if k.success {
-				successes++
-			}
-			if n >= ackBatch {
-				timer.Stop()
-				flush()
-			}
-		case <-timer.C:
-			flush()
-		case <-a.stop:
-			for {
+		case <-a.kick:
+			a.mu.Lock()
+			n := len(a.buf)
+			a.mu.Unlock()
+			if n > 0 && n < ackBatch {
+				timer.Reset(a.r.c.cfg.ackDelay)
 				select {
-				case k := <-a.ch:
-					pending[k.key.stream] = append(pending[k.key.stream], k.key.id)
-					n++
-					if k.success {
-						successes++
-					}
-				default:
-					flush()
-					return
+				case <-timer.C:
+				case <-a.kick: // full
+					timer.Stop()
+				case <-a.stop:
+					timer.Stop()
+					stopping = true
 				}
 			}
+		case <-a.stop:
+			stopping = true
+		}
+		a.mu.Lock()
+		reqs := a.buf
+		a.buf = spare[:0]
+		a.mu.Unlock()
+		a.flush(reqs)
+		spare = reqs
+		if stopping {
+			a.mu.Lock()
+			reqs = a.buf // handlers have returned: nothing more comes
+			a.mu.Unlock()
+			a.flush(reqs)
+			return
 		}
 	}
 }
 
-func (a *acker) flush(pending map[string][]string, successes int) {
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-	defer cancel()
-	pipe := a.c.rdb.Pipeline()
-	for s, ids := range pending {
-		pipe.XAck(ctx, s, a.c.group, ids...)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		// Unacknowledged entries stay pending and are redelivered after the
-		// visibility timeout: at-least-once, never lost.
-		a.log.Error("xack failed; entries will be redelivered", slog.Any("err", err))
+func (a *acker) flush(reqs []ackReq) {
+	if len(reqs) == 0 {
 		return
 	}
-	a.c.ctr.acked.Add(uint64(successes))
+	r, c := a.r, a.r.c
+	// Group by stream: entries come from the queue stream and the retry
+	// lane, so there are one or two groups.
+	type group struct {
+		stream string
+		ids    []string
+	}
+	var groups []group
+	successes := 0
+	for _, q := range reqs {
+		if q.success {
+			successes++
+		}
+		i := 0
+		for i < len(groups) && groups[i].stream != q.stream {
+			i++
+		}
+		if i == len(groups) {
+			groups = append(groups, group{stream: q.stream, ids: make([]string, 0, len(reqs))})
+		}
+		groups[i].ids = append(groups[i].ids, q.id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	var err error
+	if len(groups) == 1 {
+		err = c.rdb.XAck(ctx, groups[0].stream, c.group, groups[0].ids...).Err()
+	} else {
+		pipe := c.rdb.Pipeline()
+		for _, g := range groups {
+			pipe.XAck(ctx, g.stream, c.group, g.ids...)
+		}
+		_, err = pipe.Exec(ctx)
+	}
+	if err != nil {
+		// Unacknowledged entries stay pending and are redelivered after the
+		// visibility timeout: at-least-once, never lost.
+		r.log.Error("xack failed; entries will be redelivered", slog.Any("err", err))
+		return
+	}
+	for _, g := range groups {
+		r.settled(g.stream)
+	}
+	c.ctr.acked.Add(uint64(successes))
 }
 
 // extendLoop keeps entries held by running handlers from being reclaimed:
@@ -147,13 +190,16 @@ func (r *runState) extendOnce(ctx context.Context, every time.Duration) {
 	now := time.Now()
 	var due []*flight
 	c.mu.Lock()
-	for _, f := range c.inflight {
-		// every/2, not every: an entry extended at the previous tick is seen
-		// a little less than every later (ticker jitter) and must not wait a
-		// second tick, which would let its idle time reach 2/3 of the
-		// visibility timeout.
-		if now.Sub(f.since) >= every/2 && !f.handedBack.Load() {
-			due = append(due, f)
+	for b := range c.batches {
+		for i := range b.flights {
+			f := &b.flights[i]
+			// every/2, not every: an entry extended at the previous tick is
+			// seen a little less than every later (ticker jitter) and must
+			// not wait a second tick, which would let its idle time reach 2/3
+			// of the visibility timeout.
+			if now.Sub(f.since) >= every/2 && !f.settled.Load() && !f.handedBack.Load() {
+				due = append(due, f)
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -162,7 +208,7 @@ func (r *runState) extendOnce(ctx context.Context, every time.Duration) {
 	}
 	calls := make([]scripts.Call, len(due))
 	for i, f := range due {
-		calls[i] = scripts.Call{Keys: []string{f.key.stream}, Args: []any{c.group, c.cfg.consumer, f.key.id}}
+		calls[i] = scripts.Call{Keys: []string{f.b.stream}, Args: []any{c.group, c.cfg.consumer, f.x.ID}}
 	}
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
@@ -172,18 +218,23 @@ func (r *runState) extendOnce(ctx context.Context, every time.Duration) {
 		return
 	}
 	for i, cmd := range cmds {
+		f := due[i]
 		owned, err := cmd.Int64()
 		if err != nil {
-			r.log.WarnContext(ctx, "extending held entry failed", slog.String("entry", due[i].key.id), slog.Any("err", err))
+			r.log.WarnContext(ctx, "extending held entry failed", slog.String("entry", f.x.ID), slog.Any("err", err))
 			continue
 		}
-		c.mu.Lock()
 		if owned == 1 {
-			due[i].since = now
-		} else if due[i].cancel != nil {
-			due[i].cancel(errOwnershipLost)
+			c.mu.Lock()
+			f.since = now
+			c.mu.Unlock()
+			continue
 		}
-		c.mu.Unlock()
+		f.mu.Lock()
+		if f.cancel != nil {
+			f.cancel(errOwnershipLost)
+		}
+		f.mu.Unlock()
 	}
 }
 
@@ -203,17 +254,20 @@ func (r *runState) reclaimLoop(ctx context.Context) error {
 	return nil
 }
 
-// reclaimOnce runs XAUTOCLAIM passes over one stream's pending entries, at
-// most as many entries as there are free workers, and at most 16 passes.
+// reclaimOnce runs XAUTOCLAIM passes over one stream's pending entries, each
+// for as many entries as there is room for (like a read) but at most
+// reclaimBatch (or the number of workers, if more), and at most 16 passes:
+// a crashed consumer's whole read-ahead is taken in one round, while one
+// pass scans at most ten times its count of the group's pending entries.
 func (r *runState) reclaimOnce(ctx context.Context, streamKey string) error {
 	c := r.c
 	cursor := "0-0"
 	for pass := 0; pass < 16 && ctx.Err() == nil; pass++ {
-		n := min(cap(r.credits)-len(r.credits), c.cfg.workers)
+		n := min(r.free(), max(r.workers, reclaimBatch))
 		if n <= 0 {
 			return nil // busy: leave the entries for another consumer
 		}
-		res, err := xautoclaim(ctx, c.rdb, streamKey, c.group, c.cfg.consumer, c.cfg.visibility, cursor, n)
+		res, err := xautoclaim(ctx, c.rdb, streamKey, c.group, c.cfg.consumer, c.cfg.visibility, cursor, int(n))
 		if err != nil {
 			return err
 		}
@@ -245,12 +299,9 @@ func (r *runState) deliveryCounts(ctx context.Context, streamKey string, msgs []
 	for _, x := range msgs {
 		counts[x.ID] = 2
 	}
-	c.mu.Lock()
-	held := len(c.inflight)
-	c.mu.Unlock()
 	pend, err := c.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
 		Stream: streamKey, Group: c.group, Start: msgs[0].ID, End: msgs[len(msgs)-1].ID,
-		Count: int64(len(msgs) + held), Consumer: c.cfg.consumer,
+		Count: int64(len(msgs)) + r.held.Load(), Consumer: c.cfg.consumer,
 	}).Result()
 	if err != nil {
 		r.log.WarnContext(ctx, "reading delivery counts failed", slog.String("stream", streamKey), slog.Any("err", err))
@@ -298,6 +349,9 @@ func (r *runState) recordDeleted(ctx context.Context, streamKey string, ids []st
 		}
 	}
 }
+
+// reclaimBatch bounds one XAUTOCLAIM's count (see reclaimOnce).
+const reclaimBatch = 64
 
 type claimResult struct {
 	next    string
@@ -347,18 +401,39 @@ func xautoclaim(ctx context.Context, rdb redis.UniversalClient, key, group, cons
 
 // trimLoop trims the queue stream and the retry lane below the oldest entry
 // some group still needs, and removes stale consumers without pending
-// entries.
+// entries. It trims a stream at most every trim interval, and only when
+// this consumer settled (acknowledged, dropped, retried or dead-lettered)
+// entries of it since its last trim of it, which is what moves the
+// threshold; so an idle consumer makes no trim calls. Every trimIdleEvery
+// (or trim interval, if longer), the first time one such period after
+// start, it trims both streams anyway, for what other groups' progress, a
+// retention or a removed group freed; stale consumers are removed on the
+// same schedule.
 func (r *runState) trimLoop(ctx context.Context) error {
 	c := r.c
-	lastStale := time.Now()
+	idleEvery := max(c.cfg.trimEvery, trimIdleEvery)
 	sleepCtx(ctx, time.Duration(rand.Int64N(int64(c.cfg.trimEvery))))
+	lastStale, lastFull := time.Now(), time.Now()
 	for ctx.Err() == nil {
-		for _, s := range []string{c.main.Stream, c.retry.Stream} {
-			if _, err := trim(ctx, c.rdb, s, c.cfg.retention); err != nil && ctx.Err() == nil {
+		full := time.Since(lastFull) >= idleEvery
+		if full {
+			lastFull = time.Now()
+		}
+		for i, s := range []string{c.main.Stream, c.retry.Stream} {
+			// Clear before trimming: what is settled meanwhile is trimmed
+			// on the next pass.
+			if !r.trimDue[i].Swap(false) && !full {
+				continue
+			}
+			_, more, err := trim(ctx, c.rdb, s, c.cfg.retention)
+			if more { // failed or bounded: go on at the next pass
+				r.trimDue[i].Store(true)
+			}
+			if err != nil && ctx.Err() == nil {
 				r.log.WarnContext(ctx, "trim failed", slog.String("stream", s), slog.Any("err", err))
 			}
 		}
-		if time.Since(lastStale) >= min(c.cfg.staleConsumer/4, time.Minute) {
+		if time.Since(lastStale) >= min(c.cfg.staleConsumer/4, idleEvery) {
 			lastStale = time.Now()
 			for _, s := range []string{c.main.Stream, c.retry.Stream} {
 				if err := r.removeStale(ctx, s); err != nil && ctx.Err() == nil {
@@ -371,6 +446,9 @@ func (r *runState) trimLoop(ctx context.Context) error {
 	return nil
 }
 
+// trimIdleEvery is how often a consumer that settled nothing still trims.
+const trimIdleEvery = time.Minute
+
 // Trimming is bounded: one script call removes at most trimLimit entries,
 // one trim pass makes at most trimPasses calls; the rest waits for the next
 // pass.
@@ -379,23 +457,24 @@ const (
 	trimPasses = 100
 )
 
-// trim runs the trim script on one stream and returns how many entries it removed.
-func trim(ctx context.Context, rdb redis.UniversalClient, key string, retention time.Duration) (int64, error) {
+// trim runs the trim script on one stream and returns how many entries it
+// removed, and whether the bound on one pass stopped it before the threshold.
+func trim(ctx context.Context, rdb redis.UniversalClient, key string, retention time.Duration) (int64, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	var total int64
 	for pass := 0; pass < trimPasses; pass++ {
 		v, err := scripts.Trim.Run(ctx, rdb, []string{key}, retention.Milliseconds(), trimLimit).Slice()
 		if err != nil {
-			return total, fmt.Errorf("trim %s: %w", key, err)
+			return total, true, fmt.Errorf("trim %s: %w", key, err)
 		}
 		n, _ := v[0].(int64)
 		total += n
 		if more, _ := v[2].(int64); more == 0 {
-			break
+			return total, false, nil
 		}
 	}
-	return total, nil
+	return total, true, nil
 }
 
 func (r *runState) removeStale(ctx context.Context, streamKey string) error {

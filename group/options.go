@@ -29,7 +29,7 @@ type config struct {
 	prefix         string
 	consumer       string
 	workers        int
-	prefetch       int // entries read ahead of free workers; -1 until set (then 4 × workers)
+	prefetch       int // entries read ahead of free workers; -1: adaptive (the default)
 	block          time.Duration
 	visibility     time.Duration
 	reclaimEvery   time.Duration
@@ -136,13 +136,19 @@ func WithWorkers(n int) Option {
 }
 
 // WithPrefetch sets how many entries a consumer reads ahead of its free
-// workers (0 to 100000). Default 4 × workers. Read-ahead lets one
-// XREADGROUP fetch many entries, which is what makes bursts fast; entries
-// waiting in the read-ahead queue are held by this consumer (and kept from
-// reclaim) until a worker takes them, so with slow handlers and several
-// consumers a large value makes the load less even. At shutdown, queued
-// entries are handed back at once. 0 reads only as many as there are free
-// workers.
+// workers (0 to 100000), fixing what is adaptive by default. Read-ahead lets
+// one XREADGROUP fetch many entries, which is what makes bursts fast and
+// cheap: the per-call cost of XREADGROUP is shared by all it returns.
+// Entries waiting in the read-ahead queue are held by this consumer (and
+// kept from reclaim) until a worker takes them, so with slow handlers and
+// several consumers a large value makes the load less even, and a crash
+// strands more entries until they are reclaimed. At shutdown, queued entries
+// are handed back at once. 0 reads only as many as there are free workers.
+//
+// Default: adaptive. The queue holds about what the workers handle in
+// 100 ms at the pace measured while running, at least 4 × workers and at
+// most 256 (or 4 × workers if that is more) entries: fast handlers get reads
+// of a few hundred entries, slow ones a queue of 4 × workers.
 func WithPrefetch(n int) Option {
 	return func(c *config) error {
 		if n < 0 || n > 100000 {
@@ -267,7 +273,9 @@ func WithDeadLetterCap(n int64) Option {
 
 // WithTrimInterval sets how often the consumer trims the queue stream and
 // its retry lane below the oldest entry some group still needs (100 ms to
-// 1 h). Default 5 s.
+// 1 h), when it has acknowledged (or retried, dead-lettered, dropped)
+// entries of that stream since its last trim of it. Default 5 s. An idle
+// consumer trims only once a minute (or once per interval, if longer).
 func WithTrimInterval(d time.Duration) Option {
 	return func(c *config) error {
 		if err := checkDur("trim interval", d, 100*time.Millisecond, time.Hour); err != nil {

@@ -81,28 +81,35 @@ func TestTrimKeepsWhatAStalledGroupNeeds(t *testing.T) {
 	waitFor(t, 10*time.Second, func() bool { return fast.Counters().Acked == phase1+phase2 && slowRec.total() == phase1+stuck })
 
 	// The slow group now holds its first three phase-2 entries and has not
-	// read the rest. Let the fast consumer trim several more times.
+	// read the rest. The fast consumer trims after each round of entries it
+	// acknowledges (the slow group, its workers stuck, reads none of them).
 	sp, err := h.rdb.XPending(ctx, key, "slow").Result()
 	require.NoError(t, err)
 	require.EqualValues(t, stuck, sp.Count)
+	const rounds, perRound = 3, 20
 	before := trims.n.Load()
-	waitFor(t, 10*time.Second, func() bool { return trims.n.Load() >= before+3 }, "trim passes")
+	for round := range rounds {
+		h.schedule(ids(fmt.Sprintf("p3-%d-", round), perRound), 0)
+		want := uint64(phase1 + phase2 + (round+1)*perRound)
+		waitFor(t, 10*time.Second, func() bool { return fast.Counters().Acked == want })
+		waitFor(t, 10*time.Second, func() bool { return trims.n.Load() >= before+int64(round)+1 }, "trim passes")
+	}
 
-	var phase2IDs []string
+	var kept []string
 	for _, ds := range fastRec.snapshot() {
-		if strings.HasPrefix(ds[0].ID, "p2") {
-			phase2IDs = append(phase2IDs, ds[0].EntryID)
+		if !strings.HasPrefix(ds[0].ID, "p1") {
+			kept = append(kept, ds[0].EntryID)
 		}
 	}
-	sort.Slice(phase2IDs, func(i, j int) bool { return compareEntryIDs(phase2IDs[i], phase2IDs[j]) < 0 })
-	require.Len(t, phase2IDs, phase2)
-	assert.Equal(t, phase2IDs[0], sp.Lower, "the slow group holds the oldest phase-2 entry")
-	assert.Equal(t, phase2IDs, streamIDs(t, h.rdb, key, sp.Lower), "every entry from the slow group's oldest pending on is kept")
-	assert.Equal(t, phase2IDs, streamIDs(t, h.rdb, key, "-"), "entries both groups acknowledged (phase 1) are trimmed")
+	sort.Slice(kept, func(i, j int) bool { return compareEntryIDs(kept[i], kept[j]) < 0 })
+	require.Len(t, kept, phase2+rounds*perRound)
+	assert.Equal(t, kept[0], sp.Lower, "the slow group holds the oldest phase-2 entry")
+	assert.Equal(t, kept, streamIDs(t, h.rdb, key, sp.Lower), "every entry from the slow group's oldest pending on is kept")
+	assert.Equal(t, kept, streamIDs(t, h.rdb, key, "-"), "entries both groups acknowledged (phase 1) are trimmed")
 
 	// The slow group catches up: now everything is acknowledged by both.
 	close(release)
-	waitFor(t, 20*time.Second, func() bool { return slow.Counters().Acked == phase1+phase2 })
+	waitFor(t, 20*time.Second, func() bool { return slow.Counters().Acked == phase1+phase2+rounds*perRound })
 	waitFor(t, 5*time.Second, func() bool {
 		l, err := h.rdb.XLen(ctx, key).Result()
 		return err == nil && l == 0
@@ -329,4 +336,54 @@ func TestWithoutTrim(t *testing.T) {
 	l, err := h.rdb.XLen(ctx, key).Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 20, l, "acknowledged entries stay")
+}
+
+// An idle consumer does not trim: the trim script runs only after the
+// consumer settled entries of the stream since its last trim (and in a slow
+// periodic pass, first a minute after start, which this test does not
+// reach). Measured in the consumer's own reclaim passes, 20 ms apart,
+// against a 100 ms trim interval.
+func TestTrimOnlyAfterActivity(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	key, retryKey := h.mainStream(), h.retryStream("g")
+	h.startMover()
+	client := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	t.Cleanup(func() { _ = client.Close() })
+	trims, retryTrims := newScriptCounter(scripts.Trim, key), newScriptCounter(scripts.Trim, retryKey)
+	passes := newCommandCounter("xautoclaim", key)
+	for _, hk := range []redis.Hook{trims, retryTrims, passes} {
+		client.AddHook(hk)
+	}
+	rec := newRecorder()
+	c := h.consumerOn(client, "g", rec.ack, group.WithTrimInterval(100*time.Millisecond),
+		group.WithReclaimInterval(20*time.Millisecond))
+	r := start(t, c.Run)
+	// waitPasses waits for n more reclaim passes of the consumer.
+	waitPasses := func(n int64) {
+		before := passes.n.Load()
+		waitFor(t, 20*time.Second, func() bool { return passes.n.Load() >= before+n }, "reclaim passes")
+	}
+
+	waitPasses(50) // about 10 trim intervals
+	assert.Zero(t, trims.n.Load(), "idle: no trim of the queue stream")
+	assert.Zero(t, retryTrims.n.Load(), "idle: no trim of the retry lane")
+
+	var n int64
+	for round := range 2 {
+		h.schedule(ids(fmt.Sprintf("a%d-", round), 30), 0)
+		waitFor(t, 10*time.Second, func() bool { return c.Counters().Acked == uint64(30*(round+1)) })
+		waitFor(t, 10*time.Second, func() bool { return trims.n.Load() > n }, "round %d: trimmed after acknowledging", round)
+		waitFor(t, 10*time.Second, func() bool {
+			l, err := h.rdb.XLen(ctx, key).Result()
+			return err == nil && l == 0
+		}, "acknowledged entries trimmed")
+		waitPasses(15) // a pass already due when the last acks came runs
+		n = trims.n.Load()
+		waitPasses(50)
+		assert.Equal(t, n, trims.n.Load(), "round %d: no trims once idle again", round)
+	}
+	r.stop(t)
+	assert.Zero(t, retryTrims.n.Load(), "nothing settled on the retry lane: never trimmed")
 }

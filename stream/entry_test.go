@@ -2,6 +2,7 @@ package stream_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,4 +156,20 @@ func TestEntryErrorUnwrap(t *testing.T) {
 	err := &stream.EntryError{Stream: "s", EntryID: "1-0", Err: stream.ErrMalformed}
 	assert.Equal(t, "decode s/1-0: stream: malformed entry", err.Error())
 	assert.Equal(t, stream.ErrMalformed, errors.Unwrap(err))
+}
+
+// Decode hands the envelope's bytes to the codec without copying them; the
+// decoded payload must still be a copy, never a view of the entry's value.
+func TestDecodePayloadDoesNotAliasEntry(t *testing.T) {
+	t.Parallel()
+	env := codec.Envelope{ID: "a", Due: time.UnixMilli(1), Attempt: 1, Payload: []byte("payload bytes")}
+	raw := string(codec.MarshalEnvelope(&env)) // on the heap, like a value read from Redis
+	before := strings.Clone(raw)
+	e, err := stream.Decode("k", "1-0", map[string]any{stream.FieldID: "a", stream.FieldDue: "1", stream.FieldEnvelope: raw})
+	require.NoError(t, err)
+	require.Equal(t, "payload bytes", string(e.Envelope.Payload))
+	for i := range e.Envelope.Payload {
+		e.Envelope.Payload[i] = 'x'
+	}
+	assert.Equal(t, before, raw, "writing the decoded payload changed the entry's value")
 }
