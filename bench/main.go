@@ -54,7 +54,7 @@ type config struct {
 	moverBatch int // 0 = library default
 }
 
-var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "crash", "idle"}
+var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle"}
 
 func main() {
 	if len(os.Args) > 2 && os.Args[1] == childFlag {
@@ -195,6 +195,8 @@ func run(cfg config) error {
 			b.repeat(ctx, sc, systems, cfg.runs, b.schedule)
 		case "memory":
 			b.repeat(ctx, sc, systems, cfg.runs, b.memory)
+		case "layouts":
+			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.layoutsRun)
 		case "crash":
 			sys := systems
 			if cfg.quick && cfg.asynq {

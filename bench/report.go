@@ -74,6 +74,11 @@ var metrics = []metricDef{
 	{scenario: "memory", key: "zset_bytes_per_msg", label: "  of which delayed set (MEMORY USAGE)", unit: "B", scale: 1},
 	{scenario: "memory", key: "hash_bytes_per_msg", label: "  of which envelopes hash (MEMORY USAGE)", unit: "B", scale: 1},
 
+	{scenario: "layouts", key: "layout_current", label: "memory / waiting msg, layout 1 (now): zset + envelopes hash", unit: "B", scale: 1},
+	{scenario: "layouts", key: "layout_merged", label: "  candidate: zset member = id + envelope, no index", unit: "B", scale: 1},
+	{scenario: "layouts", key: "layout_merged_index", label: "  candidate: merged + id -> due index (4096 listpacks)", unit: "B", scale: 1},
+	{scenario: "layouts", key: "layout_merged_index_bin", label: "  candidate: merged + index, ULIDs as 16 bytes", unit: "B", scale: 1},
+
 	{scenario: "crash", key: "redeliver", label: "kill -9 -> in-flight msgs handled elsewhere (last)", unit: "s", scale: 1, better: -1, op: "<=", target: 3},
 	{scenario: "crash", key: "redeliver_first", label: "kill -9 -> first in-flight msg handled elsewhere", unit: "s", scale: 1, better: -1},
 	{scenario: "crash", key: "redeliver_worst", label: "kill -9 -> all handled, worst run", unit: "s", scale: 1, agg: "max", better: -1},
