@@ -42,24 +42,30 @@ if ARGV[2] ~= '' then
   end
 end
 local moved, bad = 0, 0
-local ids = {}
-for i = 1, #due, 2 do
-  local id, score = due[i], due[i + 1]
-  local env = redis.call('HGET', KEYS[2], id)
-  if not env then
-    redis.call('XADD', KEYS[4], '*', 'i', id, 'd', score, 'r', 'missing envelope')
-    bad = bad + 1
-  elseif string.sub(env, 1, 2) ~= ARGV[4] then
-    redis.call('XADD', KEYS[4], '*', 'i', id, 'd', score, 'r', 'unknown envelope format', 'e', env)
-    bad = bad + 1
-  else
-    redis.call('XADD', KEYS[3], '*', 'i', id, 'd', score, 'e', env)
-    moved = moved + 1
+local n = #due / 2
+if n > 0 then
+  local ids = {}
+  for k = 1, n do
+    ids[k] = due[2 * k - 1]
   end
-  ids[#ids + 1] = id
-end
-if #ids > 0 then
-  redis.call('ZREM', KEYS[1], unpack(ids))
+  -- One HMGET for the batch: the envelopes, false where missing.
+  local envs = redis.call('HMGET', KEYS[2], unpack(ids))
+  local hdr = ARGV[4]
+  for k = 1, n do
+    local id, score, env = ids[k], due[2 * k], envs[k]
+    if not env then
+      redis.call('XADD', KEYS[4], '*', 'i', id, 'd', score, 'r', 'missing envelope')
+      bad = bad + 1
+    elseif string.sub(env, 1, 2) ~= hdr then
+      redis.call('XADD', KEYS[4], '*', 'i', id, 'd', score, 'r', 'unknown envelope format', 'e', env)
+      bad = bad + 1
+    else
+      redis.call('XADD', KEYS[3], '*', 'i', id, 'd', score, 'e', env)
+      moved = moved + 1
+    end
+  end
+  -- The batch is the set's first n members by rank (the script is atomic).
+  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
   redis.call('HDEL', KEYS[2], unpack(ids))
 end
 local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
