@@ -279,6 +279,7 @@ func (b *bench) schedule(ctx context.Context, sysName string, run int) (map[stri
 		v[key+"_redis_cpu"] = d.cpu / float64(n)
 		v[key+"_client_cpu"] = (c1 - c0).Seconds() / float64(n)
 		v[key+"_cmds"] = float64(d.calls) / float64(n)
+		b.noteOnce("schedule", sysName, run, key+": Redis execution time (commandstats usec, scripts include inner commands): "+d.topUsec(6, float64(n), "µs per msg"))
 	}
 	// One at a time, one goroutine.
 	ps, ws := mk(b.cfg.oneN, 0)
