@@ -12,6 +12,7 @@ import (
 
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/internal/scripts"
 )
 
 // The layouts scenario measures Redis memory per waiting message for the
@@ -152,6 +153,18 @@ func (b *bench) layoutsRun(ctx context.Context, sysName string, run int) (map[st
 		}
 		v[l.key] = float64(s1.mem-s0.mem) / float64(n)
 	}
+	// Promotion: all due (an hour ago), promoted in batches of promoteBatch.
+	past := time.Now().Add(-time.Hour).UnixMilli()
+	for i := range dues {
+		dues[i] = past + int64(i%1000)
+	}
+	for _, l := range layouts[:3] {
+		cpu, err := b.promoteCost(ctx, l, ids, envs, dues)
+		if err != nil {
+			return nil, err
+		}
+		v[l.key+"_promote_cpu"] = cpu
+	}
 	if run == 1 {
 		b.res.note("layouts", sysName, fmt.Sprintf("envelope %d B for a %d B payload, ids of %d characters; candidates written with plain commands, not through the library",
 			len(envs[0]), b.cfg.payload, len(ids[0])))
@@ -160,4 +173,152 @@ func (b *bench) layoutsRun(ctx context.Context, sysName string, run int) (map[st
 		return nil, err
 	}
 	return v, nil
+}
+
+// Promotion cost of the layouts: the same n messages, all due, promoted to
+// a stream in batches of promoteBatch until none is left, on an emptied
+// server; Redis CPU (INFO cpu) per promoted message. Layout 1 uses the
+// library's promote script; the candidates use the scripts below, which do
+// what a layout-2 promote script would (without lease and quarantine, which
+// cost the same in every layout).
+const promoteBatch = 256
+
+// mergedPromote promotes merged members: id and envelope split in Lua.
+var mergedPromote = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[1]))
+local n = #due / 2
+for k = 1, n do
+  local m = due[2 * k - 1]
+  local l = string.byte(m, 1)
+  redis.call('XADD', KEYS[2], '*', 'i', string.sub(m, 2, 1 + l), 'd', due[2 * k], 'e', string.sub(m, 2 + l))
+end
+if n > 0 then
+  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
+end
+return n`)
+
+// mergedIndexPromote is the second phase of a two-phase promotion with an
+// id -> due index: the caller read the set's first members (phase one) and
+// passes their ids (ARGV[2..]) and, as declared keys, their index buckets
+// (KEYS[2+b[k]], ARGV[1+n+k] = b[k]); the script promotes the due prefix
+// of the members that still match, and deletes their index entries.
+var mergedIndexPromote = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local n = tonumber(ARGV[1])
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, n)
+local moved = 0
+for k = 1, #due / 2 do
+  local m = due[2 * k - 1]
+  local l = string.byte(m, 1)
+  local id = string.sub(m, 2, 1 + l)
+  if id ~= ARGV[1 + k] then
+    break -- the set changed since phase one: the rest waits for the next call
+  end
+  redis.call('XADD', KEYS[2], '*', 'i', id, 'd', due[2 * k], 'e', string.sub(m, 2 + l))
+  redis.call('HDEL', KEYS[2 + tonumber(ARGV[1 + n + k])], id)
+  moved = k
+end
+if moved > 0 then
+  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, moved - 1)
+end
+return moved`)
+
+// promoteCost fills the server with n due messages in layout l and promotes
+// them all, returning Redis CPU per promoted message.
+func (b *bench) promoteCost(ctx context.Context, l layout, ids []string, envs [][]byte, dues []int64) (float64, error) {
+	if err := b.admin.FlushAll(ctx).Err(); err != nil {
+		return 0, err
+	}
+	const chunk = 1000
+	for i := 0; i < len(ids); i += chunk {
+		j := min(i+chunk, len(ids))
+		p := b.admin.Pipeline()
+		l.write(p, ids[i:j], envs[i:j], dues[i:j])
+		if _, err := p.Exec(ctx); err != nil {
+			return 0, fmt.Errorf("%s: %w", l.key, err)
+		}
+	}
+	// Load the scripts outside the measurement.
+	for _, s := range []*redis.Script{scripts.Promote, mergedPromote, mergedIndexPromote} {
+		if err := s.Load(ctx, b.admin).Err(); err != nil {
+			return 0, err
+		}
+	}
+	s0, err := takeSnap(ctx, b.admin)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for total < len(ids) {
+		var moved int
+		var err error
+		switch l.key {
+		case "layout_current":
+			var v []int64
+			v, err = b.admin.EvalSha(ctx, scripts.Promote.Hash(), []string{"z", "m", "s", "q", "l"},
+				promoteBatch, "", 1000, string([]byte{codec.EnvelopeMagic, codec.EnvelopeVersion})).Int64Slice()
+			if err == nil {
+				moved = int(v[0] + v[1])
+			}
+		case "layout_merged":
+			var v int64
+			v, err = b.admin.EvalSha(ctx, mergedPromote.Hash(), []string{"z", "s"}, promoteBatch).Int64()
+			moved = int(v)
+		case "layout_merged_index":
+			moved, err = b.promoteTwoPhase(ctx)
+		default:
+			return 0, fmt.Errorf("no promote cost for %s", l.key)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("%s: promote: %w", l.key, err)
+		}
+		if moved == 0 {
+			return 0, fmt.Errorf("%s: promote moved nothing with %d of %d left", l.key, len(ids)-total, len(ids))
+		}
+		total += moved
+	}
+	s1, err := takeSnap(ctx, b.admin)
+	if err != nil {
+		return 0, err
+	}
+	if n, err := b.admin.XLen(ctx, "s").Result(); err != nil || n != int64(len(ids)) {
+		return 0, fmt.Errorf("%s: stream holds %d entries, want %d (%v)", l.key, n, len(ids), err)
+	}
+	return s0.delta(s1).cpu / float64(len(ids)), nil
+}
+
+// promoteTwoPhase runs one two-phase promotion: read the set's first
+// members, then promote them with their index buckets declared.
+func (b *bench) promoteTwoPhase(ctx context.Context) (int, error) {
+	members, err := b.admin.ZRange(ctx, "z", 0, promoteBatch-1).Result()
+	if err != nil || len(members) == 0 {
+		return 0, err
+	}
+	keys := []string{"z", "s"}
+	slot := map[string]int{}
+	args := make([]any, 0, 1+2*len(members))
+	args = append(args, len(members))
+	bucketOf := make([]int, len(members))
+	for k, m := range members {
+		id := m[1 : 1+int(m[0])]
+		args = append(args, id)
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(id))
+		key := "i:" + strconv.FormatUint(uint64(h.Sum32()%layoutIndexBuckets), 10)
+		s, ok := slot[key]
+		if !ok {
+			s = len(keys) - 1
+			slot[key] = s
+			keys = append(keys, key)
+		}
+		bucketOf[k] = s
+	}
+	for _, s := range bucketOf {
+		args = append(args, s)
+	}
+	v, err := b.admin.EvalSha(ctx, mergedIndexPromote.Hash(), keys, args...).Int64()
+	return int(v), err
 }

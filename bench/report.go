@@ -78,6 +78,9 @@ var metrics = []metricDef{
 	{scenario: "layouts", key: "layout_merged", label: "  candidate: zset member = id + envelope, no index", unit: "B", scale: 1},
 	{scenario: "layouts", key: "layout_merged_index", label: "  candidate: merged + id -> due index (4096 listpacks)", unit: "B", scale: 1},
 	{scenario: "layouts", key: "layout_merged_index_bin", label: "  candidate: merged + index, ULIDs as 16 bytes", unit: "B", scale: 1},
+	{scenario: "layouts", key: "layout_current_promote_cpu", label: "promotion: Redis CPU / msg, layout 1 (the library's promote script)", unit: "µs", scale: 1e6},
+	{scenario: "layouts", key: "layout_merged_promote_cpu", label: "  candidate: merged, no index", unit: "µs", scale: 1e6},
+	{scenario: "layouts", key: "layout_merged_index_promote_cpu", label: "  candidate: merged + index, two-phase (read ids, then promote)", unit: "µs", scale: 1e6},
 
 	{scenario: "crash", key: "redeliver", label: "kill -9 -> in-flight msgs handled elsewhere (last)", unit: "s", scale: 1, better: -1, op: "<=", target: 3},
 	{scenario: "crash", key: "redeliver_first", label: "kill -9 -> first in-flight msg handled elsewhere", unit: "s", scale: 1, better: -1},
