@@ -204,6 +204,29 @@ func TestScheduleScriptLookupPaths(t *testing.T) {
 				assert.Equal(t, 1, calls["zmscore"], "one ZMSCORE for the chunk: %v", calls)
 				assert.Zero(t, calls["zscore"], "calls %v", calls)
 			}
+
+			// A single message (every Schedule) is looked up with ZSCORE on
+			// any server, with the same outcomes.
+			require.NoError(t, b.rdb.ZAdd(ctx, lane.Delayed, redis.Z{Member: "orph2", Score: float64(due(5).UnixMilli())}).Err())
+			b.reset(t)
+			r1, err := q.Schedule(ctx, msg("old-r", "10", delay.Keep), at(20))
+			require.NoError(t, err)
+			assert.Equal(t, delay.Kept, r1.Outcome)
+			assert.True(t, due(11).Equal(r1.Due), "kept: the stored due %v", r1.Due)
+			r2, err := q.Schedule(ctx, msg("single", "11", delay.Reject), at(21))
+			require.NoError(t, err)
+			assert.Equal(t, delay.Created, r2.Outcome)
+			r3, err := q.Schedule(ctx, msg("orph2", "12", delay.Keep), at(22))
+			require.NoError(t, err)
+			assert.Equal(t, delay.Created, r3.Outcome, "an orphan is overwritten")
+			assert.True(t, due(22).Equal(r3.Due))
+			calls = b.calls(t)
+			assert.Equal(t, 3, calls["zscore"], "calls %v", calls)
+			assert.Zero(t, calls["zmscore"], "calls %v", calls)
+			assert.Equal(t, 2, calls["hexists"], "the two waiting ids are checked for an orphan: %v", calls)
+			env, err := q.Get(ctx, "orph2")
+			require.NoError(t, err)
+			assert.Equal(t, "12", string(env.Payload))
 		})
 	}
 }

@@ -13,9 +13,9 @@
 --          status (1 created, 2 replaced, 3 kept, 4 refused), due ms (the
 --          stored due time: the existing one for kept and refused)
 --
--- Commands, for any number of messages: TIME, ZRANGE, ZMSCORE, one HEXISTS
--- per id already waiting, ZADD, HSET, maybe PUBLISH (ZMSCORE, ZADD and
--- HSET once per slice of 2000 values).
+-- Commands, for any number of messages: TIME, ZRANGE, ZMSCORE (ZSCORE for a
+-- single message), one HEXISTS per id already waiting, ZADD, HSET, maybe
+-- PUBLISH (ZMSCORE, ZADD and HSET once per slice of 2000 values).
 local t = redis.call('TIME')
 -- "now" rounded up to the next ms, so "r<ms>" is never due sooner than <ms>
 -- after this script ran.
@@ -35,11 +35,17 @@ end
 
 -- The stored due time of every id (false: not waiting), with one ZMSCORE
 -- per slice. ZMSCORE needs Redis 6.2: on a server without it, one ZSCORE
--- per id.
+-- per id. A single message (every Schedule) takes ZSCORE directly, which
+-- saves the protected call (redis-benchmark: about 1.3 of 15-17 µs).
 local stored = {}
 for i = 1, n, SLICE do
   local j = math.min(i + SLICE - 1, n)
-  local r = redis.pcall('ZMSCORE', KEYS[1], unpack(ids, i, j))
+  local r
+  if j == i then
+    r = {redis.call('ZSCORE', KEYS[1], ids[i])}
+  else
+    r = redis.pcall('ZMSCORE', KEYS[1], unpack(ids, i, j))
+  end
   if r.err then
     for k = i, j do
       stored[k] = redis.call('ZSCORE', KEYS[1], ids[k])
