@@ -75,19 +75,38 @@ func mergedMembers(ids []string, envs [][]byte, dues []int64) []redis.Z {
 	return z
 }
 
-// writeIndex writes id -> due into layoutIndexBuckets hashes chosen by an
-// FNV-1a hash of the id.
+// writeIndex writes id -> due into the index buckets of the ids.
 func writeIndex(p redis.Pipeliner, ids []string, dues []int64) {
-	byBucket := map[uint32][]any{}
+	byBucket := map[string][]any{}
 	for i, id := range ids {
-		h := fnv.New32a()
-		_, _ = h.Write([]byte(id))
-		b := h.Sum32() % layoutIndexBuckets
+		b := indexBucket(id)
 		byBucket[b] = append(byBucket[b], id, dues[i])
 	}
 	for b, fv := range byBucket {
-		p.HSet(context.Background(), "i:"+strconv.FormatUint(uint64(b), 10), fv...)
+		p.HSet(context.Background(), b, fv...)
 	}
+}
+
+// indexBucket returns the key of id's index bucket: one of
+// layoutIndexBuckets hashes, chosen by an FNV-1a hash of the id.
+func indexBucket(id string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return "i:" + strconv.FormatUint(uint64(h.Sum32()%layoutIndexBuckets), 10)
+}
+
+// fill writes the messages in layout l, in pipelines of 1000.
+func (b *bench) fill(ctx context.Context, l layout, ids []string, envs [][]byte, dues []int64) error {
+	const chunk = 1000
+	for i := 0; i < len(ids); i += chunk {
+		j := min(i+chunk, len(ids))
+		p := b.admin.Pipeline()
+		l.write(p, ids[i:j], envs[i:j], dues[i:j])
+		if _, err := p.Exec(ctx); err != nil {
+			return fmt.Errorf("%s: %w", l.key, err)
+		}
+	}
+	return nil
 }
 
 // ulidBytes returns the 16 bytes a 26-character ULID encodes.
@@ -137,14 +156,8 @@ func (b *bench) layoutsRun(ctx context.Context, sysName string, run int) (map[st
 		if err != nil {
 			return nil, err
 		}
-		const chunk = 1000
-		for i := 0; i < n; i += chunk {
-			j := min(i+chunk, n)
-			p := b.admin.Pipeline()
-			l.write(p, ids[i:j], envs[i:j], dues[i:j])
-			if _, err := p.Exec(ctx); err != nil {
-				return nil, fmt.Errorf("%s: %w", l.key, err)
-			}
+		if err := b.fill(ctx, l, ids, envs, dues); err != nil {
+			return nil, err
 		}
 		time.Sleep(100 * time.Millisecond)
 		s1, err := takeSnap(ctx, b.admin)
@@ -232,14 +245,8 @@ func (b *bench) promoteCost(ctx context.Context, l layout, ids []string, envs []
 	if err := b.admin.FlushAll(ctx).Err(); err != nil {
 		return 0, err
 	}
-	const chunk = 1000
-	for i := 0; i < len(ids); i += chunk {
-		j := min(i+chunk, len(ids))
-		p := b.admin.Pipeline()
-		l.write(p, ids[i:j], envs[i:j], dues[i:j])
-		if _, err := p.Exec(ctx); err != nil {
-			return 0, fmt.Errorf("%s: %w", l.key, err)
-		}
+	if err := b.fill(ctx, l, ids, envs, dues); err != nil {
+		return 0, err
 	}
 	// Load the scripts outside the measurement.
 	for _, s := range []*redis.Script{scripts.Promote, mergedPromote, mergedIndexPromote} {
@@ -305,9 +312,7 @@ func (b *bench) promoteTwoPhase(ctx context.Context) (int, error) {
 	for k, m := range members {
 		id := m[1 : 1+int(m[0])]
 		args = append(args, id)
-		h := fnv.New32a()
-		_, _ = h.Write([]byte(id))
-		key := "i:" + strconv.FormatUint(uint64(h.Sum32()%layoutIndexBuckets), 10)
+		key := indexBucket(id)
 		s, ok := slot[key]
 		if !ok {
 			s = len(keys) - 1

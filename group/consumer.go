@@ -421,14 +421,11 @@ func (r *runState) enqueue(ctx context.Context, streamKey string, es []redis.XMe
 			case <-ctx.Done():
 			}
 		}
-		ids := make([]string, 0, len(b.flights)-i)
+		rest := make([]*flight, 0, len(b.flights)-i)
 		for j := i; j < len(b.flights); j++ {
-			if b.flights[j].takeBack() {
-				ids = append(ids, b.flights[j].x.ID)
-			}
-			r.release(&b.flights[j])
+			rest = append(rest, &b.flights[j])
 		}
-		r.handBack(r.opCtx, streamKey, ids)
+		r.giveBack(rest)
 		return
 	}
 }
@@ -457,17 +454,31 @@ func (r *runState) worker() {
 // handBackQueued hands back f and whatever else is queued at that moment,
 // in one call per stream, rather than one call per entry.
 func (r *runState) handBackQueued(f *flight) {
+	fs := []*flight{f}
+	for {
+		select {
+		case f, ok := <-r.jobs: // closed once intake has stopped
+			if ok {
+				fs = append(fs, f)
+				continue
+			}
+		default:
+		}
+		break
+	}
+	r.giveBack(fs)
+}
+
+// giveBack releases entries that will not be handled and hands them back,
+// one call per stream; an entry the drain timeout handed back already is
+// only released.
+func (r *runState) giveBack(fs []*flight) {
 	byStream := map[string][]string{}
-	for f != nil {
-		if f.takeBack() { // else the drain timeout handed it back already
+	for _, f := range fs {
+		if f.takeBack() {
 			byStream[f.b.stream] = append(byStream[f.b.stream], f.x.ID)
 		}
 		r.release(f)
-		select {
-		case f = <-r.jobs:
-		default:
-			f = nil
-		}
 	}
 	for s, ids := range byStream {
 		r.handBack(r.opCtx, s, ids)

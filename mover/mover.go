@@ -363,19 +363,17 @@ func (l *lane) sleepIdle(ctx context.Context, timer *time.Timer, head int64, red
 	maxIdle := l.m.cfg.maxIdle
 	defer l.until.Store(noDue)
 	for ctx.Err() == nil {
-		d := maxIdle
-		if head >= 0 {
+		if head < 0 {
+			l.until.Store(noDue)
+		} else {
+			l.until.Store(head)
 			// Local time at which the head is due on the Redis clock.
 			if left := time.Until(time.UnixMilli(head).Add(-redisAhead)); left <= maxIdle {
-				l.until.Store(head)
 				l.sleep(ctx, timer, max(0, left), false)
 				return
 			}
-			l.until.Store(head)
-		} else {
-			l.until.Store(noDue)
 		}
-		if l.sleep(ctx, timer, d, false) {
+		if l.sleep(ctx, timer, maxIdle, false) {
 			return
 		}
 		h, err := l.probe(ctx)
