@@ -152,6 +152,29 @@ func (s *dsSystem) ScheduleMany(ctx context.Context, ps [][]byte, ws []when) err
 	return nil
 }
 
+// scheduleWithIDs schedules all payloads like ScheduleMany, each with a
+// caller-chosen id from delay.NewID, and returns how many were created.
+func (s *dsSystem) scheduleWithIDs(ctx context.Context, ps [][]byte, ws []when) (int, error) {
+	items := make([]delay.Item, 0, s.cfg.batch)
+	created := 0
+	for i := 0; i < len(ps); i += s.cfg.batch {
+		items = items[:0]
+		for j := i; j < min(i+s.cfg.batch, len(ps)); j++ {
+			items = append(items, delay.Item{Message: delay.Message{ID: delay.NewID(), Payload: ps[j]}, When: ws[j].ds()})
+		}
+		res, err := s.q.ScheduleBatch(ctx, items)
+		if err != nil {
+			return created, err
+		}
+		for _, r := range res {
+			if r.Outcome == delay.Created {
+				created++
+			}
+		}
+	}
+	return created, nil
+}
+
 // Start runs the mover and one group.Consumer (or, for the floor reference,
 // a bare XREADGROUP reader) until Stop.
 func (s *dsSystem) Start(ctx context.Context, h handler) error {

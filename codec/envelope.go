@@ -63,11 +63,21 @@ const maxHeaders = 1 << 12
 // accepts on every platform; the creation time is truncated to the
 // millisecond.
 func MarshalEnvelope(e *Envelope) []byte {
+	return AppendEnvelope(make([]byte, 0, EnvelopeSize(e)), e)
+}
+
+// EnvelopeSize returns an upper bound of the length of e's encoding.
+func EnvelopeSize(e *Envelope) int {
 	n := 2 + 3*binary.MaxVarintLen64 + len(e.Payload)
 	for k, v := range e.Headers {
 		n += 2*binary.MaxVarintLen64 + len(k) + len(v)
 	}
-	b := make([]byte, 0, n)
+	return n
+}
+
+// AppendEnvelope appends the encoding of e (as [MarshalEnvelope] returns it)
+// to b and returns the extended slice.
+func AppendEnvelope(b []byte, e *Envelope) []byte {
 	b = append(b, EnvelopeMagic, EnvelopeVersion)
 	b = binary.AppendUvarint(b, uint64(min(max(e.Attempt, 0), math.MaxInt32)))
 	var created int64

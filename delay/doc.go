@@ -50,8 +50,14 @@
 // # Message ids and duplicates
 //
 // A message id identifies the message while it waits. An empty id gets a
-// generated one ([NewID]: 26 characters in the ULID layout, sortable by
-// creation time). Scheduling an id that is still waiting applies the
+// generated one: 26 characters in the ULID layout whose time part is the
+// message's due time (by the Redis clock, so it is known once the schedule
+// script has run) and whose last 16 characters are 80 random bits. Such a
+// message is stored as one sorted-set member holding the envelope (see
+// package stream, "Delayed-set members"), about 30 % less Redis memory than
+// a message with a caller-chosen id, and is found by its id without an
+// index. Generated ids sort by due time, not by creation time (the
+// envelope's Created field has that). Scheduling an id that is still waiting applies the
 // duplicate policy: [Keep] (the default) leaves the waiting message
 // untouched, [Replace] overwrites its payload, headers and due time, and
 // [Reject] refuses the new one (Schedule returns [ErrDuplicate]). Keep is

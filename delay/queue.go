@@ -91,13 +91,14 @@ func (q *Queue) Schedule(ctx context.Context, msg Message, when When) (Result, e
 // before anything is written: one invalid item fails the whole call and
 // writes nothing. If Redis fails mid-way, the results of chunks that
 // completed are filled in, the others are [Unknown], and the error says so.
-// Ids generated for one call (see [NewID]) carry the call's millisecond.
+// A generated id is known once Redis has answered (its time part is the due
+// time): an [Unknown] result of a message without an id has an empty ID.
 func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, error) {
 	results := make([]Result, len(items))
 	args := make([]any, 0, 1+4*min(len(items), q.cfg.batchSize))
 	var calls []scripts.Call
 	created := time.Now()
-	ids := idGen{ms: created.UnixMilli()}
+	var ids idGen
 	// Items in a run with the same When or policy (the usual batch) share
 	// one argument each: no formatting and no allocation per item.
 	var (
@@ -124,19 +125,28 @@ func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, erro
 		if pol == nil || policy != lastPolicy {
 			pol, lastPolicy = policy.arg(), policy
 		}
-		id := it.Message.ID
-		if id == "" {
-			id = ids.next(len(items) - i)
-		}
-		results[i].ID = id
-		env := codec.MarshalEnvelope(&codec.Envelope{
+		env := codec.Envelope{
 			Payload: it.Message.Payload, Headers: it.Message.Headers,
 			Attempt: 1, Created: created,
-		})
+		}
+		var id string
+		var val []byte
+		if it.Message.ID == "" {
+			// A generated id: the script stores the packed member as is
+			// (see internal/scripts/ids.lua); the result's id is its due
+			// time's part followed by the random part kept here.
+			val = make([]byte, 0, 1+16+codec.EnvelopeSize(&env))
+			val = codec.AppendEnvelope(ids.appendPacked(val, len(items)-i), &env)
+			results[i].ID = string(val[1:17])
+		} else {
+			id = it.Message.ID
+			results[i].ID = id
+			val = codec.MarshalEnvelope(&env)
+		}
 		if len(args) == 0 {
 			args = append(args, q.lane.Wake)
 		}
-		args = append(args, id, env, when, pol)
+		args = append(args, id, val, when, pol)
 		if len(args) == 1+4*q.cfg.batchSize {
 			calls = append(calls, q.call(args))
 			args = make([]any, 0, cap(args))
@@ -149,33 +159,57 @@ func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, erro
 		return results, nil
 	}
 	cmds, err := scripts.RunPipelined(ctx, q.rdb, scripts.Schedule, calls)
+	if err == nil {
+		err = q.fillResults(items, results, cmds)
+	}
+	for i := range results {
+		if items[i].Message.ID == "" && results[i].Outcome == Unknown {
+			results[i].ID = ""
+		}
+	}
 	if err != nil {
 		return results, fmt.Errorf("schedule %s: %w", q.name, err)
 	}
+	return results, nil
+}
+
+// fillResults fills in results from the replies of the schedule script, one
+// per chunk. It returns the first chunk's error, if any.
+func (q *Queue) fillResults(items []Item, results []Result, cmds []*redis.Cmd) error {
 	var firstErr error
+	var lastDue int64 = -1
+	var lastTime string // a batch usually shares its due times
 	for c, cmd := range cmds {
 		base := c * q.cfg.batchSize
+		want := min(q.cfg.batchSize, len(items)-base)
 		reply, err := cmd.Result()
 		var codes []int64
 		if err == nil {
 			codes, err = scripts.Ints(reply)
 		}
-		if err == nil && len(codes) != 2*min(q.cfg.batchSize, len(items)-base) {
-			err = fmt.Errorf("script reply has %d items for %d messages", len(codes), min(q.cfg.batchSize, len(items)-base))
+		if err == nil && len(codes) != 2*want {
+			err = fmt.Errorf("script reply has %d items for %d messages", len(codes), want)
 		}
 		if err != nil {
 			if firstErr == nil {
-				firstErr = fmt.Errorf("schedule %s chunk %d (items %d..): %w", q.name, c, base, err)
+				firstErr = fmt.Errorf("chunk %d (items %d..): %w", c, base, err)
 			}
 			continue
 		}
 		for j := 0; j < len(codes); j += 2 {
-			r := &results[base+j/2]
+			i := base + j/2
+			r := &results[i]
 			r.Outcome = Outcome(codes[j])
 			r.Due = time.UnixMilli(codes[j+1])
+			if items[i].Message.ID == "" {
+				if codes[j+1] != lastDue {
+					lastDue, lastTime = codes[j+1], idTime(codes[j+1])
+				}
+				r.ID = lastTime + r.ID
+			}
 		}
 	}
-	return results, firstErr
+	return firstErr
 }
 
 func (q *Queue) call(args []any) scripts.Call {
@@ -209,7 +243,7 @@ func (q *Queue) Reschedule(ctx context.Context, id string, when When) (time.Time
 	if err != nil {
 		return time.Time{}, fmt.Errorf("reschedule %s: %w", id, err)
 	}
-	due, err := scripts.Reschedule.Run(ctx, q.rdb, []string{q.lane.Delayed}, id, w, q.lane.Wake).Int64()
+	due, err := scripts.Reschedule.Run(ctx, q.rdb, []string{q.lane.Delayed, q.lane.Envelopes}, id, w, q.lane.Wake).Int64()
 	if err != nil {
 		return time.Time{}, fmt.Errorf("reschedule %s: %w", id, err)
 	}

@@ -2,6 +2,7 @@ package mover
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -295,19 +296,27 @@ func TestRunOnceQuarantine(t *testing.T) {
 	// A foreign value: written by something else.
 	require.NoError(t, rdb.ZAdd(ctx, lane.Delayed, redis.Z{Member: "foreign", Score: float64(due.UnixMilli() + 2)}).Err())
 	require.NoError(t, rdb.HSet(ctx, lane.Envelopes, "foreign", "\x00\x01garbage").Err())
+	// A generated id: a packed member, promoted like the plain one.
+	gen, err := q.Schedule(ctx, delay.Message{Payload: []byte("gen")}, delay.At(due.Add(3*time.Millisecond)))
+	require.NoError(t, err)
+	// A packed member whose envelope is foreign, and a member of a kind
+	// this version does not know.
+	require.NoError(t, rdb.ZAdd(ctx, lane.Delayed,
+		redis.Z{Member: "\x01ABCDEFGHJKMNPQRS\x00\x01garbage", Score: float64(due.UnixMilli() + 4)},
+		redis.Z{Member: "\x02future", Score: float64(due.UnixMilli() + 5)}).Err())
 
 	hook := &promoteHook{}
 	m, err := New(rdb, "q", WithPrefix(prefix), WithHooks(hook.hooks()))
 	require.NoError(t, err)
 	r, err := m.lanes[0].runOnce(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, 1, r.moved)
-	assert.Equal(t, 2, r.quarantined)
+	assert.Equal(t, 2, r.moved)
+	assert.Equal(t, 4, r.quarantined)
 	assert.Equal(t, int64(-1), r.next)
 
 	qs, err := stream.ReadQuarantine(ctx, rdb, lane.Quarantine, "", 10)
 	require.NoError(t, err)
-	require.Len(t, qs, 2)
+	require.Len(t, qs, 4)
 	assert.Equal(t, "orphan", qs[0].MessageID)
 	assert.Equal(t, "missing envelope", qs[0].Reason)
 	assert.Nil(t, qs[0].Raw)
@@ -316,20 +325,32 @@ func TestRunOnceQuarantine(t *testing.T) {
 	assert.Equal(t, "unknown envelope format", qs[1].Reason)
 	assert.Equal(t, []byte("\x00\x01garbage"), qs[1].Raw)
 	assert.True(t, due.Add(2*time.Millisecond).Equal(qs[1].Due))
+	assert.Equal(t, "unknown envelope format", qs[2].Reason)
+	assert.Equal(t, "ABCDEFGHJKMNPQRS", qs[2].MessageID[10:], "the id's random part")
+	assert.Len(t, qs[2].MessageID, 26)
+	assert.Equal(t, []byte("\x00\x01garbage"), qs[2].Raw)
+	assert.Equal(t, "unknown member format", qs[3].Reason)
+	assert.Equal(t, []byte("\x02future"), qs[3].Raw, "the whole member is kept")
+	assert.True(t, due.Add(5*time.Millisecond).Equal(qs[3].Due))
 
 	msgs, err := rdb.XRange(ctx, lane.Stream, "-", "+").Result()
 	require.NoError(t, err)
-	require.Len(t, msgs, 1)
+	require.Len(t, msgs, 2)
 	assert.Equal(t, "good", msgs[0].Values[stream.FieldID])
+	assert.Equal(t, gen.ID, msgs[1].Values[stream.FieldID])
+	entry, err := stream.Decode(lane.Stream, msgs[1].ID, msgs[1].Values)
+	require.NoError(t, err)
+	assert.Equal(t, []byte("gen"), entry.Envelope.Payload)
+	assert.True(t, gen.Due.Equal(entry.Envelope.Due), "due %v, want %v", entry.Envelope.Due, gen.Due)
 
 	n, err := rdb.Exists(ctx, lane.Delayed, lane.Envelopes).Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing left in the delayed set or the envelopes")
 
-	assert.Equal(t, Counters{Promoted: 1, Quarantined: 2, Batches: 1}, m.Counters())
+	assert.Equal(t, Counters{Promoted: 2, Quarantined: 4, Batches: 1}, m.Counters())
 	calls := hook.get()
 	require.Len(t, calls, 1)
-	assert.Equal(t, promoteCall{lane: lane.Stream, moved: 1, quarantined: 2, took: calls[0].took}, calls[0])
+	assert.Equal(t, promoteCall{lane: lane.Stream, moved: 2, quarantined: 4, took: calls[0].took}, calls[0])
 }
 
 func TestRunOnceErrorIsCounted(t *testing.T) {
@@ -348,4 +369,51 @@ func TestRunOnceErrorIsCounted(t *testing.T) {
 	assert.Contains(t, err.Error(), "promote "+keys.Main().Delayed+": ")
 	assert.True(t, redis.HasErrorPrefix(err, "WRONGTYPE") || redis.HasErrorPrefix(err, "ERR"), "cause kept: %v", err)
 	assert.Equal(t, Counters{Errors: 1}, m.Counters())
+}
+
+// The promote script rebuilds a generated id from its packed member and due
+// time; the ids in the stream are the ones Schedule returned, across due
+// times that differ in every character of the id's time part.
+func TestPromoteRebuildsGeneratedIDs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	q, err := delay.New(rdb, "q", delay.WithPrefix(prefix))
+	require.NoError(t, err)
+	base := time.Now().Add(-10 * time.Hour).Truncate(time.Millisecond) // all due
+	var items []delay.Item
+	for i := range 300 {
+		items = append(items, delay.Item{
+			Message: delay.Message{Payload: fmt.Appendf(nil, "%d", i)},
+			When:    delay.At(base.Add(time.Duration(i*i*i) * time.Millisecond)), // up to 27e6 ms apart
+		})
+	}
+	items = append(items, delay.Item{Message: delay.Message{Payload: []byte("epoch")}, When: delay.At(time.UnixMilli(1))})
+	res, err := q.ScheduleBatch(ctx, items)
+	require.NoError(t, err)
+	want := map[string]string{}
+	for i, r := range res {
+		want[r.ID] = string(items[i].Message.Payload)
+	}
+	require.Len(t, want, len(items))
+
+	m, err := New(rdb, "q", WithPrefix(prefix), WithBatchSize(64))
+	require.NoError(t, err)
+	for {
+		r, err := m.lanes[0].runOnce(ctx)
+		require.NoError(t, err)
+		if r.moved == 0 {
+			break
+		}
+	}
+	msgs, err := rdb.XRange(ctx, q.Keys().Main().Stream, "-", "+").Result()
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, msg := range msgs {
+		e, err := stream.Decode(q.Keys().Main().Stream, msg.ID, msg.Values)
+		require.NoError(t, err)
+		got[e.Envelope.ID] = string(e.Envelope.Payload)
+	}
+	assert.Equal(t, want, got)
 }

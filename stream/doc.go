@@ -7,8 +7,8 @@
 // Every key of one queue shard carries the same hash tag, so each Lua script
 // touches keys of a single Cluster slot:
 //
-//	<prefix>:1:{<queue>}:z            ZSET    message id -> due time (ms, Redis clock)
-//	<prefix>:1:{<queue>}:m            HASH    message id -> encoded envelope
+//	<prefix>:1:{<queue>}:z            ZSET    waiting messages, scored by due time (ms, Redis clock)
+//	<prefix>:1:{<queue>}:m            HASH    message id -> encoded envelope (plain members only)
 //	<prefix>:1:{<queue>}:s            STREAM  due messages; every group reads it
 //	<prefix>:1:{<queue>}:x            STREAM  quarantine: entries the mover could not deliver
 //	<prefix>:1:{<queue>}:l            STRING  mover lease (which mover promotes this shard)
@@ -21,6 +21,25 @@
 // into n shards uses the hash tag {<queue>:<i>} for shard i (0 <= i < n); a
 // message's shard is chosen by [ShardOf] from its id, so cancel and
 // reschedule find it again. One shard (the default) uses {<queue>}.
+//
+// # Delayed-set members
+//
+// A delayed set holds two kinds of member, told apart by the first byte:
+//
+//   - plain: the message id, with the envelope in the envelopes hash under
+//     the same id. Messages scheduled with a caller-chosen id, rescheduled
+//     messages and retry-lane entries are plain. Ids never start with a
+//     control character.
+//   - packed: the byte 0x01, the 16-character random part of a generated id,
+//     then the envelope, all in the member; no hash entry. A generated id has
+//     the ULID layout (26 characters of Crockford base32) with the message's
+//     due time as its time part, so the score and the member together give
+//     the id back, and a lookup by id is a binary search among the members of
+//     one score. Packed members take about 70 % of a plain member's memory
+//     (256 against 362 bytes per waiting message with a 128-byte payload).
+//
+// A member of any other kind (first byte below 0x20) is quarantined by the
+// mover with the reason "unknown member format".
 //
 // # Entry format
 //

@@ -176,12 +176,32 @@ func TestShardOf(t *testing.T) {
 		{"user-42", 1, 0},
 		{"user-42", 0, 0},
 		{"user-42", -3, 0},
+		// Generated-id layout: only the random part counts.
+		{"01M80NE4RXRC8JEFXHRF88SGQA", 16, stream.ShardOf("RC8JEFXHRF88SGQA", 16)},
+		{"7ZZZZZZZZZRC8JEFXHRF88SGQA", 16, stream.ShardOf("RC8JEFXHRF88SGQA", 16)},
+		{"0000000000ABCDEFGHJKMNPQRS", 7, stream.ShardOf("ABCDEFGHJKMNPQRS", 7)},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s/%d", tt.id, tt.n), func(t *testing.T) {
 			t.Parallel()
 			assert.Equal(t, tt.want, stream.ShardOf(tt.id, tt.n))
 		})
+	}
+}
+
+func TestGeneratedLayout(t *testing.T) {
+	t.Parallel()
+	for id, want := range map[string]bool{
+		"01M80NE4RXRC8JEFXHRF88SGQA":  true,
+		"7ZZZZZZZZZZZZZZZZZZZZZZZZZ":  true,
+		"8ZZZZZZZZZZZZZZZZZZZZZZZZZ":  false, // more than 48 bits of time
+		"01M80NE4RXRC8JEFXHRF88SGQ":   false, // 25 characters
+		"01M80NE4RXRC8JEFXHRF88SGQAA": false,
+		"01m80ne4rxrc8jefxhrf88sgqa":  false, // lower case
+		"01M80NE4RXRC8JEFXHRF88SGQI":  false, // I is not in the alphabet
+		"order:5001":                  false,
+	} {
+		assert.Equal(t, want, stream.GeneratedLayout(id), id)
 	}
 }
 

@@ -3,10 +3,16 @@
 -- so a message is either cancelled or delivered, never both, never neither.
 --
 -- KEYS[1]  ZSET  delayed set
--- KEYS[2]  HASH  envelopes
+-- KEYS[2]  HASH  envelopes of plain members
 -- ARGV[1]  message id
 --
 -- Returns 1 if the message was waiting and is now removed, else 0.
-local n = redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[2], ARGV[1])
-return n
+local m, _, packed = locate(KEYS[1], ARGV[1])
+if not packed then
+  -- A plain member, or an orphaned envelope without one: remove both.
+  redis.call('HDEL', KEYS[2], ARGV[1])
+end
+if not m then
+  return 0
+end
+return redis.call('ZREM', KEYS[1], m)

@@ -2,8 +2,8 @@
 -- scheduled -> in stream, or scheduled -> quarantined). Bounded: at most
 -- ARGV[1] messages per call; the caller loops while a batch is full.
 --
--- KEYS[1]  ZSET    delayed set (message id -> due ms)
--- KEYS[2]  HASH    envelopes (message id -> encoded envelope)
+-- KEYS[1]  ZSET    delayed set (member -> due ms; member kinds: see ids.lua)
+-- KEYS[2]  HASH    envelopes of plain members (message id -> encoded envelope)
 -- KEYS[3]  STREAM  the lane's stream
 -- KEYS[4]  STREAM  the lane's quarantine
 -- KEYS[5]  STRING  the lane's mover lease
@@ -14,7 +14,8 @@
 --
 -- Returns {moved, quarantined, next, now_us, lease_ttl_ms}
 --          moved        entries appended to the stream
---          quarantined  entries appended to the quarantine (missing or foreign envelope)
+--          quarantined  entries appended to the quarantine (missing or foreign
+--                       envelope, unknown member kind)
 --          next         due ms of the earliest remaining message, -1 if none
 --          now_us       Redis TIME in microseconds
 --          lease_ttl_ms -1 when the caller holds (or needs no) lease; -2 when
@@ -44,16 +45,41 @@ end
 local moved, bad = 0, 0
 local n = #due / 2
 if n > 0 then
-  local ids = {}
+  -- One HMGET for the plain members of the batch: their envelopes, false
+  -- where missing. Packed members carry theirs (see ids.lua).
+  local plain, np = {}, 0
   for k = 1, n do
-    ids[k] = due[2 * k - 1]
+    if string.byte(due[2 * k - 1]) ~= 1 then
+      np = np + 1
+      plain[np] = due[2 * k - 1]
+    end
   end
-  -- One HMGET for the batch: the envelopes, false where missing.
-  local envs = redis.call('HMGET', KEYS[2], unpack(ids))
+  local envs = {}
+  if np > 0 then
+    envs = redis.call('HMGET', KEYS[2], unpack(plain))
+  end
   local hdr = ARGV[4]
+  local j = 0
+  local lastScore, lastTime = nil, nil -- a burst shares its due time
   for k = 1, n do
-    local id, score, env = ids[k], due[2 * k], envs[k]
-    if not env then
+    local m, score = due[2 * k - 1], due[2 * k]
+    local kind = string.byte(m)
+    local id, env, reason
+    if kind == 1 then
+      if score ~= lastScore then
+        lastScore, lastTime = score, idtime(tonumber(score))
+      end
+      id, env = lastTime .. string.sub(m, 2, 17), string.sub(m, 18)
+    elseif kind < 32 then
+      id, env, reason = '', m, 'unknown member format'
+    else
+      j = j + 1
+      id, env = m, envs[j]
+    end
+    if reason then
+      redis.call('XADD', KEYS[4], '*', 'i', id, 'd', score, 'r', reason, 'e', env)
+      bad = bad + 1
+    elseif not env then
       redis.call('XADD', KEYS[4], '*', 'i', id, 'd', score, 'r', 'missing envelope')
       bad = bad + 1
     elseif string.sub(env, 1, 2) ~= hdr then
@@ -66,7 +92,9 @@ if n > 0 then
   end
   -- The batch is the set's first n members by rank (the script is atomic).
   redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
-  redis.call('HDEL', KEYS[2], unpack(ids))
+  if np > 0 then
+    redis.call('HDEL', KEYS[2], unpack(plain))
+  end
 end
 local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local nextDue = -1

@@ -1,12 +1,17 @@
--- reschedule.lua: change the due time of a waiting message.
+-- reschedule.lua: change the due time of a waiting message. A packed member
+-- (generated id, see ids.lua) becomes a plain one, since its id no longer
+-- tells its due time.
 --
 -- KEYS[1]  ZSET  delayed set
+-- KEYS[2]  HASH  envelopes of plain members
 -- ARGV[1]  message id
 -- ARGV[2]  when: "r<ms>" after Redis TIME, "a<ms>" absolute Unix ms
 -- ARGV[3]  wake channel, published the new due time when it becomes the head ("" = never)
 --
 -- Returns the new due ms, or -1 if the message is not waiting.
-if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+local id = ARGV[1]
+local m, _, packed = locate(KEYS[1], id)
+if not m then
   return -1
 end
 local due = tonumber(string.sub(ARGV[2], 2))
@@ -14,11 +19,16 @@ if string.sub(ARGV[2], 1, 1) == 'r' then
   local t = redis.call('TIME') -- now rounded up to the ms: the delay is never cut short
   due = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000) + due
 end
-redis.call('ZADD', KEYS[1], due, ARGV[1])
+local score = string.format('%d', due)
+if packed then
+  redis.call('ZREM', KEYS[1], m)
+  redis.call('HSET', KEYS[2], id, string.sub(m, 18))
+end
+redis.call('ZADD', KEYS[1], score, id)
 if ARGV[3] ~= '' then
   local head = redis.call('ZRANGE', KEYS[1], 0, 0)
-  if head[1] == ARGV[1] then
-    redis.call('PUBLISH', ARGV[3], due)
+  if head[1] == id then
+    redis.call('PUBLISH', ARGV[3], score)
   end
 end
 return due

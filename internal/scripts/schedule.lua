@@ -1,21 +1,28 @@
 -- schedule.lua: add messages to a lane's delayed set (one transition: -> scheduled).
 --
--- KEYS[1]  ZSET  delayed set (message id -> due ms)
--- KEYS[2]  HASH  envelopes (message id -> encoded envelope)
+-- KEYS[1]  ZSET  delayed set (member -> due ms; member kinds: see ids.lua)
+-- KEYS[2]  HASH  envelopes of plain members (message id -> encoded envelope)
 -- ARGV[1]  wake channel: PUBLISHed the earliest new due time when it is
 --          earlier than the current head ("" = never publish)
 -- ARGV[2..] groups of four per message:
 --          id, envelope, when, policy
+--          id:     the caller's id; "" for a generated id, whose packed member
+--                  ("\1" .. random part .. envelope) is then the envelope
+--                  argument and whose id is idtime(due) .. random part
 --          when:   "r<ms>" due <ms> after Redis TIME, "a<ms>" due at absolute Unix ms
 --          policy: "k" keep existing, "r" replace existing, "e" refuse if existing
+--                  (ignored for generated ids: they are new)
 --
 -- Returns a flat array, two items per message, in order:
 --          status (1 created, 2 replaced, 3 kept, 4 refused), due ms (the
 --          stored due time: the existing one for kept and refused)
 --
 -- Commands, for any number of messages: TIME, ZRANGE, ZMSCORE (ZSCORE for a
--- single message), one HEXISTS per id already waiting, ZADD, HSET, maybe
--- PUBLISH (ZMSCORE, ZADD and HSET once per slice of 2000 values).
+-- single caller-chosen id, none for generated ids), one HEXISTS per id
+-- already waiting, a lookup per caller-chosen id that has the layout of a
+-- generated one and is not waiting as a plain member, ZADD, HSET (only for
+-- caller-chosen ids), maybe PUBLISH (ZMSCORE, ZADD and HSET once per slice of
+-- 2000 values).
 local t = redis.call('TIME')
 -- "now" rounded up to the next ms, so "r<ms>" is never due sooner than <ms>
 -- after this script ran.
@@ -28,18 +35,25 @@ local headDue = head[2] and tonumber(head[2]) or nil
 local SLICE = 2000
 
 local n = (#ARGV - 1) / 4
-local ids = {}
+-- The caller-chosen ids (generated ones are new: nothing to look up).
+local ids, at, np = {}, {}, 0
 for k = 1, n do
-  ids[k] = ARGV[4 * k - 2]
+  local id = ARGV[4 * k - 2]
+  if id ~= '' then
+    np = np + 1
+    ids[np] = id
+    at[np] = k
+  end
 end
 
--- The stored due time of every id (false: not waiting), with one ZMSCORE
--- per slice. ZMSCORE needs Redis 6.2: on a server without it, one ZSCORE
--- per id. A single message (every Schedule) takes ZSCORE directly, which
--- saves the protected call (redis-benchmark: about 1.3 of 15-17 µs).
+-- The stored due time of every caller-chosen id as a plain member (false:
+-- not waiting as one), with one ZMSCORE per slice. ZMSCORE needs Redis 6.2:
+-- on a server without it, one ZSCORE per id. A single id takes ZSCORE
+-- directly, which saves the protected call (redis-benchmark: about 1.3 of
+-- 15-17 µs).
 local stored = {}
-for i = 1, n, SLICE do
-  local j = math.min(i + SLICE - 1, n)
+for i = 1, np, SLICE do
+  local j = math.min(i + SLICE - 1, np)
   local r
   if j == i then
     r = {redis.call('ZSCORE', KEYS[1], ids[i])}
@@ -48,11 +62,11 @@ for i = 1, n, SLICE do
   end
   if r.err then
     for k = i, j do
-      stored[k] = redis.call('ZSCORE', KEYS[1], ids[k])
+      stored[at[k]] = redis.call('ZSCORE', KEYS[1], ids[k])
     end
   else
     for k = i, j do
-      stored[k] = r[k - i + 1]
+      stored[at[k]] = r[k - i + 1]
     end
   end
 end
@@ -62,10 +76,11 @@ end
 -- number is not formatted again for every member.
 local dues, scores = {}, {}
 local written = {} -- id -> due of a message written earlier in this call
-local out, zargs, hargs, nw = {}, {}, {}, 0
+local out, zargs, hargs, nz, nh = {}, {}, {}, 0, 0
+local zrem, nr = {}, 0 -- packed members replaced by a caller-chosen id
 local earliest = nil
 for k = 1, n do
-  local id, when = ids[k], ARGV[4 * k]
+  local id, when = ARGV[4 * k - 2], ARGV[4 * k]
   local due = dues[when]
   if due == nil then
     due = tonumber(string.sub(when, 2))
@@ -75,52 +90,73 @@ for k = 1, n do
     dues[when] = due
     scores[when] = string.format('%d', due)
   end
-  local cur = written[id]
-  if cur == nil then
-    cur = stored[k]
-    -- An id whose envelope is gone is an orphan: overwrite it rather than
-    -- keep nothing (the new message would be lost, the orphan quarantined).
-    if cur and redis.call('HEXISTS', KEYS[2], id) == 0 then
-      cur = false
-    end
-  end
   local status = 1
-  if cur then
-    local policy = string.byte(ARGV[4 * k + 1])
-    if policy == 114 then -- "r"
-      status = 2
-    elseif policy == 107 then -- "k"
-      status = 3
+  if id == '' then
+    zargs[nz + 1] = scores[when]
+    zargs[nz + 2] = ARGV[4 * k - 1]
+    nz = nz + 2
+  else
+    local cur, packed = written[id], nil
+    if cur == nil then
+      cur = stored[k]
+      -- An id whose envelope is gone is an orphan: overwrite it rather than
+      -- keep nothing (the new message would be lost, the orphan quarantined).
+      if cur and redis.call('HEXISTS', KEYS[2], id) == 0 then
+        cur = false
+      end
+      if not cur then
+        local gdue, rnd = genparts(id)
+        if gdue then
+          packed = findpacked(KEYS[1], gdue, rnd)
+          if packed then
+            cur = gdue
+          end
+        end
+      end
+    end
+    if cur then
+      local policy = string.byte(ARGV[4 * k + 1])
+      if policy == 114 then -- "r"
+        status = 2
+      elseif policy == 107 then -- "k"
+        status = 3
+      else
+        status = 4
+      end
+    end
+    if status <= 2 then
+      if packed then
+        nr = nr + 1
+        zrem[nr] = packed
+      end
+      zargs[nz + 1] = scores[when]
+      zargs[nz + 2] = id
+      nz = nz + 2
+      hargs[nh + 1] = id
+      hargs[nh + 2] = ARGV[4 * k - 1]
+      nh = nh + 2
+      written[id] = due
     else
-      status = 4
+      due = tonumber(cur)
     end
   end
-  if status <= 2 then
-    zargs[nw + 1] = scores[when]
-    zargs[nw + 2] = id
-    hargs[nw + 1] = id
-    hargs[nw + 2] = ARGV[4 * k - 1]
-    nw = nw + 2
-    written[id] = due
-    if earliest == nil or due < earliest then
-      earliest = due
-    end
-  else
-    due = tonumber(cur)
+  if status <= 2 and (earliest == nil or due < earliest) then
+    earliest = due
   end
   out[2 * k - 1] = status
   out[2 * k] = due
 end
-local function send(cmd, key, args)
-  for i = 1, nw, SLICE do
-    redis.call(cmd, key, unpack(args, i, math.min(i + SLICE - 1, nw)))
+local function send(cmd, key, args, count)
+  for i = 1, count, SLICE do
+    redis.call(cmd, key, unpack(args, i, math.min(i + SLICE - 1, count)))
   end
 end
 -- Later duplicates in zargs/hargs overwrite earlier ones, in order, as
 -- separate calls would have.
-send('ZADD', KEYS[1], zargs)
-send('HSET', KEYS[2], hargs)
+send('ZREM', KEYS[1], zrem, nr)
+send('ZADD', KEYS[1], zargs, nz)
+send('HSET', KEYS[2], hargs, nh)
 if ARGV[1] ~= '' and earliest and (headDue == nil or earliest < headDue) then
-  redis.call('PUBLISH', ARGV[1], earliest)
+  redis.call('PUBLISH', ARGV[1], string.format('%d', earliest))
 end
 return out

@@ -12,6 +12,8 @@ import (
 )
 
 var (
+	//go:embed ids.lua
+	idsSrc string
 	//go:embed schedule.lua
 	scheduleSrc string
 	//go:embed promote.lua
@@ -40,15 +42,17 @@ var (
 	delConsumerSrc string
 )
 
-// The scripts. Run them with Script.Run (EVALSHA with EVAL fallback); inside a
+// The scripts. Those that read or write a delayed set by message id start
+// with ids.lua, which defines the two kinds of delayed-set member (plain and
+// packed) and the functions that find a message by id. Run them with Script.Run (EVALSHA with EVAL fallback); inside a
 // pipeline use [RunPipelined], which loads them first.
 var (
-	Schedule   = redis.NewScript(scheduleSrc)
-	Promote    = redis.NewScript(promoteSrc)
+	Schedule   = redis.NewScript(idsSrc + scheduleSrc)
+	Promote    = redis.NewScript(idsSrc + promoteSrc)
 	Release    = redis.NewScript(releaseSrc)
-	Cancel     = redis.NewScript(cancelSrc)
-	Reschedule = redis.NewScript(rescheduleSrc)
-	Get        = redis.NewScript(getSrc)
+	Cancel     = redis.NewScript(idsSrc + cancelSrc)
+	Reschedule = redis.NewScript(idsSrc + rescheduleSrc)
+	Get        = redis.NewScript(idsSrc + getSrc)
 	Stats      = redis.NewScript(statsSrc)
 
 	Retry       = redis.NewScript(retrySrc)
