@@ -128,7 +128,7 @@ func (o Outcome) String() string {
 
 // Result reports what happened to one scheduled message.
 type Result struct {
-	ID      string    // the message id (generated if the message had none; empty if then Unknown)
+	ID      string    // the message id: generated if the message had none (then empty while Outcome is Unknown)
 	Due     time.Time // the due time now stored (the existing one for Kept and Rejected)
 	Outcome Outcome   // what scheduling did: Created, Replaced, Kept or Rejected
 }
