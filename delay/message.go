@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/delaystream/delaystream/stream"
 )
 
 // Errors returned by Queue methods. Test with errors.Is.
@@ -297,18 +299,8 @@ func (g *idGen) appendPacked(b []byte, more int) []byte {
 	copy(raw[6:], g.rnd[:10])
 	g.rnd = g.rnd[10:]
 	out := ulidChars(raw)
-	b = append(b, packedMember)
+	b = append(b, stream.PackedKind)
 	return append(b, out[10:]...)
-}
-
-// packedMember is the first byte of a packed delayed-set member (see
-// internal/scripts/ids.lua): a message with a generated id, whose envelope
-// follows the id's random part in the member itself.
-const packedMember = 1
-
-// idTime returns the 10-character time part of the generated ids due at ms.
-func idTime(ms int64) string {
-	return ulid(ms, make([]byte, 10))[:10]
 }
 
 func encodeULID(b [16]byte) string {

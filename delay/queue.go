@@ -177,8 +177,6 @@ func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, erro
 // per chunk. It returns the first chunk's error, if any.
 func (q *Queue) fillResults(items []Item, results []Result, cmds []*redis.Cmd) error {
 	var firstErr error
-	var lastDue int64 = -1
-	var lastTime string // a batch usually shares its due times
 	for c, cmd := range cmds {
 		base := c * q.cfg.batchSize
 		want := min(q.cfg.batchSize, len(items)-base)
@@ -202,10 +200,7 @@ func (q *Queue) fillResults(items []Item, results []Result, cmds []*redis.Cmd) e
 			r.Outcome = Outcome(codes[j])
 			r.Due = time.UnixMilli(codes[j+1])
 			if items[i].Message.ID == "" {
-				if codes[j+1] != lastDue {
-					lastDue, lastTime = codes[j+1], idTime(codes[j+1])
-				}
-				r.ID = lastTime + r.ID
+				r.ID = stream.GeneratedID(codes[j+1], r.ID)
 			}
 		}
 	}

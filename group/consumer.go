@@ -649,8 +649,25 @@ func (r *runState) deadLetterRaw(ctx context.Context, f *flight, cause error) {
 	streamKey, id := f.b.stream, f.x.ID
 	fields := []any{stream.FieldReason, ReasonUndecodable, fieldError, cause.Error(),
 		fieldDeliveries, f.deliveries, fieldSource, streamKey, fieldEntry, id}
+	vals := f.x.Values
+	// A packed entry whose member splits (only its envelope is bad) is
+	// written with id and envelope fields, so the dead letter reads and
+	// redrives like any other; one that does not split keeps its bytes.
+	if p, ok := vals[stream.FieldPacked].(string); ok {
+		d, _ := vals[stream.FieldDue].(string)
+		due, err := strconv.ParseInt(d, 10, 64)
+		var mid, env string
+		if err == nil {
+			mid, env, err = stream.Unpack(due, p)
+		}
+		if err == nil {
+			vals = map[string]any{stream.FieldID: mid, stream.FieldDue: d, stream.FieldEnvelope: env}
+		} else {
+			fields = append(fields, stream.FieldPacked, p)
+		}
+	}
 	for _, k := range []string{stream.FieldID, stream.FieldDue, stream.FieldEnvelope} {
-		if v, ok := f.x.Values[k].(string); ok {
+		if v, ok := vals[k].(string); ok {
 			fields = append(fields, k, v)
 		}
 	}

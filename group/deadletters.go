@@ -112,7 +112,11 @@ func parseDeadLetter(m redis.XMessage) DeadEntry {
 	}
 	dl.Attempt, _ = strconv.Atoi(str(fieldAttempt))
 	dl.Deliveries, _ = strconv.ParseInt(str(fieldDeliveries), 10, 64)
-	if raw, ok := m.Values[stream.FieldEnvelope].(string); ok {
+	raw, ok := m.Values[stream.FieldEnvelope].(string)
+	if !ok { // a packed entry that could not be split: keep its bytes
+		raw, ok = m.Values[stream.FieldPacked].(string)
+	}
+	if ok {
 		dl.Raw = []byte(raw)
 		if e, err := stream.Decode(m.ID, m.ID, m.Values); err == nil {
 			dl.Envelope, dl.Decoded = e.Envelope, true

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/stream"
 )
 
 // What each handler outcome does to the message, for one group.
@@ -159,18 +160,21 @@ func TestHandlerOutcomes(t *testing.T) {
 		garbage := h.addEntry(key, "i", "bad1", "d", "123", "e", "garbage")
 		missing := h.addEntry(key, "x", "y")
 		badDue := h.addEntry(key, "i", "bad3", "d", "soon", "e", "\xd5\x01")
+		// Packed entries: one whose envelope is corrupt, one that does not split.
+		badPacked := h.addEntry(key, "d", "123", "p", "\x01ABCDEFGHJKMNPQRS\xd5\x01\x80")
+		short := h.addEntry(key, "d", "123", "p", "\x01short")
 		r := start(t, c.Run)
 		// Later good messages are still handled.
 		h.startMover()
 		h.schedule([]string{"good1", "good2"}, 0)
-		waitFor(t, 10*time.Second, func() bool { return rec.total() >= 2 && c.Counters().DeadLettered >= 3 })
+		waitFor(t, 10*time.Second, func() bool { return rec.total() >= 2 && c.Counters().DeadLettered >= 5 })
 		r.stop(t)
 
 		assert.Len(t, rec.get("good1"), 1)
 		assert.Len(t, rec.get("good2"), 1)
 		assert.Equal(t, 2, rec.total(), "undecodable entries never reach the handler")
 		dls := deadLetters(t, c.DeadLetters())
-		require.Len(t, dls, 3)
+		require.Len(t, dls, 5)
 		bySource := map[string]group.DeadEntry{}
 		for _, d := range dls {
 			assert.Equal(t, group.ReasonUndecodable, d.Reason)
@@ -186,13 +190,19 @@ func TestHandlerOutcomes(t *testing.T) {
 		assert.Equal(t, "bad1", bySource[garbage].Envelope.ID)
 		assert.Equal(t, []byte("garbage"), bySource[garbage].Raw, "the bytes are kept for inspection")
 		assert.Contains(t, bySource[garbage].LastError, "envelope")
-		assert.Contains(t, bySource[missing].LastError, `field "i" missing`)
+		assert.Contains(t, bySource[missing].LastError, `field "d" missing`)
+		require.Contains(t, bySource, badPacked)
+		assert.Equal(t, stream.GeneratedID(123, "ABCDEFGHJKMNPQRS"), bySource[badPacked].Envelope.ID, "split into id and envelope")
+		assert.Equal(t, []byte("\xd5\x01\x80"), bySource[badPacked].Raw)
+		require.Contains(t, bySource, short)
+		assert.Equal(t, []byte("\x01short"), bySource[short].Raw, "kept as found")
+		assert.Contains(t, bySource[short].LastError, "not a packed member")
 		assert.Contains(t, bySource[badDue].LastError, `"soon"`)
-		assert.EqualValues(t, 3, undecodable.Load(), "OnDeadLettered(nil, ReasonUndecodable)")
+		assert.EqualValues(t, 5, undecodable.Load(), "OnDeadLettered(nil, ReasonUndecodable)")
 		x := c.Counters()
-		assert.EqualValues(t, 5, x.Delivered)
+		assert.EqualValues(t, 7, x.Delivered)
 		assert.EqualValues(t, 2, x.Acked)
-		assert.EqualValues(t, 3, x.DeadLettered)
+		assert.EqualValues(t, 5, x.DeadLettered)
 		assert.Zero(t, h.pending(key, "g"))
 	})
 }

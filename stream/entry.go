@@ -16,6 +16,7 @@ const (
 	FieldID       = "i" // message id
 	FieldDue      = "d" // due time, Unix ms (Redis clock)
 	FieldEnvelope = "e" // encoded envelope
+	FieldPacked   = "p" // instead of "i" and "e": a packed delayed-set member as is (see [Unpack])
 	FieldReason   = "r" // quarantine and dead-letter entries: why
 )
 
@@ -79,10 +80,6 @@ func Decode(key, id string, values map[string]any) (Entry, error) {
 	fail := func(err error) (Entry, error) {
 		return Entry{}, &EntryError{Stream: key, EntryID: id, Err: err}
 	}
-	mid, ok := values[FieldID].(string)
-	if !ok || mid == "" {
-		return fail(fmt.Errorf("%w: field %q missing", ErrMalformed, FieldID))
-	}
 	dueS, ok := values[FieldDue].(string)
 	if !ok {
 		return fail(fmt.Errorf("%w: field %q missing", ErrMalformed, FieldDue))
@@ -91,9 +88,18 @@ func Decode(key, id string, values map[string]any) (Entry, error) {
 	if err != nil {
 		return fail(fmt.Errorf("%w: field %q = %q is not an integer", ErrMalformed, FieldDue, dueS))
 	}
-	raw, ok := values[FieldEnvelope].(string)
-	if !ok {
-		return fail(fmt.Errorf("%w: field %q missing", ErrMalformed, FieldEnvelope))
+	var mid, raw string
+	if packed, ok := values[FieldPacked].(string); ok {
+		if mid, raw, err = Unpack(due, packed); err != nil {
+			return fail(err)
+		}
+	} else {
+		if mid, ok = values[FieldID].(string); !ok || mid == "" {
+			return fail(fmt.Errorf("%w: field %q missing", ErrMalformed, FieldID))
+		}
+		if raw, ok = values[FieldEnvelope].(string); !ok {
+			return fail(fmt.Errorf("%w: field %q missing", ErrMalformed, FieldEnvelope))
+		}
 	}
 	e := Entry{ID: id}
 	// UnmarshalEnvelope only reads its argument and copies what it keeps
@@ -108,6 +114,46 @@ func Decode(key, id string, values map[string]any) (Entry, error) {
 	e.Envelope.ID = mid
 	e.Envelope.Due = time.UnixMilli(due)
 	return e, nil
+}
+
+// PackedKind is the first byte of a packed delayed-set member (see
+// "Delayed-set members" in the package doc).
+const PackedKind = 0x01
+
+// Unpack splits a packed delayed-set member of a message due at due (Unix
+// ms) into the message's generated id and its encoded envelope. The promote
+// script appends packed members to the stream as they are (field
+// [FieldPacked]), which saves building both strings in Lua. It returns an
+// error wrapping [ErrMalformed] if packed is not a packed member.
+func Unpack(due int64, packed string) (id, envelope string, err error) {
+	if len(packed) < 17 || packed[0] != PackedKind {
+		return "", "", fmt.Errorf("%w: field %q is not a packed member", ErrMalformed, FieldPacked)
+	}
+	if due < 0 || due >= 1<<48 {
+		return "", "", fmt.Errorf("%w: due time %d out of the range of generated ids", ErrMalformed, due)
+	}
+	id = GeneratedID(due, packed[1:17])
+	if !GeneratedLayout(id) {
+		return "", "", fmt.Errorf("%w: field %q: random part %q is not base32", ErrMalformed, FieldPacked, packed[1:17])
+	}
+	return id, packed[17:], nil
+}
+
+// crockford is the alphabet of generated ids (Crockford's base32).
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// GeneratedID returns the generated message id due at due (Unix ms) with the
+// 16-character random part random: the due time as 10 characters of
+// Crockford base32, then random. Ids of the same random part sort by due time.
+func GeneratedID(due int64, random string) string {
+	var b [26]byte
+	t := uint64(due)
+	for i := 9; i >= 0; i-- {
+		b[i] = crockford[t&31]
+		t >>= 5
+	}
+	copy(b[10:], random)
+	return string(b[:])
 }
 
 // bytesOf returns the bytes of s without copying them. They must never be

@@ -2,6 +2,7 @@ package stream_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,33 @@ func TestDecodeStripsRetryMember(t *testing.T) {
 	assert.Equal(t, 2, e.Envelope.Attempt)
 }
 
+func TestDecodePacked(t *testing.T) {
+	t.Parallel()
+	env := codec.MarshalEnvelope(&codec.Envelope{Attempt: 3, Payload: []byte("hello")})
+	due := time.Date(2026, 11, 21, 21, 0, 0, 0, time.UTC)
+	e, err := stream.Decode("k", "9-0", map[string]any{
+		"d": fmt.Sprint(due.UnixMilli()),
+		"p": "\x01ABCDEFGHJKMNPQRS" + string(env),
+	})
+	require.NoError(t, err)
+	assert.Equal(t, stream.GeneratedID(due.UnixMilli(), "ABCDEFGHJKMNPQRS"), e.Envelope.ID)
+	assert.Equal(t, "ABCDEFGHJKMNPQRS", e.Envelope.ID[10:])
+	assert.True(t, stream.GeneratedLayout(e.Envelope.ID))
+	assert.True(t, due.Equal(e.Envelope.Due))
+	assert.Equal(t, []byte("hello"), e.Envelope.Payload)
+	assert.Equal(t, 3, e.Envelope.Attempt)
+}
+
+func TestGeneratedID(t *testing.T) {
+	t.Parallel()
+	// The ULID spec's example time part: 1469918176385 ms is "01ARYZ6S41".
+	assert.Equal(t, "01ARYZ6S41ABCDEFGHJKMNPQRS", stream.GeneratedID(1469918176385, "ABCDEFGHJKMNPQRS"))
+	assert.Equal(t, "0000000000ABCDEFGHJKMNPQRS", stream.GeneratedID(0, "ABCDEFGHJKMNPQRS"))
+	assert.Equal(t, "7ZZZZZZZZZABCDEFGHJKMNPQRS", stream.GeneratedID(1<<48-1, "ABCDEFGHJKMNPQRS"))
+	// Ids of one random part sort by due time.
+	assert.Less(t, stream.GeneratedID(1700000000000, "0000000000000000"), stream.GeneratedID(1700000000001, "0000000000000000"))
+}
+
 func TestDecodeErrors(t *testing.T) {
 	t.Parallel()
 	env := string(codec.MarshalEnvelope(&codec.Envelope{Attempt: 1, Payload: []byte("x")}))
@@ -82,7 +110,7 @@ func TestDecodeErrors(t *testing.T) {
 		want   error
 		msg    string
 	}{
-		{"nil values", nil, stream.ErrMalformed, `field "i" missing`},
+		{"nil values", nil, stream.ErrMalformed, `field "d" missing`},
 		{"missing id", map[string]any{"d": "1", "e": env}, stream.ErrMalformed, `field "i" missing`},
 		{"empty id", map[string]any{"i": "", "d": "1", "e": env}, stream.ErrMalformed, `field "i" missing`},
 		{"id of wrong type", map[string]any{"i": 7, "d": "1", "e": env}, stream.ErrMalformed, `field "i" missing`},
@@ -98,6 +126,15 @@ func TestDecodeErrors(t *testing.T) {
 		{"empty envelope", map[string]any{"i": "a", "d": "1", "e": ""}, codec.ErrUnknownFormat, "magic"},
 		{"future envelope version", map[string]any{"i": "a", "d": "1", "e": "\xd5\x09"}, codec.ErrUnknownFormat, "version 9"},
 		{"corrupt envelope", map[string]any{"i": "a", "d": "1", "e": env[:2] + "\x80"}, codec.ErrCorrupt, "corrupt envelope"},
+		// Packed entries: "d" and "p" (0x01, random part, envelope).
+		{"packed: missing due", map[string]any{"p": "\x01ABCDEFGHJKMNPQRS" + env}, stream.ErrMalformed, `field "d" missing`},
+		{"packed: too short", map[string]any{"d": "1", "p": "\x01ABCDEFGHJKMNPQR"}, stream.ErrMalformed, "not a packed member"},
+		{"packed: wrong kind", map[string]any{"d": "1", "p": "\x02ABCDEFGHJKMNPQRS" + env}, stream.ErrMalformed, "not a packed member"},
+		{"packed: random part not base32", map[string]any{"d": "1", "p": "\x01abcdefghjkmnpqrs" + env}, stream.ErrMalformed, "not base32"},
+		{"packed: due out of range", map[string]any{"d": "281474976710656", "p": "\x01ABCDEFGHJKMNPQRS" + env}, stream.ErrMalformed, "out of the range"},
+		{"packed: negative due", map[string]any{"d": "-1", "p": "\x01ABCDEFGHJKMNPQRS" + env}, stream.ErrMalformed, "out of the range"},
+		{"packed: corrupt envelope", map[string]any{"d": "1", "p": "\x01ABCDEFGHJKMNPQRS" + env[:2] + "\x80"}, codec.ErrCorrupt, "corrupt envelope"},
+		{"packed: of wrong type", map[string]any{"d": "1", "p": 7, "e": env}, stream.ErrMalformed, `field "i" missing`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -59,3 +59,35 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodePacked feeds arbitrary "d" and "p" fields to Decode: it must
+// never panic, must fail only with an *EntryError of a known cause, and an
+// entry it accepts has the generated id of its due time and random part.
+func FuzzDecodePacked(f *testing.F) {
+	env := codec.MarshalEnvelope(&codec.Envelope{Attempt: 1, Payload: []byte("x")})
+	f.Add("1700000000000", append([]byte("\x01ABCDEFGHJKMNPQRS"), env...))
+	f.Add("0", []byte("\x01"))
+	f.Add("281474976710655", append([]byte("\x010000000000000000"), env...))
+	f.Add("-5", append([]byte("\x01ZZZZZZZZZZZZZZZZ"), env...))
+	f.Fuzz(func(t *testing.T, due string, packed []byte) {
+		e, err := stream.Decode("s", "1-0", map[string]any{stream.FieldDue: due, stream.FieldPacked: string(packed)})
+		if err != nil {
+			var ee *stream.EntryError
+			if !errors.As(err, &ee) {
+				t.Fatalf("error %v (%T) is not an *EntryError", err, err)
+			}
+			if !errors.Is(err, stream.ErrMalformed) && !errors.Is(err, codec.ErrUnknownFormat) && !errors.Is(err, codec.ErrCorrupt) {
+				t.Fatalf("error %v wraps no known cause", err)
+			}
+			return
+		}
+		ms, perr := strconv.ParseInt(due, 10, 64)
+		if perr != nil || !e.Envelope.Due.Equal(time.UnixMilli(ms)) {
+			t.Fatalf("due %q decoded as %v", due, e.Envelope.Due)
+		}
+		if !stream.GeneratedLayout(e.Envelope.ID) || e.Envelope.ID[10:] != string(packed[1:17]) ||
+			e.Envelope.ID != stream.GeneratedID(ms, string(packed[1:17])) {
+			t.Fatalf("id %q from due %q and member %q", e.Envelope.ID, due, packed)
+		}
+	})
+}

@@ -96,7 +96,7 @@ func GeneratedLayout(id string) bool {
 		return false
 	}
 	for i := range len(id) {
-		if !strings.ContainsRune("0123456789ABCDEFGHJKMNPQRSTVWXYZ", rune(id[i])) {
+		if strings.IndexByte(crockford, id[i]) < 0 {
 			return false
 		}
 	}
