@@ -95,7 +95,16 @@ func (q *Queue) Schedule(ctx context.Context, msg Message, when When) (Result, e
 // time): an [Unknown] result of a message without an id has an empty ID.
 func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, error) {
 	results := make([]Result, len(items))
-	args := make([]any, 0, 1+4*min(len(items), q.cfg.batchSize))
+	// A call in which every message gets a generated id takes the fast
+	// path: nothing to look up, two arguments per message.
+	script, keys, per := scripts.ScheduleGenerated, []string{q.lane.Delayed}, 2
+	for i := range items {
+		if items[i].Message.ID != "" {
+			script, keys, per = scripts.Schedule, []string{q.lane.Delayed, q.lane.Envelopes}, 4
+			break
+		}
+	}
+	args := make([]any, 0, 1+per*min(len(items), q.cfg.batchSize))
 	var calls []scripts.Call
 	created := time.Now()
 	var ids idGen
@@ -146,19 +155,23 @@ func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, erro
 		if len(args) == 0 {
 			args = append(args, q.lane.Wake)
 		}
-		args = append(args, id, val, when, pol)
-		if len(args) == 1+4*q.cfg.batchSize {
-			calls = append(calls, q.call(args))
+		if per == 2 {
+			args = append(args, val, when)
+		} else {
+			args = append(args, id, val, when, pol)
+		}
+		if len(args) == 1+per*q.cfg.batchSize {
+			calls = append(calls, scripts.Call{Keys: keys, Args: args})
 			args = make([]any, 0, cap(args))
 		}
 	}
 	if len(args) > 0 {
-		calls = append(calls, q.call(args))
+		calls = append(calls, scripts.Call{Keys: keys, Args: args})
 	}
 	if len(calls) == 0 {
 		return results, nil
 	}
-	cmds, err := scripts.RunPipelined(ctx, q.rdb, scripts.Schedule, calls)
+	cmds, err := scripts.RunPipelined(ctx, q.rdb, script, calls)
 	if err == nil {
 		err = q.fillResults(items, results, cmds)
 	}
@@ -205,10 +218,6 @@ func (q *Queue) fillResults(items []Item, results []Result, cmds []*redis.Cmd) e
 		}
 	}
 	return firstErr
-}
-
-func (q *Queue) call(args []any) scripts.Call {
-	return scripts.Call{Keys: []string{q.lane.Delayed, q.lane.Envelopes}, Args: args}
 }
 
 // Cancel removes the waiting message id. It reports true if the message was

@@ -296,3 +296,65 @@ func TestScheduleBatchLargeChunk(t *testing.T) {
 		}
 	})
 }
+
+// A call in which every message gets a generated id takes the fast path: no
+// lookups, no envelope hash, ZADD in slices of 2000 values, one PUBLISH
+// when the earliest new due time is before the head.
+func TestScheduleGeneratedFastPath(t *testing.T) {
+	t.Parallel()
+	for name, backend := range map[string]func(t *testing.T) countedBackend{
+		"miniredis": func(t *testing.T) countedBackend { return countedMiniredis(t, false) },
+		"redis":     func(t *testing.T) countedBackend { return countedRedis(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b := backend(t)
+			q, err := delay.New(b.rdb, "q", delay.WithPrefix(redistest.Prefix(t)), delay.WithBatchSize(delay.MaxBatchSize))
+			require.NoError(t, err)
+			lane := q.Keys().Main()
+			base := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+			_, err = q.Schedule(ctx, delay.Message{Payload: []byte("head")}, delay.At(base))
+			require.NoError(t, err)
+
+			items := make([]delay.Item, delay.MaxBatchSize)
+			for i := range items {
+				// Runs of 100 items share a When; the last run is due before the head.
+				w := delay.At(base.Add(time.Duration(1+i/100) * time.Second))
+				if i >= delay.MaxBatchSize-100 {
+					w = delay.At(base.Add(-time.Minute))
+				}
+				items[i] = delay.Item{Message: delay.Message{Payload: []byte(strconv.Itoa(i))}, When: w}
+			}
+			b.reset(t)
+			res, err := q.ScheduleBatch(ctx, items)
+			require.NoError(t, err)
+			calls := b.calls(t)
+			assert.Equal(t, 1, calls["evalsha"]+calls["eval"], "one call: %v", calls)
+			assert.Equal(t, 5, calls["zadd"], "10000 values in slices of 2000: %v", calls)
+			assert.Equal(t, 1, calls["publish"], "calls %v", calls)
+			for _, c := range []string{"zscore", "zmscore", "hset", "hexists", "zcount"} {
+				assert.Zero(t, calls[c], "%s: %v", c, calls)
+			}
+			for i, r := range res {
+				require.Equal(t, delay.Created, r.Outcome, "item %d", i)
+				want := base.Add(time.Duration(1+i/100) * time.Second)
+				if i >= delay.MaxBatchSize-100 {
+					want = base.Add(-time.Minute)
+				}
+				require.True(t, want.Equal(r.Due), "item %d: due %v, want %v", i, r.Due, want)
+			}
+			for _, i := range []int{0, 1999, 2000, 4999} {
+				env, err := q.Get(ctx, res[i].ID)
+				require.NoError(t, err, "item %d", i)
+				assert.Equal(t, strconv.Itoa(i), string(env.Payload))
+			}
+			n, err := q.Len(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, int64(delay.MaxBatchSize+1), n)
+			hlen, err := b.rdb.HLen(ctx, lane.Envelopes).Result()
+			require.NoError(t, err)
+			assert.Zero(t, hlen)
+		})
+	}
+}

@@ -16,6 +16,8 @@ var (
 	idsSrc string
 	//go:embed schedule.lua
 	scheduleSrc string
+	//go:embed schedule_generated.lua
+	scheduleGeneratedSrc string
 	//go:embed promote.lua
 	promoteSrc string
 	//go:embed release.lua
@@ -47,13 +49,16 @@ var (
 // packed) and the functions that find a message by id. Run them with Script.Run (EVALSHA with EVAL fallback); inside a
 // pipeline use [RunPipelined], which loads them first.
 var (
-	Schedule   = redis.NewScript(idsSrc + scheduleSrc)
-	Promote    = redis.NewScript(idsSrc + promoteSrc)
-	Release    = redis.NewScript(releaseSrc)
-	Cancel     = redis.NewScript(idsSrc + cancelSrc)
-	Reschedule = redis.NewScript(idsSrc + rescheduleSrc)
-	Get        = redis.NewScript(idsSrc + getSrc)
-	Stats      = redis.NewScript(statsSrc)
+	Schedule = redis.NewScript(idsSrc + scheduleSrc)
+	// ScheduleGenerated is Schedule's fast path for calls in which every
+	// message has a generated id.
+	ScheduleGenerated = redis.NewScript(scheduleGeneratedSrc)
+	Promote           = redis.NewScript(idsSrc + promoteSrc)
+	Release           = redis.NewScript(releaseSrc)
+	Cancel            = redis.NewScript(idsSrc + cancelSrc)
+	Reschedule        = redis.NewScript(idsSrc + rescheduleSrc)
+	Get               = redis.NewScript(idsSrc + getSrc)
+	Stats             = redis.NewScript(statsSrc)
 
 	Retry       = redis.NewScript(retrySrc)
 	Dead        = redis.NewScript(deadSrc)

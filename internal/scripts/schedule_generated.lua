@@ -1,0 +1,51 @@
+-- schedule_generated.lua: add messages with generated ids to a lane's delayed
+-- set (one transition: -> scheduled). The fast path of schedule.lua for calls
+-- in which no message has a caller-chosen id: a generated id is new, so there
+-- is nothing to look up, and its packed member (see ids.lua) needs no hash
+-- entry. Same reply as schedule.lua.
+--
+-- KEYS[1]  ZSET  delayed set
+-- ARGV[1]  wake channel: PUBLISHed the earliest new due time when it is
+--          earlier than the current head ("" = never publish)
+-- ARGV[2..] pairs per message: packed member, when ("r<ms>" due <ms> after
+--          Redis TIME, "a<ms>" due at absolute Unix ms)
+--
+-- Returns a flat array, two items per message, in order: status (always 1,
+-- created), due ms.
+--
+-- Commands, for any number of messages: TIME, ZRANGE, ZADD (once per slice
+-- of 2000 values), maybe PUBLISH.
+local t = redis.call('TIME')
+-- "now" rounded up to the next ms, so "r<ms>" is never due sooner than <ms>
+-- after this script ran.
+local now = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000)
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+
+local n = (#ARGV - 1) / 2
+local out, zargs = {}, {}
+local lastWhen, due, score, earliest
+for k = 1, n do
+  local when = ARGV[2 * k + 1]
+  if when ~= lastWhen then -- a batch usually shares its whens
+    due = tonumber(string.sub(when, 2))
+    if string.byte(when) == 114 then -- "r": relative to now
+      due = now + due
+    end
+    lastWhen, score = when, string.format('%d', due)
+    if earliest == nil or due < earliest then
+      earliest = due
+    end
+  end
+  zargs[2 * k - 1] = score
+  zargs[2 * k] = ARGV[2 * k]
+  out[2 * k - 1] = 1
+  out[2 * k] = due
+end
+-- unpack is bounded by Lua's C stack (about 8000 values): slices of 2000.
+for i = 1, 2 * n, 2000 do
+  redis.call('ZADD', KEYS[1], unpack(zargs, i, math.min(i + 1999, 2 * n)))
+end
+if ARGV[1] ~= '' and earliest and (head[2] == nil or earliest < tonumber(head[2])) then
+  redis.call('PUBLISH', ARGV[1], string.format('%d', earliest))
+end
+return out
