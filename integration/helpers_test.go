@@ -202,6 +202,24 @@ func lane(t *testing.T, prefix, queue string) stream.Lane {
 	return k.Main()
 }
 
+// waitDrained waits until nothing waits in the lane's delayed set.
+func waitDrained(ctx context.Context, t *testing.T, rdb redis.UniversalClient, l stream.Lane, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		n, err := rdb.ZCard(ctx, l.Delayed).Result()
+		require.NoError(t, err)
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			s, _ := rdb.XLen(ctx, l.Stream).Result()
+			t.Fatalf("timed out after %s: %d messages still wait in %s (%d in the stream)", limit, n, l.Delayed, s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // requireEmptyDelayed checks that nothing waits in the lane any more.
 func requireEmptyDelayed(ctx context.Context, t *testing.T, rdb redis.UniversalClient, l stream.Lane) {
 	t.Helper()
