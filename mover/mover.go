@@ -44,10 +44,13 @@ type Mover struct {
 	failures atomic.Uint64
 }
 
-// Counters are running totals since the Mover was created.
+// Counters are running totals since the Mover was created, counted from the
+// promote script's replies: a call whose reply is lost (the connection dies
+// after Redis ran it) has moved its batch but is not counted, so the totals
+// can fall short of what the streams received, never exceed it.
 type Counters struct {
 	Promoted    uint64 // entries appended to streams
-	Quarantined uint64 // entries set aside (missing or foreign envelope)
+	Quarantined uint64 // entries set aside (missing or foreign envelope, unknown member kind)
 	Batches     uint64 // promote calls that moved or quarantined something
 	Errors      uint64 // promote calls that failed
 }
