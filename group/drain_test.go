@@ -157,10 +157,7 @@ func TestStopHandsBackQueuedEntries(t *testing.T) {
 	h := newHarness(t)
 	const n = 10
 	h.startMover()
-	client := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
-	t.Cleanup(func() { _ = client.Close() })
-	claims := newCommandCounter("xclaim", h.mainStream())
-	client.AddHook(claims)
+	client, claims := clientCountingClaims(t, h)
 
 	started := make(chan string, n)
 	release := make(chan struct{})
@@ -223,10 +220,7 @@ func TestDrainTimeoutHandsBackQueuedEntriesOnce(t *testing.T) {
 	h := newHarness(t)
 	const n = 10
 	h.startMover()
-	client := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
-	t.Cleanup(func() { _ = client.Close() })
-	claims := newCommandCounter("xclaim", h.mainStream())
-	client.AddHook(claims)
+	client, claims := clientCountingClaims(t, h)
 
 	started := make(chan string, n)
 	a := h.consumerOn(client, "g", func(ctx context.Context, m *group.Message) error {
@@ -254,4 +248,15 @@ func TestDrainTimeoutHandsBackQueuedEntriesOnce(t *testing.T) {
 	p, err := h.rdb.XPending(context.Background(), h.mainStream(), "g").Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 5, p.Count, "handed back, still pending until some consumer claims them")
+}
+
+// clientCountingClaims returns a client of its own whose XCLAIM calls on the
+// main stream are counted.
+func clientCountingClaims(t *testing.T, h *harness) (*redis.Client, *cmdCounter) {
+	t.Helper()
+	client := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	t.Cleanup(func() { _ = client.Close() })
+	claims := newCommandCounter("xclaim", h.mainStream())
+	client.AddHook(claims)
+	return client, claims
 }

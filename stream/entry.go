@@ -156,6 +156,21 @@ func GeneratedID(due int64, random string) string {
 	return string(b[:])
 }
 
+// AppendRandomPart appends the 16-character random part of a generated id
+// made from the 80 bits rnd (Crockford base32, most significant first).
+func AppendRandomPart(dst []byte, rnd [10]byte) []byte {
+	hi := uint64(rnd[0])<<8 | uint64(rnd[1]) // the top 16 bits
+	lo := uint64(rnd[2])<<56 | uint64(rnd[3])<<48 | uint64(rnd[4])<<40 | uint64(rnd[5])<<32 |
+		uint64(rnd[6])<<24 | uint64(rnd[7])<<16 | uint64(rnd[8])<<8 | uint64(rnd[9])
+	var out [16]byte
+	for i := 15; i >= 0; i-- {
+		out[i] = crockford[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	return append(dst, out[:]...)
+}
+
 // bytesOf returns the bytes of s without copying them. They must never be
 // written to.
 func bytesOf(s string) []byte {

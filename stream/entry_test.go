@@ -101,6 +101,27 @@ func TestGeneratedID(t *testing.T) {
 	assert.Less(t, stream.GeneratedID(1700000000000, "0000000000000000"), stream.GeneratedID(1700000000001, "0000000000000000"))
 }
 
+func TestAppendRandomPart(t *testing.T) {
+	t.Parallel()
+	for want, rnd := range map[string][10]byte{
+		"0000000000000000": {},
+		"ZZZZZZZZZZZZZZZZ": {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
+		"0000000000000001": {9: 1},
+		"G000000000000000": {0: 0x80},                                                    // the top 5 bits: 10000
+		"0000000000000080": {8: 1},                                                       // bit 8: 8 = 1 << 3, so digit 1 holds 01000
+		"000000000000000Z": {9: 0x1f},                                                    // the low 5 bits
+		"00000000000000Z0": {8: 0x03, 9: 0xe0},                                           // the next 5 bits
+		"0000000000000SQZ": {8: 0x66, 9: 0xff},                                           // 0x66ff = 11001 10111 11111: S Q Z
+		"Z000000000000000": {0: 0xf8},                                                    // 11111 in the top digit
+		"1000000000000000": {0: 0x08},                                                    // 00001 in the top digit
+		"0Z00000000000000": {0: 0x07, 1: 0xc0},                                           // 11111 in the second digit
+		"0G00000000000000": {0: 0x04},                                                    // 10000 in the second digit
+		"FFFFFFFFFFFFFFFF": {0x7b, 0xde, 0xf7, 0xbd, 0xef, 0x7b, 0xde, 0xf7, 0xbd, 0xef}, // 01111 repeated
+	} {
+		assert.Equal(t, "x"+want, string(stream.AppendRandomPart([]byte("x"), rnd)), "%x", rnd)
+	}
+}
+
 func TestDecodeErrors(t *testing.T) {
 	t.Parallel()
 	env := string(codec.MarshalEnvelope(&codec.Envelope{Attempt: 1, Payload: []byte("x")}))

@@ -21,25 +21,17 @@
 local B32 = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
 local B32V = nil -- byte -> digit value, built on first use
 
--- idtime returns the 10-character time part of the generated ids due at ms.
--- The first 8 characters change once every 1024 ms: they are kept from the
--- previous call (a promote batch works through nearby due times).
-local idtimeHi, idtimeHead = -1, ''
+-- idtime returns the 10-character time part of the generated ids due at ms
+-- (only for quarantine entries: the promote script appends packed members
+-- as they are).
 local function idtime(ms)
-  local lo = ms % 1024
-  local hi = (ms - lo) / 1024
-  if hi ~= idtimeHi then
-    local c, h = {}, hi
-    for i = 8, 1, -1 do
-      local d = h % 32
-      c[i] = string.sub(B32, d + 1, d + 1)
-      h = (h - d) / 32
-    end
-    idtimeHi, idtimeHead = hi, table.concat(c)
+  local c = {}
+  for i = 10, 1, -1 do
+    local d = ms % 32
+    c[i] = string.sub(B32, d + 1, d + 1)
+    ms = (ms - d) / 32
   end
-  local b = lo % 32
-  local a = (lo - b) / 32
-  return idtimeHead .. string.sub(B32, a + 1, a + 1) .. string.sub(B32, b + 1, b + 1)
+  return table.concat(c)
 end
 
 -- genparts splits id into its due ms and random part if it has the layout of
