@@ -6,7 +6,7 @@ GO       ?= go
 MODULES  := . ./examples ./integration ./bench
 GOFLAGS_TEST ?= -race -count=1 -timeout 15m
 
-.PHONY: all test test-unit lint vet fmt ensure-redis bench tidy
+.PHONY: all test test-unit lint vet fmt ensure-redis bench tidy property
 
 all: lint test
 
@@ -20,6 +20,10 @@ test: ensure-redis vet
 ## test-unit: the core module only (miniredis and a local redis-server)
 test-unit: ensure-redis
 	$(GO) test $(GOFLAGS_TEST) ./...
+
+## property: the foreign-member property test at length (make test runs 100 rounds per lane kind)
+property: ensure-redis
+	DELAYSTREAM_PROPERTY_ROUNDS=$${ROUNDS:-2000} $(GO) test -count=1 -timeout 30m -run 'TestForeignMembersProperty' ./mover/
 
 ## lint: gofmt and go vet over every module
 lint: vet

@@ -154,6 +154,9 @@ func (d *DeadLetters) Redrive(ctx context.Context, delay time.Duration, entryIDs
 	if len(entryIDs) == 0 {
 		return 0, nil
 	}
+	if err := validEntryIDs(entryIDs); err != nil {
+		return 0, fmt.Errorf("redrive %s: %w", d.group, err)
+	}
 	// Read the entries in one round trip: the new attempt's envelope is
 	// encoded here (Lua cannot), the script re-checks each atomically.
 	pipe := d.rdb.Pipeline()
@@ -264,6 +267,9 @@ func (d *DeadLetters) Purge(ctx context.Context, entryIDs ...string) (int64, err
 	if len(entryIDs) == 0 {
 		return 0, nil
 	}
+	if err := validEntryIDs(entryIDs); err != nil {
+		return 0, fmt.Errorf("purge %s: %w", d.group, err)
+	}
 	n, err := d.rdb.XDel(ctx, d.key, entryIDs...).Result()
 	if err != nil {
 		return 0, fmt.Errorf("purge %s: %w", d.group, err)
@@ -275,6 +281,21 @@ func (d *DeadLetters) Purge(ctx context.Context, entryIDs ...string) (int64, err
 func (d *DeadLetters) PurgeAll(ctx context.Context) error {
 	if err := d.rdb.Del(ctx, d.key).Err(); err != nil {
 		return fmt.Errorf("purge all %s: %w", d.group, err)
+	}
+	return nil
+}
+
+// validEntryIDs checks that every id is a stream entry id, "<ms>-<seq>":
+// anything else would fail the whole call in Redis.
+func validEntryIDs(ids []string) error {
+	for _, id := range ids {
+		ms, seq, ok := strings.Cut(id, "-")
+		if _, err := strconv.ParseUint(ms, 10, 64); err != nil || !ok {
+			return fmt.Errorf("%w: %q is not a stream entry id (<ms>-<seq>)", ErrInvalidOption, id)
+		}
+		if _, err := strconv.ParseUint(seq, 10, 64); err != nil {
+			return fmt.Errorf("%w: %q is not a stream entry id (<ms>-<seq>)", ErrInvalidOption, id)
+		}
 	}
 	return nil
 }

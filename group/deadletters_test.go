@@ -265,3 +265,40 @@ func TestDeadLetterCap(t *testing.T) {
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, []string{kept[len(kept)-1].EntryID}, re.Unrecoverable)
 }
+
+// Dead letters written by someone else (no message id, an id no producer
+// could give, no valid envelope) are not redriven and stay in place; the
+// good one beside them is. Ids that are not stream entry ids are refused
+// at the call, and nothing is written.
+func TestRedriveForeignDeadLetters(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	dl, err := group.NewDeadLetters(h.rdb, h.queue, "g", group.WithPrefix(h.prefix))
+	require.NoError(t, err)
+	key := dl.Key()
+	good := h.addEntry(key, envEntry("good", "p")...)
+	noID := h.addEntry(key, envEntry("", "p")...)
+	ctrlID := h.addEntry(key, envEntry("\x01packed-looking", "p")...)
+	noEnv := h.addEntry(key, stream.FieldID, "no-env", stream.FieldReason, "x")
+	badEnv := h.addEntry(key, stream.FieldID, "bad-env", stream.FieldEnvelope, "\x00garbage")
+
+	n, err := dl.Redrive(ctx, 0, good, noID, ctrlID, noEnv, badEnv)
+	assert.Equal(t, 1, n)
+	var re *group.RedriveError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, []string{noID, ctrlID, noEnv, badEnv}, re.Unrecoverable)
+	assert.Equal(t, int64(4), dlLen(t, dl), "the foreign entries stay")
+	members, err := h.rdb.ZRange(ctx, h.retryDelayed("g"), 0, -1).Result()
+	require.NoError(t, err)
+	assert.Equal(t, []string{stream.RetryMember("good", good)}, members)
+
+	for _, bad := range []string{"x", "1-", "-1", "1-2-3", "1-x"} {
+		_, err := dl.Redrive(ctx, 0, good, bad)
+		require.ErrorIs(t, err, group.ErrInvalidOption, bad)
+		assert.Contains(t, err.Error(), "is not a stream entry id")
+		_, err = dl.Purge(ctx, badEnv, bad)
+		require.ErrorIs(t, err, group.ErrInvalidOption, bad)
+	}
+	assert.Equal(t, int64(4), dlLen(t, dl), "nothing purged by a refused call")
+}

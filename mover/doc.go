@@ -22,11 +22,15 @@
 //     message is appended once however many movers run and whenever they
 //     crash. Delivery to consumers is then at least once per group (see
 //     package group).
-//   - Nothing dropped silently. A due entry whose envelope is missing, or
-//     not in a format this version knows, is moved to the lane's quarantine
-//     stream with a reason ("missing envelope", "unknown envelope format"),
-//     counted ([Counters].Quarantined), reported to [Hooks].OnPromote and
-//     logged; read it with stream.ReadQuarantine.
+//   - Nothing dropped silently, nothing misattributed. Anything may have
+//     been written into a delayed set. A due member whose envelope is
+//     missing or not in a format this version knows, whose score is not a
+//     due time, or which is of no kind this version knows (an empty member,
+//     a future kind during a rolling upgrade) is moved to the lane's
+//     quarantine stream with its bytes and a reason (the stream.Reason
+//     constants), counted ([Counters].Quarantined), reported to
+//     [Hooks].OnPromote and logged; read it with stream.ReadQuarantine.
+//     Every other message of the batch is promoted with its own envelope.
 //   - Bounded work. Each call moves at most the batch size (default 256)
 //     entries; the mover calls again at once while batches are full.
 //
@@ -67,8 +71,15 @@
 // nothing. [Mover.Run] subscribes to the wake channel, promotes until its
 // ctx is cancelled, then releases its leases and returns nil; a second
 // concurrent Run returns [ErrRunning], and a stopped Mover may be run again.
-// Failed calls are logged at Warn and retried with backoff (50 ms doubling
-// up to the max idle); Run does not return on them. Shutdown takes at most
+// Failed calls are retried with backoff (50 ms doubling up to the max
+// idle); Run does not return on them. A passing failure (network, timeout,
+// a server loading or failing over) is logged at Warn when it starts, then
+// at most every 30 s while it lasts. A failure that repeats until someone
+// fixes the lane's keys or data (a key of the wrong type, named in a
+// stream.KeyTypeError; an error reply from the script) is logged at Error
+// as a stuck lane, at once and then once a minute, and counted in
+// [Counters].Stuck. Every failed call goes to [Hooks].OnError; the first
+// success after a logged run of failures is logged at Info. Shutdown takes at most
 // one in-flight promote call (bounded by a 5 s timeout) plus a lease
 // release (bounded by 1 s); from an idle sleep it is immediate. The Mover
 // borrows its redis.UniversalClient and never closes it, and it never

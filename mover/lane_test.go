@@ -326,10 +326,13 @@ func TestRunOnceQuarantine(t *testing.T) {
 	assert.Equal(t, []byte("\x00\x01garbage"), qs[1].Raw)
 	assert.True(t, due.Add(2*time.Millisecond).Equal(qs[1].Due))
 	assert.Equal(t, "unknown envelope format", qs[2].Reason)
-	assert.Equal(t, stream.GeneratedID(due.UnixMilli()+4, "ABCDEFGHJKMNPQRS"), qs[2].MessageID, "the id rebuilt in Lua")
+	assert.Equal(t, stream.GeneratedID(due.UnixMilli()+4, "ABCDEFGHJKMNPQRS"), qs[2].MessageID, "the id rebuilt from the member")
+	assert.Equal(t, []byte("\x01ABCDEFGHJKMNPQRS\x00\x01garbage"), qs[2].Member)
 	assert.Equal(t, []byte("\x00\x01garbage"), qs[2].Raw)
 	assert.Equal(t, "unknown member format", qs[3].Reason)
-	assert.Equal(t, []byte("\x02future"), qs[3].Raw, "the whole member is kept")
+	assert.Equal(t, []byte("\x02future"), qs[3].Member, "the whole member is kept")
+	assert.Nil(t, qs[3].Raw)
+	assert.Empty(t, qs[3].MessageID)
 	assert.True(t, due.Add(5*time.Millisecond).Equal(qs[3].Due))
 
 	msgs, err := rdb.XRange(ctx, lane.Stream, "-", "+").Result()
@@ -367,8 +370,11 @@ func TestRunOnceErrorIsCounted(t *testing.T) {
 	_, err = m.lanes[0].runOnce(ctx)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "promote "+keys.Main().Delayed+": ")
-	assert.True(t, redis.HasErrorPrefix(err, "WRONGTYPE") || redis.HasErrorPrefix(err, "ERR"), "cause kept: %v", err)
-	assert.Equal(t, Counters{Errors: 1}, m.Counters())
+	var kerr *stream.KeyTypeError
+	require.ErrorAs(t, err, &kerr, "a WRONGTYPE reply is explained")
+	assert.Equal(t, stream.KeyTypeError{Key: keys.Main().Delayed, Want: "zset", Got: "string"}, *kerr)
+	assert.ErrorIs(t, err, stream.ErrWrongType)
+	assert.Equal(t, Counters{Errors: 1, Stuck: 1}, m.Counters())
 }
 
 // The promote script rebuilds a generated id from its packed member and due

@@ -42,6 +42,7 @@ type Mover struct {
 	quarant  atomic.Uint64
 	batches  atomic.Uint64
 	failures atomic.Uint64
+	stuck    atomic.Uint64
 }
 
 // Counters are running totals since the Mover was created, counted from the
@@ -53,6 +54,12 @@ type Counters struct {
 	Quarantined uint64 // entries set aside (missing or foreign envelope, unknown member kind)
 	Batches     uint64 // promote calls that moved or quarantined something
 	Errors      uint64 // promote calls that failed
+	// Stuck counts the failed promote calls (included in Errors) whose
+	// error repeats until someone fixes the lane's keys or data: a key of
+	// the wrong type, an error reply from the script. Network failures,
+	// timeouts and a server that is loading or failing over are transient
+	// and not counted here.
+	Stuck uint64
 }
 
 // New returns a Mover for queue. It validates everything, talks to no server
@@ -102,7 +109,7 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Mover, error
 func (m *Mover) Counters() Counters {
 	return Counters{
 		Promoted: m.promoted.Load(), Quarantined: m.quarant.Load(),
-		Batches: m.batches.Load(), Errors: m.failures.Load(),
+		Batches: m.batches.Load(), Errors: m.failures.Load(), Stuck: m.stuck.Load(),
 	}
 }
 
@@ -264,8 +271,23 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 		err = errors.New("unexpected promote reply")
 	}
 	if err != nil {
+		stuck := persistent(err)
+		if stuck {
+			// A WRONGTYPE reply (or a script error wrapping one) does not
+			// say which key: ask, so that the log names it.
+			if terr := stream.CheckTypes(ctx, l.m.rdb, l.keyTypes()...); terr != nil {
+				err = terr
+			}
+		}
+		err = fmt.Errorf("promote %s: %w", l.keys.Delayed, err)
 		l.m.failures.Add(1)
-		return result{}, fmt.Errorf("promote %s: %w", l.keys.Delayed, err)
+		if stuck {
+			l.m.stuck.Add(1)
+		}
+		if h := l.m.cfg.hooks.OnError; h != nil {
+			h(l.keys.Stream, err, stuck)
+		}
+		return result{}, &callError{err: err, stuck: stuck}
 	}
 	r := result{moved: int(v[0]), quarantined: int(v[1]), next: v[2], nowUs: v[3], leaseTTL: v[4], local: time.Now()}
 	if n := r.moved + r.quarantined; n > 0 {
@@ -277,6 +299,93 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 		}
 	}
 	return r, nil
+}
+
+// keyTypes lists the lane's keys with the types the promote script expects.
+func (l *lane) keyTypes() []stream.KeyType {
+	return []stream.KeyType{
+		{Key: l.keys.Delayed, Want: "zset"}, {Key: l.keys.Envelopes, Want: "hash"},
+		{Key: l.keys.Stream, Want: "stream"}, {Key: l.keys.Quarantine, Want: "stream"},
+		{Key: l.keys.Lease, Want: "string"},
+	}
+}
+
+// callError is a failed promote call, classified.
+type callError struct {
+	err   error
+	stuck bool // the failure repeats until the lane's keys or data are fixed
+}
+
+func (e *callError) Error() string { return e.err.Error() }
+func (e *callError) Unwrap() error { return e.err }
+
+// transientReplies are error replies that pass without anyone fixing the
+// lane: the server is loading, busy, failing over or out of memory.
+var transientReplies = []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN",
+	"READONLY", "MOVED", "ASK", "NOREPLICAS", "NOSCRIPT", "OOM"}
+
+// persistent reports whether err will repeat until someone fixes the lane's
+// keys or data: an error reply from Redis (a script error, a key of the
+// wrong type) that is not one of the transient ones. Network errors and
+// timeouts pass by themselves.
+func persistent(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	for _, p := range transientReplies {
+		if redis.HasErrorPrefix(err, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// Log intervals of a failing lane: its first failure is logged at once,
+// then at most one line per interval while it keeps failing.
+const (
+	transientLogEvery = 30 * time.Second
+	stuckLogEvery     = time.Minute
+)
+
+// failing tracks a lane's consecutive failed calls, so that a lane that
+// keeps failing logs a bounded number of lines and says so differently
+// from a passing error.
+type failing struct {
+	n      int       // consecutive failed calls
+	since  time.Time // the first of them
+	logged time.Time // the last line logged about them
+	stuck  bool      // whether they were reported as a stuck lane
+}
+
+// failed records a failed call and logs it if due.
+func (f *failing) failed(ctx context.Context, log *slog.Logger, err error, retryIn time.Duration) {
+	now := time.Now()
+	if f.n == 0 {
+		f.since = now
+	}
+	f.n++
+	var ce *callError
+	stuck := errors.As(err, &ce) && ce.stuck
+	switch {
+	case stuck && (!f.stuck || now.Sub(f.logged) >= stuckLogEvery):
+		log.ErrorContext(ctx, "lane stuck: promotion fails until its keys or data are fixed",
+			slog.Any("err", err), slog.Int("failures", f.n), slog.Time("since", f.since))
+		f.stuck, f.logged = true, now
+	case !stuck && (f.n == 1 || now.Sub(f.logged) >= transientLogEvery):
+		log.WarnContext(ctx, "promote failed", slog.Any("err", err), slog.Int("failures", f.n),
+			slog.Duration("retry_in", retryIn))
+		f.logged = now
+	}
+}
+
+// succeeded ends a run of failures, saying so if any was logged after the first.
+func (f *failing) succeeded(ctx context.Context, log *slog.Logger) {
+	if f.n > 1 || f.stuck {
+		log.InfoContext(ctx, "promote recovered", slog.Int("failures", f.n),
+			slog.Duration("after", time.Since(f.since)))
+	}
+	*f = failing{}
 }
 
 // wait returns how long to sleep after r, and the due ms being waited for.
@@ -309,16 +418,20 @@ func (l *lane) run(ctx context.Context, log *slog.Logger) error {
 	case <-timer.C:
 	}
 	backoff := 50 * time.Millisecond
+	var fails failing
 	for ctx.Err() == nil {
 		r, err := l.runOnce(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			log.WarnContext(ctx, "promote failed", slog.Any("err", err), slog.Duration("retry_in", backoff))
+			fails.failed(ctx, log, err, backoff)
 			l.sleep(ctx, timer, backoff+time.Duration(mrand.Int64N(int64(backoff/2))), false)
 			backoff = min(2*backoff, l.m.cfg.maxIdle)
 			continue
+		}
+		if fails.n > 0 {
+			fails.succeeded(ctx, log)
 		}
 		backoff = 50 * time.Millisecond
 		owner := r.leaseTTL == -1

@@ -49,6 +49,11 @@ type Hooks struct {
 	// lease of a lane. The lease is taken only for work: a lane that fell
 	// idle reports the loss at the mover's next promote call.
 	OnLease func(lane string, owner bool)
+	// OnError is called after every failed promote call. stuck reports an
+	// error that repeats until someone fixes the lane's keys or data (see
+	// [Counters].Stuck); a key of the wrong type arrives as an error
+	// wrapping a *stream.KeyTypeError that names it.
+	OnError func(lane string, err error, stuck bool)
 }
 
 // WithPrefix sets the key prefix. Default stream.DefaultPrefix ("ds").

@@ -2,8 +2,10 @@ package mover_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -354,5 +356,70 @@ func TestFakeClockTakeoverAfterCrash(t *testing.T) {
 		assert.GreaterOrEqual(t, took, mover.DefaultLeaseTTL)
 		assert.Equal(t, uint64(1), m.Counters().Promoted)
 		assert.LessOrEqual(t, took, mover.DefaultLeaseTTL+20*time.Millisecond, "the standby rechecks when the lease lapses")
+	})
+}
+
+// A lane whose delayed set someone replaced with a string fails every
+// promote call until the key is fixed. The mover says so as a stuck lane
+// (not as a passing failure), naming the key and the type it expected, at
+// a bounded rate: one line at once, then one a minute; it counts every
+// failure and reports each to the hook; and it recovers by itself, saying
+// so, once the key is fixed.
+func TestFakeClockStuckLane(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		_, rdb := pipeRedis(t)
+		keys, err := stream.NewKeys(stream.DefaultPrefix, "q", 0, 1)
+		require.NoError(t, err)
+		lane := keys.Main()
+		require.NoError(t, rdb.Set(ctx, lane.Delayed, "not a zset", 0).Err())
+
+		logs := &syncBuffer{}
+		var hookCalls, hookStuck atomic.Int64
+		var lastErr atomic.Value
+		m, err := mover.New(rdb, "q",
+			mover.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))),
+			mover.WithHooks(mover.Hooks{OnError: func(l string, err error, stuck bool) {
+				assert.Equal(t, lane.Stream, l)
+				hookCalls.Add(1)
+				if stuck {
+					hookStuck.Add(1)
+				}
+				lastErr.Store(err)
+			}}))
+		require.NoError(t, err)
+		startMover(t, m)
+
+		time.Sleep(10*time.Minute + time.Second)
+		synctest.Wait()
+		out := logs.String()
+		stuckLines := strings.Count(out, `msg="lane stuck`)
+		assert.GreaterOrEqual(t, stuckLines, 10, out)
+		assert.LessOrEqual(t, stuckLines, 12, "one line at once, then one a minute")
+		assert.NotContains(t, out, `msg="promote failed"`, "a stuck lane is not reported as a passing failure")
+		assert.Contains(t, out, "key "+lane.Delayed+" holds a string, want a zset")
+
+		c := m.Counters()
+		assert.GreaterOrEqual(t, c.Errors, uint64(400), "about one call a second (backoff up to the max idle, plus jitter)")
+		assert.LessOrEqual(t, c.Errors, uint64(700))
+		assert.Equal(t, c.Errors, c.Stuck)
+		assert.Equal(t, int64(c.Errors), hookCalls.Load())
+		assert.Equal(t, int64(c.Errors), hookStuck.Load())
+		var kerr *stream.KeyTypeError
+		require.ErrorAs(t, lastErr.Load().(error), &kerr)
+		assert.Equal(t, stream.KeyTypeError{Key: lane.Delayed, Want: "zset", Got: "string"}, *kerr)
+
+		// Fixed: the lane recovers by itself and says so once.
+		require.NoError(t, rdb.Del(ctx, lane.Delayed).Err())
+		q, err := delay.New(rdb, "q")
+		require.NoError(t, err)
+		_, err = q.Schedule(ctx, delay.Message{ID: "after-fix"}, delay.After(0))
+		require.NoError(t, err)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, int64(1), streamLen(t, rdb, lane.Stream))
+		assert.Equal(t, 1, strings.Count(logs.String(), `msg="promote recovered"`), logs.String())
+		assert.Equal(t, c.Errors, m.Counters().Errors, "no failure after the fix")
 	})
 }

@@ -38,8 +38,18 @@
 //     one score. Packed members take about 70 % of a plain member's memory
 //     (256 against 362 bytes per waiting message with a 128-byte payload).
 //
-// A member of any other kind (first byte below 0x20) is quarantined by the
-// mover with the reason "unknown member format".
+// Anything else in a delayed set was written by someone else (another
+// program, an operator, a version of this library that knows more kinds):
+// the mover quarantines it with its raw bytes and a reason, and goes on.
+// The reasons are [ReasonUnknownMember] (empty, or a first byte below 0x20
+// other than 0x01), [ReasonMalformedPacked] (0x01 not followed by a
+// base32 random part and an envelope), [ReasonUnknownEnvelope],
+// [ReasonMissingEnvelope] and [ReasonInvalidDue] (a score that is not a
+// whole number of ms in [0, 2^48)). A packed member with the right kind
+// byte and envelope header is appended as is; [Decode] checks its random
+// part, and consumers dead-letter an entry it cannot split. A key of the
+// wrong type (someone SET the delayed set) makes every call on it fail:
+// the mover reports it as a [*KeyTypeError] naming the key.
 //
 // # Entry format
 //
@@ -49,8 +59,9 @@
 // the mover found it, which [Unpack] splits into id and envelope (appending
 // the member as is saves the promote script building two strings per
 // message: 3.7 → 3.1 µs of Redis CPU per promoted message on a 2-core VM). [Decode] turns either form back
-// into a [codec.Envelope] and reports anything else as an [*EntryError]. A quarantine entry has "i", "d", "r" (reason) and, when
-// there were bytes, "e".
+// into a [codec.Envelope] and reports anything else as an [*EntryError]. A quarantine entry has "d" (the score), "r" (reason) and what
+// was found: "i" and, when there were bytes, "e" for a plain member; "m",
+// the raw member, for anything else. [ReadQuarantine] reads both.
 //
 // All functions here are safe for concurrent use.
 package stream

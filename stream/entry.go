@@ -18,6 +18,16 @@ const (
 	FieldEnvelope = "e" // encoded envelope
 	FieldPacked   = "p" // instead of "i" and "e": a packed delayed-set member as is (see [Unpack])
 	FieldReason   = "r" // quarantine and dead-letter entries: why
+	FieldMember   = "m" // quarantine entries: the raw delayed-set member, when it was not a plain one
+)
+
+// Reasons of quarantine entries (field [FieldReason]).
+const (
+	ReasonMissingEnvelope = "missing envelope"        // a plain member with no envelope in the hash
+	ReasonUnknownEnvelope = "unknown envelope format" // the envelope's header is not this version's
+	ReasonUnknownMember   = "unknown member format"   // empty, or a first byte below 0x20 other than 0x01
+	ReasonMalformedPacked = "malformed packed member" // 0x01 not followed by a 16-character base32 random part and an envelope
+	ReasonInvalidDue      = "invalid due time"        // the score is not a whole number of ms in [0, 2^48)
 )
 
 // RetrySep separates the message id from the failed entry id in retry-lane

@@ -59,14 +59,16 @@ func isNoSuchKey(err error) bool {
 	return err != nil && !errors.Is(err, redis.Nil) && redis.HasErrorPrefix(err, "no such key")
 }
 
-// Quarantined is an entry the mover could not promote: its envelope was
-// missing or not in a known format.
+// Quarantined is a delayed-set member the mover could not promote: its
+// envelope was missing or not in a known format, its score was not a due
+// time, or the member itself was of no kind this version knows.
 type Quarantined struct {
 	EntryID   string    // quarantine stream entry id (its time is when it was quarantined)
-	MessageID string    // the message id
-	Due       time.Time // when it was due
-	Reason    string    // e.g. "missing envelope"
-	Raw       []byte    // the bytes found, if any
+	MessageID string    // the message id; for a packed member, rebuilt from Member when it has a base32 random part; "" when unknown
+	Due       time.Time // when it was due (the member's score); zero when the score was not a due time
+	Reason    string    // one of the Reason constants, e.g. [ReasonMissingEnvelope]
+	Raw       []byte    // the envelope bytes found, if any
+	Member    []byte    // the raw delayed-set member, when it was not a plain one (nil for plain members, whose member is MessageID)
 }
 
 // ReadQuarantine returns up to count quarantined entries of the lane whose
@@ -83,18 +85,83 @@ func ReadQuarantine(ctx context.Context, rdb redis.UniversalClient, key, after s
 	}
 	out := make([]Quarantined, 0, len(msgs))
 	for _, m := range msgs {
-		q := Quarantined{EntryID: m.ID}
-		q.MessageID, _ = m.Values[FieldID].(string)
-		q.Reason, _ = m.Values[FieldReason].(string)
-		if d, ok := m.Values[FieldDue].(string); ok {
-			if ms, err := strconv.ParseInt(d, 10, 64); err == nil {
-				q.Due = time.UnixMilli(ms)
-			}
-		}
-		if e, ok := m.Values[FieldEnvelope].(string); ok {
-			q.Raw = []byte(e)
-		}
-		out = append(out, q)
+		out = append(out, parseQuarantined(m))
 	}
 	return out, nil
+}
+
+// parseQuarantined reads a quarantine entry. Fields that are missing or
+// malformed read as zero values: the entry is shown as found.
+func parseQuarantined(m redis.XMessage) Quarantined {
+	q := Quarantined{EntryID: m.ID}
+	q.MessageID, _ = m.Values[FieldID].(string)
+	q.Reason, _ = m.Values[FieldReason].(string)
+	due := int64(-1)
+	if d, ok := m.Values[FieldDue].(string); ok {
+		if ms, err := strconv.ParseInt(d, 10, 64); err == nil {
+			q.Due, due = time.UnixMilli(ms), ms
+		}
+	}
+	if e, ok := m.Values[FieldEnvelope].(string); ok {
+		q.Raw = []byte(e)
+	}
+	if mem, ok := m.Values[FieldMember].(string); ok {
+		q.Member = []byte(mem)
+		// A packed member with a readable id: say whose it was, and
+		// which bytes were its envelope.
+		if len(mem) >= 17 && mem[0] == PackedKind && due >= 0 && due < 1<<48 {
+			if id := GeneratedID(due, mem[1:17]); GeneratedLayout(id) {
+				q.MessageID, q.Raw = id, []byte(mem[17:])
+			}
+		}
+	}
+	return q
+}
+
+// ErrWrongType is wrapped by [*KeyTypeError].
+var ErrWrongType = errors.New("stream: key holds the wrong type")
+
+// KeyTypeError reports a key of a queue that holds a value of another type
+// than the library keeps there (someone SET the delayed set, say). Every
+// call on that key fails the same way until the key is fixed.
+type KeyTypeError struct {
+	Key  string // the key
+	Want string // the type the library keeps there: "zset", "hash", "stream" or "string"
+	Got  string // the type found (TYPE)
+}
+
+// Error implements error.
+func (e *KeyTypeError) Error() string {
+	return fmt.Sprintf("key %s holds a %s, want a %s: %v", e.Key, e.Got, e.Want, ErrWrongType)
+}
+
+// Unwrap returns [ErrWrongType].
+func (e *KeyTypeError) Unwrap() error { return ErrWrongType }
+
+// KeyType is a key and the type the library keeps there, for [CheckTypes].
+type KeyType struct {
+	Key  string
+	Want string // "zset", "hash", "stream" or "string"
+}
+
+// CheckTypes returns a [*KeyTypeError] for the first key that exists and
+// holds another type than its Want, nil if every key is right or absent. It
+// sends one pipeline of TYPE commands (all keys of a queue shard share one
+// hash tag, so one Cluster node answers). Callers use it to explain a
+// WRONGTYPE reply, which does not name the key.
+func CheckTypes(ctx context.Context, rdb redis.UniversalClient, keys ...KeyType) error {
+	pipe := rdb.Pipeline()
+	cmds := make([]*redis.StatusCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.Type(ctx, k.Key)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("check key types: %w", err)
+	}
+	for i, k := range keys {
+		if got := cmds[i].Val(); got != "none" && got != k.Want {
+			return &KeyTypeError{Key: k.Key, Want: k.Want, Got: got}
+		}
+	}
+	return nil
 }

@@ -14,15 +14,33 @@
 --
 -- Returns {moved, quarantined, next, now_us, lease_ttl_ms}
 --          moved        entries appended to the stream
---          quarantined  entries appended to the quarantine (missing or foreign
---                       envelope, unknown member kind)
+--          quarantined  entries appended to the quarantine (see below)
 --          next         due ms of the earliest remaining message, -1 if none
+--                       (or if its score is not a due time)
 --          now_us       Redis TIME in microseconds
 --          lease_ttl_ms -1 when the caller holds (or needs no) lease; -2 when
 --                       nothing was due and nobody holds the lease (it is
 --                       taken only for work: an idle lane has no holder);
 --                       otherwise the remaining ms of another mover's lease,
 --                       and nothing was done
+--
+-- Anything may have been written into the delayed set (another program, an
+-- operator, another version of this library), so every member of the batch
+-- is classified once, and no member of any bytes or length, nor any score,
+-- can make the script fail or misalign a lookup. Quarantine entries carry
+-- the reason (field r), the score (d) and what was found: the plain
+-- member's id (i) and envelope (e), or the raw member (m) for anything else.
+-- Reasons:
+--   invalid due time         the score is not a whole number of ms in [0, 2^48)
+--   unknown member format    empty, or a first byte below 0x20 other than 0x01
+--   malformed packed member  0x01 not followed by a 16-character base32
+--                            random part and an envelope
+--   unknown envelope format  the envelope does not start with ARGV[4]
+--   missing envelope         a plain member with no envelope in KEYS[2]
+-- A packed member is appended when its kind byte and its envelope header
+-- are right; the alphabet of its random part is checked by the consumer
+-- (stream.Decode), which dead-letters what it cannot split: checking it
+-- here would cost about 0.4 µs of Redis CPU per promoted message.
 local t = redis.call('TIME')
 local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(nowus / 1000)
@@ -42,55 +60,87 @@ if ARGV[2] ~= '' then
     lease = -2
   end
 end
+-- The largest due time + 1 (2^48): generated ids carry 48 bits of it.
+local DUEMAX = 281474976710656
 local moved, bad = 0, 0
 local n = #due / 2
 if n > 0 then
-  -- One HMGET for the plain members of the batch: their envelopes, false
-  -- where missing. Packed members carry theirs (see ids.lua).
-  local plain, np = {}, 0
-  for k = 1, n do
-    if string.byte(due[2 * k - 1]) ~= 1 then
-      np = np + 1
-      plain[np] = due[2 * k - 1]
-    end
-  end
-  local envs = {}
-  if np > 0 then
-    envs = redis.call('HMGET', KEYS[2], unpack(plain))
-  end
+  local byte, find, tonumber, call = string.byte, string.find, tonumber, redis.call
   local hdr = ARGV[4]
-  local h1, h2 = string.byte(hdr, 1, 2)
-  local j = 0
+  local h1, h2 = byte(hdr, 1, 2)
+  -- Classify each member once. A packed member is appended as is (field
+  -- "p": the consumer splits it, which costs Lua no strings), at once while
+  -- no plain member came before it in the batch (the stream keeps due
+  -- order); so is a member the script cannot read, to the quarantine; a
+  -- plain member needs its envelope, fetched below with one HMGET for the
+  -- batch. After this loop cls[k] is true for a packed member still to
+  -- append and the index of a plain member's envelope; why[k] the reason a
+  -- member is still to be quarantined with.
+  local cls, why, plain, np, first = {}, {}, {}, 0, nil
   for k = 1, n do
     local m, score = due[2 * k - 1], due[2 * k]
-    local kind = string.byte(m)
-    if kind == 1 and string.byte(m, 18) == h1 and string.byte(m, 19) == h2 then
-      -- A packed member goes into the stream as is (field "p"): the
-      -- consumer splits it (stream.Unpack), which costs Lua no strings.
-      redis.call('XADD', KEYS[3], '*', 'd', score, 'p', m)
-      moved = moved + 1
-    else
-      local id, env, reason
-      if kind == 1 then -- packed, with a foreign envelope: quarantined below
-        id, env = idtime(tonumber(score)) .. string.sub(m, 2, 17), string.sub(m, 18)
-      elseif kind < 32 then
-        id, env, reason = '', m, 'unknown member format'
-      else
-        j = j + 1
-        id, env = m, envs[j]
-      end
-      if reason then
-        redis.call('XADD', KEYS[4], '*', 'i', id, 'd', score, 'r', reason, 'e', env)
-        bad = bad + 1
-      elseif not env then
-        redis.call('XADD', KEYS[4], '*', 'i', id, 'd', score, 'r', 'missing envelope')
-        bad = bad + 1
-      elseif string.sub(env, 1, 2) ~= hdr then
-        redis.call('XADD', KEYS[4], '*', 'i', id, 'd', score, 'r', 'unknown envelope format', 'e', env)
-        bad = bad + 1
-      else
-        redis.call('XADD', KEYS[3], '*', 'i', id, 'd', score, 'e', env)
+    local kind = byte(m) -- nil for an empty member
+    local reason
+    if kind == 1 then
+      local d = tonumber(score)
+      if d < 0 or d >= DUEMAX or d % 1 ~= 0 then
+        reason = 'invalid due time'
+      elseif byte(m, 18) == h1 and byte(m, 19) == h2 then
+        if np == 0 then
+          call('XADD', KEYS[3], '*', 'd', score, 'p', m)
+        else
+          cls[k] = true
+        end
         moved = moved + 1
+      elseif #m >= 17 and find(m, RANDOM, 2) then
+        reason = 'unknown envelope format'
+      else
+        reason = 'malformed packed member'
+      end
+    elseif kind == nil or kind < 32 then
+      reason = 'unknown member format'
+    else
+      -- A plain member: its envelope is looked up even when its score is
+      -- bad, so that the quarantine keeps it.
+      np = np + 1
+      plain[np] = m
+      cls[k] = np
+      first = first or k
+    end
+    if reason then
+      if np == 0 then
+        call('XADD', KEYS[4], '*', 'r', reason, 'd', score, 'm', m)
+      else
+        why[k] = reason
+      end
+      bad = bad + 1
+    end
+  end
+  if np > 0 then
+    -- The envelopes of the plain members, false where missing.
+    local envs = call('HMGET', KEYS[2], unpack(plain))
+    for k = first, n do
+      local c = cls[k]
+      if c == true then
+        call('XADD', KEYS[3], '*', 'd', due[2 * k], 'p', due[2 * k - 1])
+      elseif why[k] then
+        call('XADD', KEYS[4], '*', 'r', why[k], 'd', due[2 * k], 'm', due[2 * k - 1])
+      elseif c then
+        local m, score, env = due[2 * k - 1], due[2 * k], envs[c]
+        local d = tonumber(score)
+        if not env then
+          call('XADD', KEYS[4], '*', 'i', m, 'd', score, 'r', 'missing envelope')
+          bad = bad + 1
+        elseif d < 0 or d >= DUEMAX or d % 1 ~= 0 then
+          call('XADD', KEYS[4], '*', 'i', m, 'd', score, 'r', 'invalid due time', 'e', env)
+          bad = bad + 1
+        elseif byte(env, 1) ~= h1 or byte(env, 2) ~= h2 then
+          call('XADD', KEYS[4], '*', 'i', m, 'd', score, 'r', 'unknown envelope format', 'e', env)
+          bad = bad + 1
+        else
+          call('XADD', KEYS[3], '*', 'i', m, 'd', score, 'e', env)
+          moved = moved + 1
+        end
       end
     end
   end
@@ -104,5 +154,11 @@ local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local nextDue = -1
 if nxt[2] then
   nextDue = tonumber(nxt[2])
+  if nextDue < 0 then
+    nextDue = 0 -- due now: promoted (or quarantined) by the next call
+  elseif nextDue >= DUEMAX then
+    nextDue = -1 -- never due (+inf, or beyond any due time): as if none
+  end
+  nextDue = math.ceil(nextDue)
 end
 return {moved, bad, nextDue, nowus, lease}

@@ -31,10 +31,15 @@ for i = 4, #ARGV, 2 do
     if env == '' then
       env = f['e']
     end
-    if not f['i'] or not env or string.sub(env, 1, 2) ~= ARGV[3] then
+    local mid = f['i']
+    -- Anything may have been written into the dead letters: an entry
+    -- without a message id, or with one no producer could have given (it
+    -- would make a retry-lane member of an unknown kind), or without a
+    -- valid envelope stays where it is.
+    if not mid or mid == '' or string.byte(mid) < 32 or not env or string.sub(env, 1, 2) ~= ARGV[3] then
       out[#out + 1] = -1
     else
-      local member = f['i'] .. '\031' .. id
+      local member = mid .. '\031' .. id
       redis.call('ZADD', KEYS[2], due, member)
       redis.call('HSET', KEYS[3], member, env)
       redis.call('XDEL', KEYS[1], id)
