@@ -5,7 +5,25 @@
 // stream receives it, acknowledges it, and retries or dead-letters it on
 // its own.
 //
-// This package holds no code; the library is its sub-packages:
+// This package is the front door: a [Queue] is one queue's producer, mover
+// and consumer groups, built from one redis.UniversalClient and one set of
+// options (prefix, codec, logger, drain timeout), so its parts cannot
+// disagree, and run under one [Queue.Run] with one drain:
+//
+//	q, err := delaystream.New(rdb, "orders")
+//	res, err := q.Schedule(ctx, delaystream.Message{ID: "order:5001:cancel", Payload: p},
+//		delaystream.After(30*time.Minute))
+//	_, err = q.Handle("billing", bill, group.WithWorkers(8)) // a consumer group
+//	_, err = q.Handle("audit", audit)                        // fan-out: another group
+//	err = q.Run(ctx)                                         // promotion + every group
+//
+// Run as many processes with the same Queue as you like: the mover's lease
+// makes one of them promote at a time, and every process adds consumers to
+// each group. A process that must not promote uses [WithoutPromotion].
+// Several queues are several Queues, run side by side (an errgroup, say).
+//
+// The parts stay usable on their own, for programs that wire them
+// themselves:
 //
 //	codec     codecs (msgpack default, JSON, raw) and the versioned envelope encoding
 //	stream    key layout, stream entry format, stream and group info, quarantine
@@ -37,15 +55,17 @@
 // The import graph is a DAG with codec at the bottom; A ← B means B
 // imports A:
 //
-//	codec ← stream ← delay
+//	codec ← stream ← delay ─┐
 //	               ← mover ← group
+//	                          └─ delaystream (the front door) imports delay, mover, group
 //
 //	internal/scripts   ← delay, mover, group
 //	internal/redistest ← tests only
 //
-// delay, mover and group also import codec directly. No package imports
-// delay: producers and consumers share only the key layout and the entry
-// format, both owned by stream, and the envelope, owned by codec.
+// delay, mover and group also import codec directly. No package but the
+// front door imports delay: producers and consumers share only the key
+// layout and the entry format, both owned by stream, and the envelope,
+// owned by codec.
 //
 // # Modules
 //

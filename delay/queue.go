@@ -95,8 +95,43 @@ func (q *Queue) Schedule(ctx context.Context, msg Message, when When) (Result, e
 // time): an [Unknown] result of a message without an id has an empty ID.
 func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, error) {
 	results := make([]Result, len(items))
-	// A call in which every message gets a generated id takes the fast
-	// path: nothing to look up, two arguments per message.
+	script, calls, err := q.calls(items, results)
+	if err != nil {
+		return nil, err
+	}
+	if len(calls) == 0 {
+		return results, nil
+	}
+	cmds, err := scripts.RunPipelined(ctx, q.rdb, script, calls)
+	if err == nil {
+		err = q.fillResults(items, results, cmds)
+	}
+	for i := range results {
+		if items[i].Message.ID == "" && results[i].Outcome == Unknown {
+			results[i].ID = ""
+		}
+	}
+	if err != nil {
+		return results, fmt.Errorf("schedule %s: %w", q.name, err)
+	}
+	return results, nil
+}
+
+// itemError reports the failure of item i of n: a single message's error
+// does not speak of items.
+func itemError(n, i int, err error) error {
+	if n == 1 {
+		return fmt.Errorf("schedule: %w", err)
+	}
+	return fmt.Errorf("schedule item %d: %w", i, err)
+}
+
+// calls validates items and encodes them into script calls of up to the
+// batch size each, noting in results the random part of generated ids
+// (their time part is known once Redis has answered). A call in which
+// every message gets a generated id takes the fast path: nothing to look
+// up, two arguments per message.
+func (q *Queue) calls(items []Item, results []Result) (*redis.Script, []scripts.Call, error) {
 	script, keys, per := scripts.ScheduleGenerated, []string{q.lane.Delayed}, 2
 	for i := range items {
 		if items[i].Message.ID != "" {
@@ -118,7 +153,7 @@ func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, erro
 	for i := range items {
 		it := &items[i]
 		if err := validate(&it.Message, q.cfg.maxPayload); err != nil {
-			return nil, fmt.Errorf("schedule item %d: %w", i, err)
+			return nil, nil, itemError(len(items), i, err)
 		}
 		policy := it.Message.OnDuplicate
 		if policy == QueueDefault {
@@ -127,7 +162,7 @@ func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, erro
 		if when == nil || it.When != lastWhen {
 			w, err := it.When.arg()
 			if err != nil {
-				return nil, fmt.Errorf("schedule item %d: %w", i, err)
+				return nil, nil, itemError(len(items), i, err)
 			}
 			when, lastWhen = w, it.When
 		}
@@ -168,22 +203,7 @@ func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, erro
 	if len(args) > 0 {
 		calls = append(calls, scripts.Call{Keys: keys, Args: args})
 	}
-	if len(calls) == 0 {
-		return results, nil
-	}
-	cmds, err := scripts.RunPipelined(ctx, q.rdb, script, calls)
-	if err == nil {
-		err = q.fillResults(items, results, cmds)
-	}
-	for i := range results {
-		if items[i].Message.ID == "" && results[i].Outcome == Unknown {
-			results[i].ID = ""
-		}
-	}
-	if err != nil {
-		return results, fmt.Errorf("schedule %s: %w", q.name, err)
-	}
-	return results, nil
+	return script, calls, nil
 }
 
 // fillResults fills in results from the replies of the schedule script, one
@@ -202,7 +222,9 @@ func (q *Queue) fillResults(items []Item, results []Result, cmds []*redis.Cmd) e
 			err = fmt.Errorf("script reply has %d items for %d messages", len(codes), want)
 		}
 		if err != nil {
-			if firstErr == nil {
+			if firstErr == nil && len(cmds) == 1 {
+				firstErr = err
+			} else if firstErr == nil {
 				firstErr = fmt.Errorf("chunk %d (items %d..): %w", c, base, err)
 			}
 			continue

@@ -100,6 +100,7 @@ func TestScheduleInvalidMessageWritesNothing(t *testing.T) {
 				require.Error(t, err)
 				assert.ErrorIs(t, err, delay.ErrInvalidMessage)
 				assert.Contains(t, err.Error(), tt.msg)
+				assert.NotContains(t, err.Error(), "item 0", "a single message's error speaks of no items")
 				assert.Zero(t, b.keyCount(t), "an invalid call wrote to Redis")
 			})
 		}

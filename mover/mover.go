@@ -545,3 +545,6 @@ func (l *lane) release(ctx context.Context) {
 	}
 	l.owner.Store(false)
 }
+
+// Prefix returns the key prefix the Mover was built with.
+func (m *Mover) Prefix() string { return m.cfg.prefix }

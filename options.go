@@ -1,0 +1,126 @@
+package delaystream
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/mover"
+	"github.com/delaystream/delaystream/stream"
+)
+
+// ErrInvalidOption is wrapped by every error an Option, New or
+// [Queue.Handle] returns for bad input.
+var ErrInvalidOption = errors.New("delaystream: invalid option")
+
+// ErrRunning is returned by [Queue.Run] when the Queue is already running,
+// and wrapped by [Queue.Handle] called while it runs.
+var ErrRunning = errors.New("delaystream: already running")
+
+// Option configures a Queue.
+type Option func(*config) error
+
+type config struct {
+	prefix    string
+	codec     codec.Codec
+	logger    *slog.Logger
+	drain     time.Duration
+	promote   bool
+	producer  []delay.Option
+	moverOpts []mover.Option
+}
+
+// DefaultDrain is how long, by default, in-flight handlers may run on after
+// Run's ctx is cancelled (see [WithDrainTimeout]).
+const DefaultDrain = 10 * time.Second
+
+// WithPrefix sets the key prefix of every key of the queue. Default
+// stream.DefaultPrefix ("ds"). It is given to the producer, the mover and
+// every consumer group of the Queue, so the parts cannot disagree.
+func WithPrefix(p string) Option {
+	return func(c *config) error {
+		if err := stream.ValidateName("prefix", p); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		c.prefix = p
+		return nil
+	}
+}
+
+// WithCodec sets the codec of typed payloads ([Schedule], [HandleTyped],
+// delay.NewTyped on [Queue.Producer]). Default codec.Msgpack. Producer and
+// consumers of the Queue share it, so they cannot disagree.
+func WithCodec(cd codec.Codec) Option {
+	return func(c *config) error {
+		if cd == nil {
+			return fmt.Errorf("%w: nil codec", ErrInvalidOption)
+		}
+		c.codec = cd
+		return nil
+	}
+}
+
+// WithLogger sets the logger of the mover and of every consumer group for
+// background failures. Default slog.Default(). A group's own
+// group.WithLogger, given to [Queue.Handle], takes precedence for it.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithDrainTimeout sets how long in-flight handlers of every group may run
+// on after Run's ctx is cancelled, before their contexts are cancelled
+// (100 ms to 10 min). Default [DefaultDrain]. A group's own
+// group.WithDrainTimeout takes precedence for it.
+func WithDrainTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 100*time.Millisecond || d > 10*time.Minute {
+			return fmt.Errorf("%w: drain timeout must be 100ms..10m, got %s", ErrInvalidOption, d)
+		}
+		c.drain = d
+		return nil
+	}
+}
+
+// WithoutPromotion makes Run run only the consumer groups, not the queue's
+// mover: for processes that must not promote (another deployment runs the
+// mover). By default Run promotes: any number of processes may, and the
+// mover's lease makes one of them do the work. Without a mover somewhere,
+// nothing is ever delivered. (Each group's retry lane is promoted by its
+// consumers either way.)
+func WithoutPromotion() Option {
+	return func(c *config) error {
+		c.promote = false
+		return nil
+	}
+}
+
+// WithProducerOptions passes options to the queue's producer (delay.New):
+// duplicate policy, payload limit, batch size. delay.WithPrefix and
+// delay.WithCodec are refused with an error: use [WithPrefix] and
+// [WithCodec], which every part shares.
+func WithProducerOptions(opts ...delay.Option) Option {
+	return func(c *config) error {
+		c.producer = append(c.producer, opts...)
+		return nil
+	}
+}
+
+// WithMoverOptions passes options to the queue's mover (mover.New): batch
+// size, max idle, lease TTL, hooks. mover.WithPrefix is refused with an
+// error: use [WithPrefix]. A mover.WithLogger takes precedence over
+// [WithLogger] for the mover.
+func WithMoverOptions(opts ...mover.Option) Option {
+	return func(c *config) error {
+		c.moverOpts = append(c.moverOpts, opts...)
+		return nil
+	}
+}

@@ -1,0 +1,259 @@
+package delaystream
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/mover"
+	"github.com/delaystream/delaystream/stream"
+)
+
+// Queue is the front door to one queue: its producer, its mover and its
+// consumer groups, built from one Redis client and one set of options, so
+// that the parts cannot disagree on the prefix or the codec. Schedule,
+// Cancel, Reschedule and Get work at once; [Queue.Handle] adds consumer
+// groups, and [Queue.Run] runs the mover and every group until its ctx is
+// cancelled. Its methods are safe for concurrent use.
+//
+// The parts stay available ([Queue.Producer], [Queue.Mover],
+// [Queue.Consumer]) and usable on their own (packages delay, mover and
+// group) for programs that want to wire them themselves.
+type Queue struct {
+	rdb      redis.UniversalClient
+	name     string
+	keys     stream.Keys
+	cfg      config
+	producer *delay.Queue
+	mover    *mover.Mover // nil with WithoutPromotion
+
+	mu      sync.Mutex
+	running bool
+	groups  []part // consumer groups, in the order of Handle
+}
+
+// New returns the Queue named queue. It validates its arguments and
+// options (errors wrap [ErrInvalidOption]), talks to no server and starts
+// nothing: call [Queue.Handle] for each consumer group, then [Queue.Run].
+// The client is borrowed and never closed. queue must satisfy
+// stream.ValidateName.
+func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Queue, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
+	}
+	cfg := config{prefix: stream.DefaultPrefix, codec: codec.Msgpack, drain: DefaultDrain, promote: true}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := opt(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	keys, err := stream.NewKeys(cfg.prefix, queue, 0, 1)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	q := &Queue{rdb: rdb, name: queue, keys: keys, cfg: cfg}
+	// The queue's prefix and codec are given to every part; a part's own
+	// would be overridden, so it is refused rather than dropped silently.
+	probe, err := delay.New(rdb, queue, append([]delay.Option{delay.WithPrefix(unsetPrefix), delay.WithCodec(unsetCodec{})}, cfg.producer...)...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: producer: %w", ErrInvalidOption, err)
+	}
+	if _, unset := probe.Codec().(unsetCodec); !unset {
+		return nil, fmt.Errorf("%w: producer options set a codec: use delaystream.WithCodec", ErrInvalidOption)
+	}
+	if !strings.HasPrefix(probe.Keys().Main().Delayed, unsetPrefix+":") {
+		return nil, fmt.Errorf("%w: producer options set a prefix: use delaystream.WithPrefix", ErrInvalidOption)
+	}
+	if q.producer, err = delay.New(rdb, queue, append(slices.Clone(cfg.producer), delay.WithPrefix(cfg.prefix), delay.WithCodec(cfg.codec))...); err != nil {
+		return nil, fmt.Errorf("%w: producer: %w", ErrInvalidOption, err)
+	}
+	if cfg.promote {
+		mopts := append([]mover.Option{mover.WithLogger(q.logger()), mover.WithPrefix(unsetPrefix)}, cfg.moverOpts...)
+		m, err := mover.New(rdb, queue, mopts...)
+		if err != nil {
+			return nil, fmt.Errorf("%w: mover: %w", ErrInvalidOption, err)
+		}
+		if m.Prefix() != unsetPrefix {
+			return nil, fmt.Errorf("%w: mover options set a prefix: use delaystream.WithPrefix", ErrInvalidOption)
+		}
+		if q.mover, err = mover.New(rdb, queue, append(mopts, mover.WithPrefix(cfg.prefix))...); err != nil {
+			return nil, fmt.Errorf("%w: mover: %w", ErrInvalidOption, err)
+		}
+	}
+	return q, nil
+}
+
+// part is a consumer group of the Queue.
+type part struct {
+	name string
+	c    *group.Consumer
+}
+
+// unsetPrefix and unsetCodec are given to a part before the caller's part
+// options, to tell whether those set a prefix or a codec of their own.
+const unsetPrefix = "delaystream-unset-prefix"
+
+type unsetCodec struct{ codec.Codec }
+
+// Name returns the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+// Producer returns the queue's producer, for what the Queue does not
+// forward (Typed wrappers with delay.NewTyped, Len, Stats).
+func (q *Queue) Producer() *delay.Queue { return q.producer }
+
+// Mover returns the queue's mover (its Counters), nil when the Queue was
+// built [WithoutPromotion].
+func (q *Queue) Mover() *mover.Mover { return q.mover }
+
+// Consumer returns the consumer of the group name added with [Queue.Handle], nil if
+// none.
+func (q *Queue) Consumer(name string) *group.Consumer {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, p := range q.groups {
+		if p.name == name {
+			return p.c
+		}
+	}
+	return nil
+}
+
+func (q *Queue) logger() *slog.Logger {
+	if q.cfg.logger != nil {
+		return q.cfg.logger
+	}
+	return slog.Default()
+}
+
+// Schedule stores msg until when; see delay.Queue.Schedule.
+func (q *Queue) Schedule(ctx context.Context, msg Message, when When) (Result, error) {
+	return q.producer.Schedule(ctx, msg, when)
+}
+
+// ScheduleBatch schedules many messages with one round trip per chunk;
+// see delay.Queue.ScheduleBatch.
+func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, error) {
+	return q.producer.ScheduleBatch(ctx, items)
+}
+
+// Cancel removes the waiting message id and reports whether it was
+// waiting; see delay.Queue.Cancel.
+func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
+	return q.producer.Cancel(ctx, id)
+}
+
+// Reschedule changes the due time of the waiting message id; see
+// delay.Queue.Reschedule.
+func (q *Queue) Reschedule(ctx context.Context, id string, when When) (time.Time, error) {
+	return q.producer.Reschedule(ctx, id, when)
+}
+
+// Get returns the waiting message id; see delay.Queue.Get.
+func (q *Queue) Get(ctx context.Context, id string) (codec.Envelope, error) {
+	return q.producer.Get(ctx, id)
+}
+
+// Handle adds consumer group name to the queue: [Queue.Run] will run one
+// member of it, with h as its handler. Every group gets every message and
+// retries and dead-letters on its own. opts tune the group (workers,
+// attempts, backoff, ...); the queue's prefix, logger and drain timeout
+// are its defaults, and a group.WithPrefix among opts is refused, as is a
+// group added twice or after Run started (wrapping [ErrRunning]). It
+// returns the group's consumer, for its Counters, Stats and dead letters.
+func (q *Queue) Handle(name string, h group.Handler, opts ...group.Option) (*group.Consumer, error) {
+	base := []group.Option{group.WithLogger(q.logger()), group.WithDrainTimeout(q.cfg.drain)}
+	probe, err := group.New(q.rdb, q.name, name, h, append(append(slices.Clone(base), group.WithPrefix(unsetPrefix)), opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: group %s: %w", ErrInvalidOption, name, err)
+	}
+	if !strings.HasPrefix(probe.DeadLetters().Key(), unsetPrefix+":") {
+		return nil, fmt.Errorf("%w: group %s: options set a prefix: use delaystream.WithPrefix", ErrInvalidOption, name)
+	}
+	c, err := group.New(q.rdb, q.name, name, h, append(append(base, opts...), group.WithPrefix(q.cfg.prefix))...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: group %s: %w", ErrInvalidOption, name, err)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case q.running:
+		return nil, fmt.Errorf("handle %s: %w (add groups before Run)", name, ErrRunning)
+	case slices.ContainsFunc(q.groups, func(p part) bool { return p.name == name }):
+		return nil, fmt.Errorf("%w: group %s added twice (one consumer runs many workers: group.WithWorkers)", ErrInvalidOption, name)
+	}
+	q.groups = append(q.groups, part{name: name, c: c})
+	return c, nil
+}
+
+// HandleTyped is [Queue.Handle] for payloads of type T, decoded with the
+// queue's codec (see [WithCodec]); an undecodable payload is dead-lettered.
+func HandleTyped[T any](q *Queue, name string, h func(ctx context.Context, m *group.Message, v T) error, opts ...group.Option) (*group.Consumer, error) {
+	return q.Handle(name, group.Typed(q.cfg.codec, h), opts...)
+}
+
+// Schedule is [Queue.Schedule] for a payload of type T, encoded with the
+// queue's codec (see [WithCodec]). id may be empty for a generated one.
+func Schedule[T any](ctx context.Context, q *Queue, id string, v T, when When) (Result, error) {
+	return delay.NewTyped[T](q.producer).Schedule(ctx, id, v, when)
+}
+
+// Run runs the queue's mover (unless [WithoutPromotion]) and one consumer
+// of every group added with [Queue.Handle], until ctx is cancelled or one
+// of them fails. On cancellation every group stops reading at once and
+// lets its in-flight handlers finish within the drain timeout (see
+// [WithDrainTimeout]); Run then returns nil. It returns the first real
+// failure of a part (the others are stopped and drained first), and
+// [ErrRunning] if the Queue is already running. Shutdown takes at most
+// the longest drain timeout plus about 1 s (a blocked read, a lease
+// release). A Queue with neither a mover nor a group returns at once
+// with an error wrapping [ErrInvalidOption]. Run never closes the client
+// and never handles OS signals.
+func (q *Queue) Run(ctx context.Context) error {
+	q.mu.Lock()
+	if q.running {
+		q.mu.Unlock()
+		return ErrRunning
+	}
+	groups := slices.Clone(q.groups)
+	if q.mover == nil && len(groups) == 0 {
+		q.mu.Unlock()
+		return fmt.Errorf("%w: queue %s has nothing to run (no groups, and built WithoutPromotion)", ErrInvalidOption, q.name)
+	}
+	q.running = true
+	q.mu.Unlock()
+	defer func() {
+		q.mu.Lock()
+		q.running = false
+		q.mu.Unlock()
+	}()
+
+	g, gctx := errgroup.WithContext(ctx)
+	if q.mover != nil {
+		g.Go(func() error { return wrapPart("mover", q.mover.Run(gctx)) })
+	}
+	for _, p := range groups {
+		g.Go(func() error { return wrapPart("group "+p.name, p.c.Run(gctx)) })
+	}
+	return g.Wait()
+}
+
+func wrapPart(part string, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", part, err)
+	}
+	return nil
+}

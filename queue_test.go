@@ -1,0 +1,227 @@
+package delaystream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/mover"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+
+// seen records deliveries per group: group -> message id -> payloads.
+type seen struct {
+	mu  sync.Mutex
+	got map[string]map[string][]string
+	n   int
+}
+
+func (s *seen) add(g, id, payload string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.got == nil {
+		s.got = map[string]map[string][]string{}
+	}
+	if s.got[g] == nil {
+		s.got[g] = map[string][]string{}
+	}
+	s.got[g][id] = append(s.got[g][id], payload)
+	s.n++
+}
+
+func (s *seen) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+// One Queue: a producer, the mover and two groups under one Run, one
+// prefix. Every group gets every message once with its own payload, typed
+// payloads go through the queue's codec, and Run returns nil after its
+// ctx is cancelled.
+func TestQueueFanOut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	q, err := delaystream.New(rdb, "orders", delaystream.WithPrefix(prefix), delaystream.WithCodec(codec.JSON),
+		delaystream.WithDrainTimeout(time.Second))
+	require.NoError(t, err)
+
+	var s seen
+	for _, g := range []string{"billing", "audit"} {
+		_, err := q.Handle(g, func(_ context.Context, m *group.Message) error {
+			s.add(g, m.ID, string(m.Payload))
+			return nil
+		}, group.WithWorkers(2))
+		require.NoError(t, err)
+	}
+	type order struct{ N int }
+	typed := make(chan order, 20)
+	_, err = delaystream.HandleTyped(q, "typed", func(_ context.Context, _ *group.Message, o order) error {
+		typed <- o
+		return nil
+	})
+	require.NoError(t, err)
+
+	want := map[string][]string{}
+	for i := range 10 {
+		msg := delaystream.Message{ID: fmt.Sprintf("order:%d", i), Payload: fmt.Appendf(nil, `{"N":%d}`, i)}
+		if i%2 == 1 {
+			msg.ID = "" // a generated id
+		}
+		res, err := q.Schedule(ctx, msg, delaystream.After(time.Duration(i)*10*time.Millisecond))
+		require.NoError(t, err)
+		want[res.ID] = []string{string(msg.Payload)}
+	}
+	res, err := delaystream.Schedule(ctx, q, "typed:1", order{N: 42}, delaystream.After(0))
+	require.NoError(t, err)
+	want[res.ID] = []string{`{"N":42}`}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- q.Run(runCtx) }()
+	require.Eventually(t, func() bool { return s.count() == 2*len(want) }, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "nil after a requested stop")
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, "Run did not return")
+	}
+	assert.Equal(t, want, s.got["billing"])
+	assert.Equal(t, want, s.got["audit"])
+	got := map[int]bool{}
+	for len(typed) > 0 {
+		got[(<-typed).N] = true
+	}
+	assert.Len(t, got, 11, "the typed group decodes every payload with the queue's codec")
+	assert.True(t, got[42])
+	assert.Equal(t, uint64(11), q.Mover().Counters().Promoted)
+	assert.Equal(t, uint64(11), q.Consumer("billing").Counters().Acked)
+	assert.Nil(t, q.Consumer("nope"))
+}
+
+// A Queue built WithoutPromotion runs only its groups; another process's
+// Queue (here: one with no groups) promotes for it.
+func TestQueueWithoutPromotion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	consumers, err := delaystream.New(rdb, "q", delaystream.WithPrefix(prefix), delaystream.WithoutPromotion())
+	require.NoError(t, err)
+	assert.Nil(t, consumers.Mover())
+	got := make(chan string, 1)
+	_, err = consumers.Handle("g", func(_ context.Context, m *group.Message) error { got <- m.ID; return nil })
+	require.NoError(t, err)
+	promoter, err := delaystream.New(rdb, "q", delaystream.WithPrefix(prefix))
+	require.NoError(t, err)
+	_, err = promoter.Schedule(ctx, delaystream.Message{ID: "x"}, delaystream.After(0))
+	require.NoError(t, err)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, q := range []*delaystream.Queue{consumers, promoter} {
+		wg.Go(func() { assert.NoError(t, q.Run(runCtx)) })
+	}
+	select {
+	case id := <-got:
+		assert.Equal(t, "x", id)
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "not delivered")
+	}
+	cancel()
+	wg.Wait()
+}
+
+// Parts of one queue cannot disagree: a part option that sets its own
+// prefix or codec is refused with a clear error, as are bad arguments.
+func TestNewRefuses(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	for _, tc := range []struct {
+		name  string
+		queue string
+		opts  []delaystream.Option
+		want  string
+	}{
+		{"bad queue name", "a b", nil, "queue name"},
+		{"nil option", "q", []delaystream.Option{nil}, "nil option"},
+		{"bad prefix", "q", []delaystream.Option{delaystream.WithPrefix("{x}")}, "prefix name"},
+		{"nil codec", "q", []delaystream.Option{delaystream.WithCodec(nil)}, "nil codec"},
+		{"drain", "q", []delaystream.Option{delaystream.WithDrainTimeout(0)}, "drain timeout"},
+		{"producer prefix", "q", []delaystream.Option{delaystream.WithProducerOptions(delay.WithPrefix("other"))}, "producer options set a prefix"},
+		{"producer codec", "q", []delaystream.Option{delaystream.WithProducerOptions(delay.WithCodec(codec.JSON))}, "producer options set a codec"},
+		{"producer bad option", "q", []delaystream.Option{delaystream.WithProducerOptions(delay.WithMaxPayload(-1))}, "producer"},
+		{"mover prefix", "q", []delaystream.Option{delaystream.WithMoverOptions(mover.WithPrefix("other"))}, "mover options set a prefix"},
+		{"mover bad option", "q", []delaystream.Option{delaystream.WithMoverOptions(mover.WithBatchSize(0))}, "mover"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := delaystream.New(rdb, tc.queue, tc.opts...)
+			require.ErrorIs(t, err, delaystream.ErrInvalidOption)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+	_, err := delaystream.New(nil, "q")
+	require.ErrorIs(t, err, delaystream.ErrInvalidOption)
+
+	// Part options that agree are taken.
+	q, err := delaystream.New(rdb, "q", delaystream.WithProducerOptions(delay.WithDuplicatePolicy(delay.Replace)),
+		delaystream.WithMoverOptions(mover.WithBatchSize(10)))
+	require.NoError(t, err)
+	_, err = q.Handle("g", func(context.Context, *group.Message) error { return nil }, group.WithPrefix("other"))
+	require.ErrorIs(t, err, delaystream.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "group g: options set a prefix")
+	_, err = q.Handle("g", nil)
+	require.ErrorIs(t, err, delaystream.ErrInvalidOption)
+}
+
+// Groups are added before Run, once each; Run runs once at a time; a
+// Queue with nothing to run says so.
+func TestQueueLifecycle(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	nop := func(context.Context, *group.Message) error { return nil }
+
+	idle, err := delaystream.New(rdb, "q", delaystream.WithPrefix(prefix), delaystream.WithoutPromotion())
+	require.NoError(t, err)
+	err = idle.Run(context.Background())
+	require.ErrorIs(t, err, delaystream.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "nothing to run")
+
+	q, err := delaystream.New(rdb, "q", delaystream.WithPrefix(prefix))
+	require.NoError(t, err)
+	_, err = q.Handle("g", nop)
+	require.NoError(t, err)
+	_, err = q.Handle("g", nop)
+	require.ErrorIs(t, err, delaystream.ErrInvalidOption, "a group added twice")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- q.Run(ctx) }()
+	require.Eventually(t, func() bool {
+		_, err := q.Handle("late", nop)
+		return errors.Is(err, delaystream.ErrRunning)
+	}, 5*time.Second, time.Millisecond, "Handle after Run started")
+	require.ErrorIs(t, q.Run(ctx), delaystream.ErrRunning)
+	cancel()
+	require.NoError(t, <-done)
+	require.NoError(t, q.Run(ctx), "a stopped Queue may run again (here: at once stopped)")
+}
