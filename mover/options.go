@@ -1,41 +1,27 @@
 package mover
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/engine"
 )
 
 // ErrInvalidOption is wrapped by every error an Option or New returns.
-var ErrInvalidOption = errors.New("mover: invalid option")
+var ErrInvalidOption = engine.ErrInvalidOption
 
 // ErrRunning is returned by Run when the Mover is already running.
-var ErrRunning = errors.New("mover: already running")
+var ErrRunning = engine.ErrRunning
 
 // Option configures a Mover.
-type Option func(*config) error
-
-type config struct {
-	prefix    string
-	batch     int
-	maxIdle   time.Duration
-	leaseTTL  time.Duration
-	noLease   bool
-	logger    *slog.Logger
-	hooks     Hooks
-	callLimit time.Duration
-	retryOf   string // "" = main lane; else the group whose retry lane to promote
-}
+type Option func(*engine.Config) error
 
 // Defaults and bounds of the options.
 const (
-	DefaultBatchSize = 256                     // entries per promote call
-	MaxBatchSize     = 1000                    // WithBatchSize upper bound
-	DefaultMaxIdle   = time.Second             // idle probe interval; longest sleep without a check
-	DefaultLeaseTTL  = 1250 * time.Millisecond // how long a lease outlives its last renewal
+	DefaultBatchSize = engine.DefaultBatchSize // entries per promote call (256)
+	MaxBatchSize     = engine.MaxBatchSize     // WithBatchSize upper bound (1000)
+	DefaultMaxIdle   = engine.DefaultMaxIdle   // idle probe interval; longest sleep without a check (1 s)
+	DefaultLeaseTTL  = engine.DefaultLeaseTTL  // how long a lease outlives its last renewal (1.25 s)
 )
 
 // Hooks are optional callbacks. They run on the mover's goroutines and must
@@ -57,98 +43,41 @@ type Hooks struct {
 }
 
 // WithPrefix sets the key prefix. Default stream.DefaultPrefix ("ds").
-func WithPrefix(p string) Option {
-	return func(c *config) error {
-		if err := stream.ValidateName("prefix", p); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
-		}
-		c.prefix = p
-		return nil
-	}
-}
+func WithPrefix(p string) Option { return Option(engine.WithPrefix(p)) }
 
 // WithBatchSize sets the most entries one promote call moves (1 to
 // [MaxBatchSize]). Default [DefaultBatchSize]. Larger batches raise
 // throughput and make each call, which blocks Redis, longer.
-func WithBatchSize(n int) Option {
-	return func(c *config) error {
-		if n < 1 || n > MaxBatchSize {
-			return fmt.Errorf("%w: batch size must be 1..%d, got %d", ErrInvalidOption, MaxBatchSize, n)
-		}
-		c.batch = n
-		return nil
-	}
-}
+func WithBatchSize(n int) Option { return Option(engine.WithBatchSize(n)) }
 
 // WithMaxIdle sets how often an idle mover (nothing due within this long)
 // probes the head of each lane's delayed set (10 ms to 1 min). Default
 // [DefaultMaxIdle] (1 s). It bounds lateness when a wake-up is lost and is
 // the idle cost: one ZRANGE per lane per interval. It must be shorter than
 // the lease TTL.
-func WithMaxIdle(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 10*time.Millisecond || d > time.Minute {
-			return fmt.Errorf("%w: max idle must be 10ms..1m, got %s", ErrInvalidOption, d)
-		}
-		c.maxIdle = d
-		return nil
-	}
-}
+func WithMaxIdle(d time.Duration) Option { return Option(engine.WithMaxIdle(d)) }
 
 // WithLeaseTTL sets how long a mover's lease on a lane outlives its last
 // renewal (20 ms to 10 min). Default [DefaultLeaseTTL] (1.25 s). When the
 // lease holder dies, a standby mover takes over after at most this long, so
 // it bounds the extra lateness a crash causes. It must exceed the max idle.
-func WithLeaseTTL(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 20*time.Millisecond || d > 10*time.Minute {
-			return fmt.Errorf("%w: lease TTL must be 20ms..10m, got %s", ErrInvalidOption, d)
-		}
-		c.leaseTTL = d
-		return nil
-	}
-}
+func WithLeaseTTL(d time.Duration) Option { return Option(engine.WithLeaseTTL(d)) }
 
 // WithoutLease makes the mover promote without taking the lane's lease: every
 // mover so configured runs the promote script on its own schedule. Promotion
 // stays exactly-once (the script is atomic), but Redis load grows with the
 // number of movers. Meant for tests and for a single mover that must not wait
 // out a dead predecessor's lease.
-func WithoutLease() Option {
-	return func(c *config) error {
-		c.noLease = true
-		return nil
-	}
-}
-
-// WithRetryLaneOf makes the mover promote group's retry lane instead of the
-// queue's main lane. Package group runs such a mover inside every Consumer;
-// the lane's lease makes one consumer of the group do the work.
-func WithRetryLaneOf(group string) Option {
-	return func(c *config) error {
-		if err := stream.ValidateName("group", group); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
-		}
-		c.retryOf = group
-		return nil
-	}
-}
+func WithoutLease() Option { return Option(engine.WithoutLease()) }
 
 // WithLogger sets the logger for background failures. Default slog.Default().
-func WithLogger(l *slog.Logger) Option {
-	return func(c *config) error {
-		if l == nil {
-			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
-		}
-		c.logger = l
-		return nil
-	}
-}
+func WithLogger(l *slog.Logger) Option { return Option(engine.WithLogger(l)) }
 
-// WithHooks sets callbacks for promotion and lease events.
-func WithHooks(h Hooks) Option {
-	return func(c *config) error {
-		c.hooks = h
-		return nil
-	}
-}
+// WithHooks sets callbacks for promotion, lease and failure events.
+func WithHooks(h Hooks) Option { return Option(engine.WithHooks(engine.Hooks(h))) }
+
+// WithRetryLaneOf makes the mover promote group's retry lane.
+//
+// Deprecated: package group promotes its retry lanes itself; this option
+// goes away with the move of the retry lane to the internal engine.
+func WithRetryLaneOf(group string) Option { return Option(engine.WithRetryLaneOf(group)) }

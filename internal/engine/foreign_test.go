@@ -1,4 +1,4 @@
-package mover
+package engine
 
 import (
 	"context"
@@ -160,7 +160,7 @@ func TestForeignMemberRegressions(t *testing.T) {
 
 // moverWith returns a lease-less mover of a new queue "q" whose delayed set
 // holds members.
-func moverWith(t *testing.T, members ...redis.Z) (redis.UniversalClient, stream.Lane, *Mover) {
+func moverWith(t *testing.T, members ...redis.Z) (redis.UniversalClient, stream.Lane, *Engine) {
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
 	keys, err := stream.NewKeys(prefix, "q", 0, 1)

@@ -1,4 +1,4 @@
-package mover
+package engine
 
 import (
 	"context"

@@ -1,0 +1,551 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/stream"
+)
+
+// callTimeout bounds one promote call, so a hung connection cannot stall a lane.
+const callTimeout = 5 * time.Second
+
+// envelopeHeader is what every valid envelope starts with; the promote
+// script quarantines anything else.
+var envelopeHeader = string([]byte{codec.EnvelopeMagic, codec.EnvelopeVersion})
+
+// Engine promotes due messages of lanes into their streams: the
+// implementation behind mover.Mover (a queue's main lane) and behind each
+// group.Consumer's retry lane. Create it with [New] and start it with
+// [Engine.Run]. Its methods are safe for concurrent use.
+type Engine struct {
+	rdb   redis.UniversalClient
+	queue string
+	lanes []*lane
+	cfg   Config
+	token string
+
+	running  atomic.Bool
+	promoted atomic.Uint64
+	quarant  atomic.Uint64
+	batches  atomic.Uint64
+	failures atomic.Uint64
+	stuck    atomic.Uint64
+}
+
+// Counters are running totals since the Engine was created, counted from the
+// promote script's replies: a call whose reply is lost (the connection dies
+// after Redis ran it) has moved its batch but is not counted, so the totals
+// can fall short of what the streams received, never exceed it.
+type Counters struct {
+	Promoted    uint64 // entries appended to streams
+	Quarantined uint64 // entries set aside (missing or foreign envelope, unknown member kind)
+	Batches     uint64 // promote calls that moved or quarantined something
+	Errors      uint64 // promote calls that failed
+	// Stuck counts the failed promote calls (included in Errors) whose
+	// error repeats until someone fixes the lane's keys or data: a key of
+	// the wrong type, an error reply from the script. Network failures,
+	// timeouts and a server that is loading or failing over are transient
+	// and not counted here.
+	Stuck uint64
+}
+
+// New returns an Engine for queue. It validates everything, talks to no server
+// and starts nothing: call Run. The client is borrowed and never closed.
+func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Engine, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
+	}
+	cfg := Config{
+		prefix:    stream.DefaultPrefix,
+		batch:     DefaultBatchSize,
+		maxIdle:   DefaultMaxIdle,
+		leaseTTL:  DefaultLeaseTTL,
+		logger:    slog.Default(),
+		callLimit: callTimeout,
+	}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := opt(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if !cfg.noLease && cfg.leaseTTL <= cfg.maxIdle {
+		return nil, fmt.Errorf("%w: lease TTL %s must exceed max idle %s", ErrInvalidOption, cfg.leaseTTL, cfg.maxIdle)
+	}
+	keys, err := stream.NewKeys(cfg.prefix, queue, 0, 1)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	var tok [12]byte
+	_, _ = rand.Read(tok[:])
+	m := &Engine{rdb: rdb, queue: queue, cfg: cfg, token: hex.EncodeToString(tok[:])}
+	if cfg.noLease {
+		m.token = ""
+	}
+	ln := keys.Main()
+	if cfg.retryOf != "" {
+		ln = keys.Retry(cfg.retryOf)
+	}
+	m.lanes = []*lane{m.newLane(ln)}
+	return m, nil
+}
+
+// Counters returns the running totals.
+func (m *Engine) Counters() Counters {
+	return Counters{
+		Promoted: m.promoted.Load(), Quarantined: m.quarant.Load(),
+		Batches: m.batches.Load(), Errors: m.failures.Load(), Stuck: m.stuck.Load(),
+	}
+}
+
+// Run promotes due entries until ctx is cancelled, then releases its leases
+// and returns nil. It returns [ErrRunning] if the Engine is already running.
+//
+// Each lane is promoted in batches while batches are full; otherwise the
+// mover sleeps until the next due time (a Go timer), and is woken early
+// through the lane's pub/sub channel when a producer schedules an earlier
+// entry. With nothing due within the max idle, it probes the lane's head
+// once per max idle instead of calling the promote script. When several
+// movers run, the one holding a lane's lease promotes it and the others
+// check once per lease period.
+//
+// Failed calls are logged and retried with backoff; Run does not return on
+// them. Shutdown takes at most one in-flight promote call (bounded by a 5 s
+// timeout) plus a lease release of at most 1 s.
+func (m *Engine) Run(ctx context.Context) error {
+	if !m.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer m.running.Store(false)
+	log := m.cfg.logger.With(slog.String("queue", m.queue))
+	log.DebugContext(ctx, "mover started", slog.Int("lanes", len(m.lanes)))
+
+	chans := make([]string, len(m.lanes))
+	byChan := make(map[string]*lane, len(m.lanes))
+	for i, l := range m.lanes {
+		chans[i] = l.keys.Wake
+		byChan[l.keys.Wake] = l
+		l.wake = make(chan int64, 1)
+	}
+	ps := m.rdb.Subscribe(ctx, chans...)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		// A lost wake-up costs at most the max idle (the idle probe), so a
+		// slow health check keeps the idle cost near one command per second.
+		ch := ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(30 * time.Second))
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case msg, ok := <-ch:
+				if !ok {
+					return nil
+				}
+				switch msg := msg.(type) {
+				case *redis.Message:
+					l := byChan[msg.Channel]
+					if l == nil {
+						continue
+					}
+					due, err := strconv.ParseInt(msg.Payload, 10, 64)
+					if err != nil {
+						continue
+					}
+					l.notify(due)
+				case *redis.Subscription:
+					// A (re)subscription: wake-ups published while the
+					// connection was down are lost, so look now rather
+					// than at the next idle probe.
+					if l := byChan[msg.Channel]; l != nil && msg.Kind == "subscribe" {
+						l.notify(resubscribed)
+					}
+				}
+			}
+		}
+	})
+	for _, l := range m.lanes {
+		g.Go(func() error { return l.run(gctx, log) })
+	}
+	err := g.Wait()
+	_ = ps.Close()
+
+	relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	for _, l := range m.lanes {
+		l.release(relCtx)
+	}
+	log.DebugContext(ctx, "mover stopped")
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// lane promotes one delayed set into its stream.
+type lane struct {
+	m     *Engine
+	keys  stream.Lane
+	wake  chan int64   // due times from the wake channel; 0 = lease released
+	owner atomic.Bool  // whether this mover held the lease at the last call
+	until atomic.Int64 // due ms the lane sleeps until; noDue while awake or when nothing is due
+}
+
+func (m *Engine) newLane(keys stream.Lane) *lane {
+	l := &lane{m: m, keys: keys}
+	l.until.Store(noDue) // keep wake-ups that arrive before the lane runs
+	return l
+}
+
+// notify wakes the lane when due is earlier than what it sleeps until, or
+// when a lease was released (due 0). It never blocks.
+func (l *lane) notify(due int64) {
+	if due != 0 && due >= l.until.Load() && l.until.Load() != noDue {
+		return
+	}
+	if due == 0 {
+		// A pending due time must not hide a released lease: a standby
+		// ignores due times, so replace it (an owner wakes for either).
+		select {
+		case <-l.wake:
+		default:
+		}
+	}
+	select {
+	case l.wake <- due:
+	default: // a wake-up is already pending
+	}
+}
+
+// noDue stands for "nothing due": later than any due time.
+const noDue = 1<<63 - 1
+
+// resubscribed is the due time notified after a (re)subscription: earlier
+// than anything, so an owner or idle lane checks at once; a standby, which
+// only wakes for a released lease, ignores it.
+const resubscribed = 1
+
+// result is the reply of one promote call.
+type result struct {
+	moved, quarantined int
+	next               int64     // due ms of the earliest remaining entry, -1 if none
+	nowUs              int64     // Redis TIME in µs
+	leaseTTL           int64     // -1: we hold the lease (or need none); -2: nobody does, nothing was due; else ms left on another mover's lease
+	local              time.Time // local clock when the reply arrived
+}
+
+// redisAhead is how far the Redis clock was ahead of the local clock when
+// the reply arrived (negative when behind), round trip included.
+func (r result) redisAhead() time.Duration {
+	return time.UnixMicro(r.nowUs).Sub(r.local)
+}
+
+// runOnce runs the promote script once.
+func (l *lane) runOnce(ctx context.Context) (result, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.callLimit)
+	defer cancel()
+	start := time.Now()
+	reply, err := scripts.Promote.Run(ctx, l.m.rdb,
+		[]string{l.keys.Delayed, l.keys.Envelopes, l.keys.Stream, l.keys.Quarantine, l.keys.Lease},
+		l.m.cfg.batch, l.m.token, l.m.cfg.leaseTTL.Milliseconds(), envelopeHeader).Result()
+	var v []int64
+	if err == nil {
+		v, err = scripts.Ints(reply)
+	}
+	if err == nil && len(v) != 5 {
+		err = errors.New("unexpected promote reply")
+	}
+	if err != nil {
+		stuck := persistent(err)
+		if stuck {
+			// A WRONGTYPE reply (or a script error wrapping one) does not
+			// say which key: ask, so that the log names it.
+			if terr := stream.CheckTypes(ctx, l.m.rdb, l.keyTypes()...); terr != nil {
+				err = terr
+			}
+		}
+		err = fmt.Errorf("promote %s: %w", l.keys.Delayed, err)
+		l.m.failures.Add(1)
+		if stuck {
+			l.m.stuck.Add(1)
+		}
+		if h := l.m.cfg.hooks.OnError; h != nil {
+			h(l.keys.Stream, err, stuck)
+		}
+		return result{}, &callError{err: err, stuck: stuck}
+	}
+	r := result{moved: int(v[0]), quarantined: int(v[1]), next: v[2], nowUs: v[3], leaseTTL: v[4], local: time.Now()}
+	if n := r.moved + r.quarantined; n > 0 {
+		l.m.promoted.Add(uint64(r.moved))
+		l.m.quarant.Add(uint64(r.quarantined))
+		l.m.batches.Add(1)
+		if h := l.m.cfg.hooks.OnPromote; h != nil {
+			h(l.keys.Stream, r.moved, r.quarantined, time.Since(start))
+		}
+	}
+	return r, nil
+}
+
+// keyTypes lists the lane's keys with the types the promote script expects.
+func (l *lane) keyTypes() []stream.KeyType {
+	return []stream.KeyType{
+		{Key: l.keys.Delayed, Want: "zset"}, {Key: l.keys.Envelopes, Want: "hash"},
+		{Key: l.keys.Stream, Want: "stream"}, {Key: l.keys.Quarantine, Want: "stream"},
+		{Key: l.keys.Lease, Want: "string"},
+	}
+}
+
+// callError is a failed promote call, classified.
+type callError struct {
+	err   error
+	stuck bool // the failure repeats until the lane's keys or data are fixed
+}
+
+func (e *callError) Error() string { return e.err.Error() }
+func (e *callError) Unwrap() error { return e.err }
+
+// transientReplies are error replies that pass without anyone fixing the
+// lane: the server is loading, busy, failing over or out of memory.
+var transientReplies = []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN",
+	"READONLY", "MOVED", "ASK", "NOREPLICAS", "NOSCRIPT", "OOM"}
+
+// persistent reports whether err will repeat until someone fixes the lane's
+// keys or data: an error reply from Redis (a script error, a key of the
+// wrong type) that is not one of the transient ones. Network errors and
+// timeouts pass by themselves.
+func persistent(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	for _, p := range transientReplies {
+		if redis.HasErrorPrefix(err, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// Log intervals of a failing lane: its first failure is logged at once,
+// then at most one line per interval while it keeps failing.
+const (
+	transientLogEvery = 30 * time.Second
+	stuckLogEvery     = time.Minute
+)
+
+// failing tracks a lane's consecutive failed calls, so that a lane that
+// keeps failing logs a bounded number of lines and says so differently
+// from a passing error.
+type failing struct {
+	n      int       // consecutive failed calls
+	since  time.Time // the first of them
+	logged time.Time // the last line logged about them
+	stuck  bool      // whether they were reported as a stuck lane
+}
+
+// failed records a failed call and logs it if due.
+func (f *failing) failed(ctx context.Context, log *slog.Logger, err error, retryIn time.Duration) {
+	now := time.Now()
+	if f.n == 0 {
+		f.since = now
+	}
+	f.n++
+	var ce *callError
+	stuck := errors.As(err, &ce) && ce.stuck
+	switch {
+	case stuck && (!f.stuck || now.Sub(f.logged) >= stuckLogEvery):
+		log.ErrorContext(ctx, "lane stuck: promotion fails until its keys or data are fixed",
+			slog.Any("err", err), slog.Int("failures", f.n), slog.Time("since", f.since))
+		f.stuck, f.logged = true, now
+	case !stuck && (f.n == 1 || now.Sub(f.logged) >= transientLogEvery):
+		log.WarnContext(ctx, "promote failed", slog.Any("err", err), slog.Int("failures", f.n),
+			slog.Duration("retry_in", retryIn))
+		f.logged = now
+	}
+}
+
+// succeeded ends a run of failures, saying so if any was logged after the first.
+func (f *failing) succeeded(ctx context.Context, log *slog.Logger) {
+	if f.n > 1 || f.stuck {
+		log.InfoContext(ctx, "promote recovered", slog.Int("failures", f.n),
+			slog.Duration("after", time.Since(f.since)))
+	}
+	*f = failing{}
+}
+
+// wait returns how long to sleep after r, and the due ms being waited for.
+func (l *lane) wait(r result) (time.Duration, int64) {
+	cfg := &l.m.cfg
+	if r.leaseTTL >= 0 { // standby: check again when the holder's lease would lapse
+		d := time.Duration(r.leaseTTL)*time.Millisecond + time.Duration(1+mrand.IntN(20))*time.Millisecond
+		return min(d, cfg.leaseTTL), -1
+	}
+	if r.moved+r.quarantined >= cfg.batch {
+		return 0, r.next // a full batch: more may be due
+	}
+	if r.next < 0 {
+		return cfg.maxIdle, -1
+	}
+	d := time.Duration(r.next*1000-r.nowUs) * time.Microsecond
+	return max(0, min(d, cfg.maxIdle)), r.next
+}
+
+func (l *lane) run(ctx context.Context, log *slog.Logger) error {
+	log = log.With(slog.String("stream", l.keys.Stream))
+	timer := time.NewTimer(time.Duration(mrand.IntN(20)) * time.Millisecond) // stagger movers started together
+	defer timer.Stop()
+	// Between sleeps every wake-up is kept (until = max): an entry scheduled
+	// while a promote call runs may be earlier than the reply's next due.
+	l.until.Store(noDue)
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-timer.C:
+	}
+	backoff := 50 * time.Millisecond
+	var fails failing
+	for ctx.Err() == nil {
+		r, err := l.runOnce(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			fails.failed(ctx, log, err, backoff)
+			l.sleep(ctx, timer, backoff+time.Duration(mrand.Int64N(int64(backoff/2))), false)
+			backoff = min(2*backoff, l.m.cfg.maxIdle)
+			continue
+		}
+		if fails.n > 0 {
+			fails.succeeded(ctx, log)
+		}
+		backoff = 50 * time.Millisecond
+		owner := r.leaseTTL == -1
+		standby := r.leaseTTL >= 0
+		if l.owner.Swap(owner) != owner {
+			log.DebugContext(ctx, "mover lease changed", slog.Bool("owner", owner))
+			if h := l.m.cfg.hooks.OnLease; h != nil {
+				h(l.keys.Stream, owner)
+			}
+		}
+		if r.quarantined > 0 {
+			log.WarnContext(ctx, "entries quarantined", slog.Int("count", r.quarantined), slog.String("quarantine", l.keys.Quarantine))
+		}
+		d, until := l.wait(r)
+		if d == 0 {
+			continue
+		}
+		if !standby && l.idle(r) {
+			l.sleepIdle(ctx, timer, r.next, r.redisAhead(), log)
+			continue
+		}
+		if until < 0 {
+			until = noDue
+		}
+		l.until.Store(until)
+		l.sleep(ctx, timer, d, standby)
+		l.until.Store(noDue)
+	}
+	return nil
+}
+
+// idle reports whether nothing is due within the max idle after r.
+func (l *lane) idle(r result) bool {
+	return r.next < 0 || time.Duration(r.next*1000-r.nowUs)*time.Microsecond > l.m.cfg.maxIdle
+}
+
+// sleepIdle waits, with nothing due within the max idle, until the lane's
+// head entry (due ms; -1 = none) is about to be due, a wake-up announces an
+// earlier entry, or a probe finds one. A probe, once per max idle, is one
+// ZRANGE of the delayed set's head instead of a promote call: it only
+// catches a lost wake-up, and decides nothing about due-ness (the promote
+// script that follows does). The lease is not renewed meanwhile: it lapses,
+// and whichever mover calls first when work arrives takes it.
+func (l *lane) sleepIdle(ctx context.Context, timer *time.Timer, head int64, redisAhead time.Duration, log *slog.Logger) {
+	maxIdle := l.m.cfg.maxIdle
+	defer l.until.Store(noDue)
+	for ctx.Err() == nil {
+		if head < 0 {
+			l.until.Store(noDue)
+		} else {
+			l.until.Store(head)
+			// Local time at which the head is due on the Redis clock.
+			if left := time.Until(time.UnixMilli(head).Add(-redisAhead)); left <= maxIdle {
+				l.sleep(ctx, timer, max(0, left), false)
+				return
+			}
+		}
+		if l.sleep(ctx, timer, maxIdle, false) {
+			return
+		}
+		h, err := l.probe(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.DebugContext(ctx, "idle probe failed", slog.Any("err", err))
+			}
+			return // the promote call reports and backs off
+		}
+		head = h
+	}
+}
+
+// probe returns the due ms of the lane's earliest entry, -1 if none.
+func (l *lane) probe(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.callLimit)
+	defer cancel()
+	zs, err := l.m.rdb.ZRangeWithScores(ctx, l.keys.Delayed, 0, 0).Result()
+	if err != nil || len(zs) == 0 {
+		return -1, err
+	}
+	return int64(zs[0].Score), nil
+}
+
+// sleep waits for d, a wake-up or ctx, and reports whether a wake-up ended
+// it. A standby wakes only for a released lease; an owner for an entry due
+// before the one it waits for.
+func (l *lane) sleep(ctx context.Context, timer *time.Timer, d time.Duration, standby bool) bool {
+	timer.Reset(d)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return false
+		case due := <-l.wake:
+			if !standby || due == 0 {
+				return true
+			}
+		}
+	}
+}
+
+// release gives up the lane's lease if this mover holds it.
+func (l *lane) release(ctx context.Context) {
+	if l.m.token == "" || !l.owner.Load() {
+		return
+	}
+	err := scripts.Release.Run(ctx, l.m.rdb, []string{l.keys.Lease}, l.m.token, l.keys.Wake).Err()
+	if err != nil {
+		l.m.cfg.logger.WarnContext(ctx, "releasing mover lease failed", slog.String("stream", l.keys.Stream), slog.Any("err", err))
+	}
+	l.owner.Store(false)
+}
+
+// Prefix returns the key prefix the Engine was built with.
+func (m *Engine) Prefix() string { return m.cfg.prefix }

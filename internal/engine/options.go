@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/delaystream/delaystream/stream"
+)
+
+// ErrInvalidOption is wrapped by every error an Option or New returns.
+var ErrInvalidOption = errors.New("mover: invalid option")
+
+// ErrRunning is returned by Run when the Engine is already running.
+var ErrRunning = errors.New("mover: already running")
+
+// Option configures an Engine.
+type Option func(*Config) error
+
+// Config is what the options set; its zero value is not usable (New sets
+// the defaults).
+type Config struct {
+	prefix    string
+	batch     int
+	maxIdle   time.Duration
+	leaseTTL  time.Duration
+	noLease   bool
+	logger    *slog.Logger
+	hooks     Hooks
+	callLimit time.Duration
+	retryOf   string // "" = main lane; else the group whose retry lane to promote
+}
+
+// Defaults and bounds of the options.
+const (
+	DefaultBatchSize = 256                     // entries per promote call
+	MaxBatchSize     = 1000                    // WithBatchSize upper bound
+	DefaultMaxIdle   = time.Second             // idle probe interval; longest sleep without a check
+	DefaultLeaseTTL  = 1250 * time.Millisecond // how long a lease outlives its last renewal
+)
+
+// Hooks are optional callbacks. They run on the mover's goroutines and must
+// not block; nil hooks are skipped.
+type Hooks struct {
+	// OnPromote is called after every promote call that moved or quarantined
+	// anything: lane is the lane's stream key, moved the entries appended to
+	// the stream, quarantined those set aside, took the call's duration.
+	OnPromote func(lane string, moved, quarantined int, took time.Duration)
+	// OnLease is called when this mover gains (true) or loses (false) the
+	// lease of a lane. The lease is taken only for work: a lane that fell
+	// idle reports the loss at the mover's next promote call.
+	OnLease func(lane string, owner bool)
+	// OnError is called after every failed promote call. stuck reports an
+	// error that repeats until someone fixes the lane's keys or data (see
+	// [Counters].Stuck); a key of the wrong type arrives as an error
+	// wrapping a *stream.KeyTypeError that names it.
+	OnError func(lane string, err error, stuck bool)
+}
+
+// WithPrefix sets the key prefix. Default stream.DefaultPrefix ("ds").
+func WithPrefix(p string) Option {
+	return func(c *Config) error {
+		if err := stream.ValidateName("prefix", p); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		c.prefix = p
+		return nil
+	}
+}
+
+// WithBatchSize sets the most entries one promote call moves (1 to
+// [MaxBatchSize]). Default [DefaultBatchSize]. Larger batches raise
+// throughput and make each call, which blocks Redis, longer.
+func WithBatchSize(n int) Option {
+	return func(c *Config) error {
+		if n < 1 || n > MaxBatchSize {
+			return fmt.Errorf("%w: batch size must be 1..%d, got %d", ErrInvalidOption, MaxBatchSize, n)
+		}
+		c.batch = n
+		return nil
+	}
+}
+
+// WithMaxIdle sets how often an idle mover (nothing due within this long)
+// probes the head of each lane's delayed set (10 ms to 1 min). Default
+// [DefaultMaxIdle] (1 s). It bounds lateness when a wake-up is lost and is
+// the idle cost: one ZRANGE per lane per interval. It must be shorter than
+// the lease TTL.
+func WithMaxIdle(d time.Duration) Option {
+	return func(c *Config) error {
+		if d < 10*time.Millisecond || d > time.Minute {
+			return fmt.Errorf("%w: max idle must be 10ms..1m, got %s", ErrInvalidOption, d)
+		}
+		c.maxIdle = d
+		return nil
+	}
+}
+
+// WithLeaseTTL sets how long a mover's lease on a lane outlives its last
+// renewal (20 ms to 10 min). Default [DefaultLeaseTTL] (1.25 s). When the
+// lease holder dies, a standby mover takes over after at most this long, so
+// it bounds the extra lateness a crash causes. It must exceed the max idle.
+func WithLeaseTTL(d time.Duration) Option {
+	return func(c *Config) error {
+		if d < 20*time.Millisecond || d > 10*time.Minute {
+			return fmt.Errorf("%w: lease TTL must be 20ms..10m, got %s", ErrInvalidOption, d)
+		}
+		c.leaseTTL = d
+		return nil
+	}
+}
+
+// WithoutLease makes the mover promote without taking the lane's lease: every
+// mover so configured runs the promote script on its own schedule. Promotion
+// stays exactly-once (the script is atomic), but Redis load grows with the
+// number of movers. Meant for tests and for a single mover that must not wait
+// out a dead predecessor's lease.
+func WithoutLease() Option {
+	return func(c *Config) error {
+		c.noLease = true
+		return nil
+	}
+}
+
+// WithRetryLaneOf makes the engine promote group's retry lane instead of the
+// queue's main lane. Package group runs such an engine inside every
+// Consumer; the lane's lease makes one consumer of the group do the work.
+func WithRetryLaneOf(group string) Option {
+	return func(c *Config) error {
+		if err := stream.ValidateName("group", group); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		c.retryOf = group
+		return nil
+	}
+}
+
+// WithLogger sets the logger for background failures. Default slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(c *Config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithHooks sets callbacks for promotion and lease events.
+func WithHooks(h Hooks) Option {
+	return func(c *Config) error {
+		c.hooks = h
+		return nil
+	}
+}
