@@ -2,14 +2,13 @@ package delaystream
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/mover"
-	"github.com/delaystream/delaystream/stream"
 )
 
 // ErrInvalidOption is wrapped by every error an Option, New or
@@ -42,11 +41,8 @@ const DefaultDrain = 10 * time.Second
 // every consumer group of the Queue, so the parts cannot disagree.
 func WithPrefix(p string) Option {
 	return func(c *config) error {
-		if err := stream.ValidateName("prefix", p); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
-		}
 		c.prefix = p
-		return nil
+		return optcheck.Prefix(ErrInvalidOption, p)
 	}
 }
 
@@ -55,11 +51,8 @@ func WithPrefix(p string) Option {
 // consumers of the Queue share it, so they cannot disagree.
 func WithCodec(cd codec.Codec) Option {
 	return func(c *config) error {
-		if cd == nil {
-			return fmt.Errorf("%w: nil codec", ErrInvalidOption)
-		}
 		c.codec = cd
-		return nil
+		return optcheck.NotNil(ErrInvalidOption, "codec", cd == nil)
 	}
 }
 
@@ -68,11 +61,8 @@ func WithCodec(cd codec.Codec) Option {
 // group.WithLogger, given to [Queue.Handle], takes precedence for it.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
-		if l == nil {
-			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
-		}
 		c.logger = l
-		return nil
+		return optcheck.NotNil(ErrInvalidOption, "logger", l == nil)
 	}
 }
 
@@ -82,11 +72,8 @@ func WithLogger(l *slog.Logger) Option {
 // group.WithDrainTimeout takes precedence for it.
 func WithDrainTimeout(d time.Duration) Option {
 	return func(c *config) error {
-		if d < 100*time.Millisecond || d > 10*time.Minute {
-			return fmt.Errorf("%w: drain timeout must be 100ms..10m, got %s", ErrInvalidOption, d)
-		}
 		c.drain = d
-		return nil
+		return optcheck.Range(ErrInvalidOption, "drain timeout", d, 100*time.Millisecond, 10*time.Minute)
 	}
 }
 

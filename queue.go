@@ -3,10 +3,10 @@ package delaystream
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
-	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"

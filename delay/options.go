@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/delaystream/delaystream/codec"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/optcheck"
 )
 
 // ErrInvalidOption is wrapped by every error an Option or New returns.
@@ -48,11 +48,8 @@ const (
 // Producers, movers and consumers of one queue must use the same prefix.
 func WithPrefix(p string) Option {
 	return func(c *config) error {
-		if err := stream.ValidateName("prefix", p); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
-		}
 		c.prefix = p
-		return nil
+		return optcheck.Prefix(ErrInvalidOption, p)
 	}
 }
 
@@ -60,11 +57,8 @@ func WithPrefix(p string) Option {
 // codec.Msgpack. It does not affect Schedule, which takes bytes.
 func WithCodec(cd codec.Codec) Option {
 	return func(c *config) error {
-		if cd == nil {
-			return fmt.Errorf("%w: nil codec", ErrInvalidOption)
-		}
 		c.codec = cd
-		return nil
+		return optcheck.NotNil(ErrInvalidOption, "codec", cd == nil)
 	}
 }
 
@@ -73,11 +67,8 @@ func WithCodec(cd codec.Codec) Option {
 // [ErrInvalidMessage] and nothing is written.
 func WithMaxPayload(n int) Option {
 	return func(c *config) error {
-		if n < 1 || n > 64<<20 {
-			return fmt.Errorf("%w: max payload must be 1..%d bytes, got %d", ErrInvalidOption, 64<<20, n)
-		}
 		c.maxPayload = n
-		return nil
+		return optcheck.Range(ErrInvalidOption, "max payload (bytes)", n, 1, 64<<20)
 	}
 }
 
@@ -98,10 +89,7 @@ func WithDuplicatePolicy(p Policy) Option {
 // (1 to [MaxBatchSize]). Default [DefaultBatchSize]. Chunks are pipelined.
 func WithBatchSize(n int) Option {
 	return func(c *config) error {
-		if n < 1 || n > MaxBatchSize {
-			return fmt.Errorf("%w: batch size must be 1..%d, got %d", ErrInvalidOption, MaxBatchSize, n)
-		}
 		c.batchSize = n
-		return nil
+		return optcheck.Range(ErrInvalidOption, "batch size", n, 1, MaxBatchSize)
 	}
 }

@@ -41,7 +41,7 @@ func TestNew(t *testing.T) {
 		{name: "empty prefix", rdb: rdb, queue: "q", opts: []delay.Option{delay.WithPrefix("")}, msg: "prefix name is empty"},
 		{name: "prefix with brace", rdb: rdb, queue: "q", opts: []delay.Option{delay.WithPrefix("a}")}, msg: "prefix name"},
 		{name: "nil codec", rdb: rdb, queue: "q", opts: []delay.Option{delay.WithCodec(nil)}, msg: "nil codec"},
-		{name: "zero max payload", rdb: rdb, queue: "q", opts: []delay.Option{delay.WithMaxPayload(0)}, msg: "max payload must be 1..67108864 bytes, got 0"},
+		{name: "zero max payload", rdb: rdb, queue: "q", opts: []delay.Option{delay.WithMaxPayload(0)}, msg: "max payload (bytes) must be 1..67108864, got 0"},
 		{name: "max payload too large", rdb: rdb, queue: "q", opts: []delay.Option{delay.WithMaxPayload(64<<20 + 1)}, msg: "max payload"},
 		{name: "queue-default policy", rdb: rdb, queue: "q", opts: []delay.Option{delay.WithDuplicatePolicy(delay.QueueDefault)}, msg: "unknown duplicate policy 0"},
 		{name: "unknown policy", rdb: rdb, queue: "q", opts: []delay.Option{delay.WithDuplicatePolicy(delay.Policy(7))}, msg: "unknown duplicate policy 7"},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/stream"
 )
 
@@ -179,13 +180,13 @@ func (q *Queue) calls(items []Item, results []Result) (*redis.Script, []scripts.
 			// A generated id: the script stores the packed member as is
 			// (see internal/scripts/ids.lua); the result's id is its due
 			// time's part followed by the random part kept here.
-			val = make([]byte, 0, 1+16+codec.EnvelopeSize(&env))
-			val = codec.AppendEnvelope(ids.appendPacked(val, len(items)-i), &env)
+			val = make([]byte, 0, 1+16+wire.EnvelopeSize(&env))
+			val = wire.AppendEnvelope(ids.appendPacked(val, len(items)-i), &env)
 			results[i].ID = string(val[1:17])
 		} else {
 			id = it.Message.ID
 			results[i].ID = id
-			val = codec.MarshalEnvelope(&env)
+			val = wire.MarshalEnvelope(&env)
 		}
 		if len(args) == 0 {
 			args = append(args, q.lane.Wake)
@@ -235,7 +236,7 @@ func (q *Queue) fillResults(items []Item, results []Result, cmds []*redis.Cmd) e
 			r.Outcome = Outcome(codes[j])
 			r.Due = time.UnixMilli(codes[j+1])
 			if items[i].Message.ID == "" {
-				r.ID = stream.GeneratedID(codes[j+1], r.ID)
+				r.ID = wire.GeneratedID(codes[j+1], r.ID)
 			}
 		}
 	}
@@ -300,7 +301,7 @@ func (q *Queue) Get(ctx context.Context, id string) (codec.Envelope, error) {
 		return codec.Envelope{}, fmt.Errorf("get %s: envelope missing: %w", id, ErrNotFound)
 	}
 	env := codec.Envelope{}
-	if err := codec.UnmarshalEnvelope([]byte(raw), &env); err != nil {
+	if err := wire.UnmarshalEnvelope([]byte(raw), &env); err != nil {
 		return codec.Envelope{}, fmt.Errorf("get %s: %w", id, err)
 	}
 	env.ID = id

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 // Info is a snapshot of one stream, read with XINFO STREAM and XINFO GROUPS.
@@ -94,23 +96,23 @@ func ReadQuarantine(ctx context.Context, rdb redis.UniversalClient, key, after s
 // malformed read as zero values: the entry is shown as found.
 func parseQuarantined(m redis.XMessage) Quarantined {
 	q := Quarantined{EntryID: m.ID}
-	q.MessageID, _ = m.Values[FieldID].(string)
-	q.Reason, _ = m.Values[FieldReason].(string)
+	q.MessageID, _ = m.Values[wire.FieldID].(string)
+	q.Reason, _ = m.Values[wire.FieldReason].(string)
 	due := int64(-1)
-	if d, ok := m.Values[FieldDue].(string); ok {
+	if d, ok := m.Values[wire.FieldDue].(string); ok {
 		if ms, err := strconv.ParseInt(d, 10, 64); err == nil {
 			q.Due, due = time.UnixMilli(ms), ms
 		}
 	}
-	if e, ok := m.Values[FieldEnvelope].(string); ok {
+	if e, ok := m.Values[wire.FieldEnvelope].(string); ok {
 		q.Raw = []byte(e)
 	}
-	if mem, ok := m.Values[FieldMember].(string); ok {
+	if mem, ok := m.Values[wire.FieldMember].(string); ok {
 		q.Member = []byte(mem)
 		// A packed member with a readable id: say whose it was, and
 		// which bytes were its envelope.
-		if len(mem) >= 17 && mem[0] == PackedKind && due >= 0 && due < 1<<48 {
-			if id := GeneratedID(due, mem[1:17]); GeneratedLayout(id) {
+		if len(mem) >= 17 && mem[0] == wire.PackedKind && due >= 0 && due < 1<<48 {
+			if id := wire.GeneratedID(due, mem[1:17]); wire.GeneratedLayout(id) {
 				q.MessageID, q.Raw = id, []byte(mem[17:])
 			}
 		}

@@ -15,17 +15,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/stream"
 )
 
 // callTimeout bounds one promote call, so a hung connection cannot stall a lane.
 const callTimeout = 5 * time.Second
-
-// envelopeHeader is what every valid envelope starts with; the promote
-// script quarantines anything else.
-var envelopeHeader = string([]byte{codec.EnvelopeMagic, codec.EnvelopeVersion})
 
 // Engine promotes due messages of lanes into their streams: the
 // implementation behind mover.Mover (a queue's main lane) and behind each
@@ -263,7 +259,7 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 	start := time.Now()
 	reply, err := scripts.Promote.Run(ctx, l.m.rdb,
 		[]string{l.keys.Delayed, l.keys.Envelopes, l.keys.Stream, l.keys.Quarantine, l.keys.Lease},
-		l.m.cfg.batch, l.m.token, l.m.cfg.leaseTTL.Milliseconds(), envelopeHeader).Result()
+		l.m.cfg.batch, l.m.token, l.m.cfg.leaseTTL.Milliseconds(), wire.Header).Result()
 	var v []int64
 	if err == nil {
 		v, err = scripts.Ints(reply)

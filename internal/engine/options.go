@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/stream"
 )
 
@@ -61,11 +62,8 @@ type Hooks struct {
 // WithPrefix sets the key prefix. Default stream.DefaultPrefix ("ds").
 func WithPrefix(p string) Option {
 	return func(c *Config) error {
-		if err := stream.ValidateName("prefix", p); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
-		}
 		c.prefix = p
-		return nil
+		return optcheck.Prefix(ErrInvalidOption, p)
 	}
 }
 
@@ -74,11 +72,8 @@ func WithPrefix(p string) Option {
 // throughput and make each call, which blocks Redis, longer.
 func WithBatchSize(n int) Option {
 	return func(c *Config) error {
-		if n < 1 || n > MaxBatchSize {
-			return fmt.Errorf("%w: batch size must be 1..%d, got %d", ErrInvalidOption, MaxBatchSize, n)
-		}
 		c.batch = n
-		return nil
+		return optcheck.Range(ErrInvalidOption, "batch size", n, 1, MaxBatchSize)
 	}
 }
 
@@ -89,11 +84,8 @@ func WithBatchSize(n int) Option {
 // the lease TTL.
 func WithMaxIdle(d time.Duration) Option {
 	return func(c *Config) error {
-		if d < 10*time.Millisecond || d > time.Minute {
-			return fmt.Errorf("%w: max idle must be 10ms..1m, got %s", ErrInvalidOption, d)
-		}
 		c.maxIdle = d
-		return nil
+		return optcheck.Range(ErrInvalidOption, "max idle", d, 10*time.Millisecond, time.Minute)
 	}
 }
 
@@ -103,11 +95,8 @@ func WithMaxIdle(d time.Duration) Option {
 // it bounds the extra lateness a crash causes. It must exceed the max idle.
 func WithLeaseTTL(d time.Duration) Option {
 	return func(c *Config) error {
-		if d < 20*time.Millisecond || d > 10*time.Minute {
-			return fmt.Errorf("%w: lease TTL must be 20ms..10m, got %s", ErrInvalidOption, d)
-		}
 		c.leaseTTL = d
-		return nil
+		return optcheck.Range(ErrInvalidOption, "lease TTL", d, 20*time.Millisecond, 10*time.Minute)
 	}
 }
 
@@ -139,11 +128,8 @@ func WithRetryLaneOf(group string) Option {
 // WithLogger sets the logger for background failures. Default slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return func(c *Config) error {
-		if l == nil {
-			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
-		}
 		c.logger = l
-		return nil
+		return optcheck.NotNil(ErrInvalidOption, "logger", l == nil)
 	}
 }
 
