@@ -113,8 +113,8 @@ func (e *events) next(t *testing.T, within time.Duration) leaseEvent {
 }
 
 // run starts m.Run in a goroutine and returns a function that cancels it
-// and returns Run's error and how long Run took to return.
-func run(t *testing.T, m *mover.Mover) (stop func() (error, time.Duration)) {
+// and returns how long Run took to return and Run's error.
+func run(t *testing.T, m *mover.Mover) (stop func() (time.Duration, error)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -122,7 +122,7 @@ func run(t *testing.T, m *mover.Mover) (stop func() (error, time.Duration)) {
 	var once sync.Once
 	var err error
 	var took time.Duration
-	stop = func() (error, time.Duration) {
+	stop = func() (time.Duration, error) {
 		once.Do(func() {
 			start := time.Now()
 			cancel()
@@ -133,7 +133,7 @@ func run(t *testing.T, m *mover.Mover) (stop func() (error, time.Duration)) {
 			}
 			took = time.Since(start)
 		})
-		return err, took
+		return took, err
 	}
 	t.Cleanup(func() { _, _ = stop() })
 	return stop
@@ -167,14 +167,14 @@ func TestRunTwice(t *testing.T) {
 	require.Eventually(t, func() bool { return calls.n.Load() >= 1 }, 5*time.Second, 5*time.Millisecond, "running")
 	err = m.Run(context.Background())
 	assert.ErrorIs(t, err, mover.ErrRunning)
-	err, _ = stop()
+	_, err = stop()
 	require.NoError(t, err)
 
 	// A stopped Mover can run again.
 	before := calls.n.Load()
 	stop = run(t, m)
 	require.Eventually(t, func() bool { return calls.n.Load() > before }, 5*time.Second, 5*time.Millisecond, "running again")
-	err, _ = stop()
+	_, err = stop()
 	require.NoError(t, err)
 }
 
@@ -203,7 +203,7 @@ func TestRunStopsPromptly(t *testing.T) {
 	require.NotEmpty(t, holder)
 
 	// The mover now sleeps for up to 30 s; cancelling must end Run at once.
-	err, took := stop()
+	took, err := stop()
 	require.NoError(t, err, "a requested stop is not an error")
 	assert.Less(t, took, time.Second, "Run returned %s after cancel", took)
 	_, err = rdb.Get(ctx, keys.Main().Lease).Result()
@@ -241,7 +241,7 @@ func runDelivers(t *testing.T, rdb redis.UniversalClient, prefix string) {
 		l, err := rdb.XLen(ctx, key).Result()
 		return err == nil && l == n
 	}, 10*time.Second, 5*time.Millisecond)
-	err, _ = stop()
+	_, err = stop()
 	require.NoError(t, err)
 
 	msgs, err := rdb.XRange(ctx, key, "-", "+").Result()
@@ -332,7 +332,7 @@ func TestRunQuarantineIsLogged(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		require.FailNow(t, "nothing quarantined")
 	}
-	err, _ = stop()
+	_, err = stop()
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), m.Counters().Quarantined)
 	out := logs.String()
@@ -372,7 +372,7 @@ func TestLeaseOneOwner(t *testing.T) {
 	opts := []mover.Option{mover.WithPrefix(prefix), mover.WithLeaseTTL(10 * time.Second)}
 	movers := map[string]*mover.Mover{}
 	calls := map[string]*countCalls{}
-	stops := map[string]func() (error, time.Duration){}
+	stops := map[string]func() (time.Duration, error){}
 	for _, name := range []string{"a", "b"} {
 		rdb := redistest.Client(t)
 		calls[name] = &countCalls{}
@@ -419,7 +419,7 @@ func TestLeaseOneOwner(t *testing.T) {
 	// The owner stops: it releases the lease and publishes "0", so the
 	// standby promotes the next entry at once instead of after the 10 s
 	// lease.
-	err, _ = stops[owner]()
+	_, err = stops[owner]()
 	require.NoError(t, err)
 	stopped := time.Now()
 	_, err = q.Schedule(ctx, delay.Message{ID: "after-takeover"}, delay.After(0))
