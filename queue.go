@@ -111,8 +111,28 @@ type unsetCodec struct{ codec.Codec }
 // Name returns the queue's name.
 func (q *Queue) Name() string { return q.name }
 
+// Keys returns the queue's key layout: the names of its Redis keys, for
+// tools and for reading with package stream.
+func (q *Queue) Keys() stream.Keys { return q.keys }
+
+// Len returns how many messages are waiting; see delay.Queue.Len.
+func (q *Queue) Len(ctx context.Context) (int64, error) { return q.producer.Len(ctx) }
+
+// Stats returns figures about the waiting messages (waiting, overdue, next
+// due, by the Redis clock); see delay.Queue.Stats. Each group's figures
+// come from [Queue.Consumer]'s Stats.
+func (q *Queue) Stats(ctx context.Context) (delay.Stats, error) { return q.producer.Stats(ctx) }
+
+// Quarantine returns up to count entries of the queue's quarantine, oldest
+// first, after entry id after ("" for the beginning): the waiting-set
+// members the mover could not read, with their bytes and a reason; see
+// stream.ReadQuarantine.
+func (q *Queue) Quarantine(ctx context.Context, after string, count int64) ([]stream.Quarantined, error) {
+	return stream.ReadQuarantine(ctx, q.rdb, q.keys.Main().Quarantine, after, count)
+}
+
 // Producer returns the queue's producer, for what the Queue does not
-// forward (Typed wrappers with delay.NewTyped, Len, Stats).
+// forward (Typed wrappers with headers, delay.NewTyped).
 func (q *Queue) Producer() *delay.Queue { return q.producer }
 
 // Mover returns the queue's mover (its Counters), nil when the Queue was
@@ -220,8 +240,11 @@ func Schedule[T any](ctx context.Context, q *Queue, id string, v T, when When) (
 // [ErrRunning] if the Queue is already running. Shutdown takes at most
 // the longest drain timeout plus about 1 s (a blocked read, a lease
 // release). A Queue with neither a mover nor a group returns at once
-// with an error wrapping [ErrInvalidOption]. Run never closes the client
-// and never handles OS signals.
+// with an error wrapping [ErrInvalidOption]. A stopped Queue may run
+// again; groups are added before Run ([Queue.Handle] refuses them while it
+// runs). To stop once the work is done, cancel Run's ctx from a handler or
+// from another goroutine. Run never closes the client and never handles OS
+// signals.
 func (q *Queue) Run(ctx context.Context) error {
 	q.mu.Lock()
 	if q.running {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/delaystream/delaystream/group"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/mover"
+	"github.com/delaystream/delaystream/stream"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
@@ -224,4 +226,38 @@ func TestQueueLifecycle(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 	require.NoError(t, q.Run(ctx), "a stopped Queue may run again (here: at once stopped)")
+}
+
+// The Queue forwards what tools and tests ask of a queue: its keys, its
+// waiting messages and its quarantine.
+func TestQueueInspection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	q, err := delaystream.New(rdb, "q", delaystream.WithPrefix(prefix))
+	require.NoError(t, err)
+	assert.Equal(t, prefix+":1:{q}:s", q.Keys().Main().Stream)
+	_, err = q.Schedule(ctx, delaystream.Message{ID: "later"}, delaystream.After(time.Hour))
+	require.NoError(t, err)
+	n, err := q.Len(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), st.Waiting)
+	assert.Zero(t, st.Overdue)
+
+	require.NoError(t, rdb.ZAdd(ctx, q.Keys().Main().Delayed, redis.Z{Member: "orphan", Score: 1}).Err())
+	ctx2, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- q.Run(ctx2) }()
+	require.Eventually(t, func() bool { return q.Mover().Counters().Quarantined == 1 }, 5*time.Second, 5*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+	qs, err := q.Quarantine(ctx, "", 10)
+	require.NoError(t, err)
+	require.Len(t, qs, 1)
+	assert.Equal(t, "orphan", qs[0].MessageID)
+	assert.Equal(t, stream.ReasonMissingEnvelope, qs[0].Reason)
 }

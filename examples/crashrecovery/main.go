@@ -4,8 +4,14 @@
 // Once it has been idle for the visibility timeout, another consumer of the
 // group reclaims it (XAUTOCLAIM) and finishes it.
 //
-// The crashing worker is this same program, started again as a child process
-// with CRASHRECOVERY_WORKER=1 in its environment.
+// Both workers run the same delaystream.Queue, as replicas of a worker
+// service would: its mover and one member of the group "workers". worker-1
+// is this same program, started again as a child process with
+// CRASHRECOVERY_WORKER=1 in its environment (os/exec: the front door does
+// not manage processes); its mover promotes the job and its consumer takes
+// it. This process schedules the job and runs worker-2 only after the
+// crash: a Queue's groups are fixed once it runs, and a worker-2 running
+// from the start would compete with worker-1 for the job.
 //
 // It needs a real Redis (>= 7.0): the point is Redis's own bookkeeping of
 // pending entries (idle times, delivery counts, XAUTOCLAIM) across two
@@ -29,16 +35,13 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/group"
-	"github.com/delaystream/delaystream/mover"
 )
 
 const (
@@ -117,37 +120,64 @@ func connect(ctx context.Context) (*redis.Client, func(), error) {
 	return rdb, stop, nil
 }
 
-// run schedules a job, has a child process take it and kills the child, then
-// runs a second consumer until it has reclaimed and finished the job.
+// run schedules a job, has worker-1 in a child process take it and kills
+// the child, then runs worker-2 until it has reclaimed and finished the job.
 func run(ctx context.Context, rdb *redis.Client, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	q, err := delay.New(rdb, queueName)
+	// This process schedules the job and, after the crash, runs worker-2,
+	// whose handler stops the queue once it has finished the job.
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var crashed time.Time // set before worker-2 runs
+	q, err := newQueue(rdb, "worker-2", func(ctx context.Context, m *group.Message) error {
+		fmt.Fprintf(out, "worker-2: reclaimed %s %.1fs after the crash (delivery %d, attempt %d); finished %q\n",
+			m.ID, time.Since(crashed).Seconds(), m.Deliveries, m.Attempt, m.Payload)
+		stop()
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	if _, err := q.Schedule(ctx, delay.Message{ID: jobID, Payload: []byte("resize image 42")}, delay.After(0)); err != nil {
+	if _, err := q.Schedule(ctx, delaystream.Message{ID: jobID, Payload: []byte("resize image 42")}, delaystream.After(0)); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "scheduled %s\n", jobID)
-	mv, err := mover.New(rdb, queueName)
-	if err != nil {
+
+	if err := crash(ctx, rdb, out); err != nil {
 		return err
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	g, gctx := errgroup.WithContext(runCtx)
-	g.Go(func() error { return mv.Run(gctx) })
+	crashed = time.Now()
+	fmt.Fprintf(out, "killed worker-1 with SIGKILL: %s stays pending with a dead consumer\n", jobID)
 
-	err = crashAndRecover(gctx, rdb, g, out)
-	stop()
-	return errors.Join(err, g.Wait())
+	// Only now does this process join the group, as worker-2.
+	fmt.Fprintf(out, "worker-2: started; reclaims entries idle for %s\n", visibility)
+	if err := q.Run(runCtx); err != nil {
+		return err
+	}
+	if ctx.Err() != nil { // stopped by the timeout, not by the handler
+		return fmt.Errorf("%s was not recovered: %w", jobID, context.Cause(ctx))
+	}
+	return nil
 }
 
-// crashAndRecover starts worker-1 in a child process, kills it once it holds
-// the job, and starts worker-2 in this process on g.
-func crashAndRecover(ctx context.Context, rdb *redis.Client, g *errgroup.Group, out io.Writer) error {
+// newQueue returns the queue as every worker process runs it: promotion,
+// and one member of the group with the given consumer name and h.
+func newQueue(rdb *redis.Client, consumer string, h group.Handler) (*delaystream.Queue, error) {
+	q, err := delaystream.New(rdb, queueName)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := q.Handle(groupName, h, group.WithConsumerName(consumer), group.WithVisibilityTimeout(visibility)); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// crash starts worker-1 in a child process and kills it once it holds the
+// job.
+func crash(ctx context.Context, rdb *redis.Client, out io.Writer) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -162,8 +192,9 @@ func crashAndRecover(ctx context.Context, rdb *redis.Client, g *errgroup.Group, 
 	if err := child.Start(); err != nil {
 		return fmt.Errorf("start worker-1: %w", err)
 	}
-	kill := sync.OnceFunc(func() { _ = child.Process.Kill(); _ = child.Wait() })
-	defer kill()
+	// On return worker-1 is killed. Once it holds the job, that is the
+	// crash: SIGKILL, so no ack, no hand-back, no graceful shutdown.
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
 
 	took := make(chan struct{})
 	go func() {
@@ -178,39 +209,14 @@ func crashAndRecover(ctx context.Context, rdb *redis.Client, g *errgroup.Group, 
 	}()
 	select {
 	case <-took:
+		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("worker-1 did not take the job: %w", context.Cause(ctx))
 	}
-
-	// The crash: SIGKILL, so no ack, no hand-back, no graceful shutdown.
-	kill()
-	crashed := time.Now()
-	fmt.Fprintf(out, "killed worker-1 with SIGKILL: %s stays pending with a dead consumer\n", jobID)
-
-	done := make(chan struct{})
-	finished := sync.OnceFunc(func() { close(done) })
-	worker2, err := group.New(rdb, queueName, groupName, func(ctx context.Context, m *group.Message) error {
-		fmt.Fprintf(out, "worker-2: reclaimed %s %.1fs after the crash (delivery %d, attempt %d); finished %q\n",
-			m.ID, time.Since(crashed).Seconds(), m.Deliveries, m.Attempt, m.Payload)
-		finished()
-		return nil
-	}, group.WithConsumerName("worker-2"), group.WithVisibilityTimeout(visibility))
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "worker-2: started; reclaims entries idle for %s\n", visibility)
-	g.Go(func() error { return worker2.Run(ctx) })
-
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("%s was not recovered: %w", jobID, context.Cause(ctx))
-	}
 }
 
-// crashingWorker is worker-1, run in the child process: it takes the job and
-// works on it until it is killed.
+// crashingWorker is worker-1, run in the child process: it promotes the job,
+// takes it and works on it until it is killed.
 func crashingWorker() error {
 	opt, err := redis.ParseURL(os.Getenv("REDIS_URL"))
 	if err != nil {
@@ -218,15 +224,15 @@ func crashingWorker() error {
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	c, err := group.New(rdb, queueName, groupName, func(ctx context.Context, m *group.Message) error {
+	q, err := newQueue(rdb, "worker-1", func(ctx context.Context, m *group.Message) error {
 		fmt.Printf("%s%s (delivery %d), working on it...\n", tookLine, m.ID, m.Deliveries)
 		<-ctx.Done() // a long job; the process is killed before it ends
 		return ctx.Err()
-	}, group.WithConsumerName("worker-1"), group.WithVisibilityTimeout(visibility))
+	})
 	if err != nil {
 		return err
 	}
-	return c.Run(context.Background())
+	return q.Run(context.Background())
 }
 
 // redisURL turns a client's options back into a URL for the child process.

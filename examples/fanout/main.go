@@ -1,7 +1,7 @@
-// Command fanout shows one queue feeding two consumer groups: a producer
-// schedules "trial ends" messages, a mover promotes each when it is due, and
-// the groups "billing" and "email" each receive every message, acknowledging
-// them independently.
+// Command fanout shows one queue feeding two consumer groups: it schedules
+// "trial ends" messages on a delaystream.Queue and adds the groups "billing"
+// and "email" to it; one Run promotes each message when it is due, and each
+// group receives every message and acknowledges it independently.
 //
 //	go run ./examples/fanout                                    # embedded miniredis
 //	REDIS_URL=redis://localhost:6379/0 go run ./examples/fanout # a real Redis
@@ -18,12 +18,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/examples/internal/exampleredis"
 	"github.com/delaystream/delaystream/group"
-	"github.com/delaystream/delaystream/mover"
 )
 
 const (
@@ -52,52 +50,54 @@ func start() error {
 	return run(ctx, rdb, os.Stdout)
 }
 
-// run schedules one message per user, then runs a mover and one consumer of
-// each group until both groups have handled every message. opts are added to
-// both consumers' options.
+// run schedules one message per user, then runs the queue with its two
+// groups until both have handled every message. opts are added to both
+// groups' options.
 func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...group.Option) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	began := time.Now()
 
-	// Producer: one message per user, half a second apart.
-	q, err := delay.New(rdb, queueName)
+	// One message per user, half a second apart.
+	q, err := delaystream.New(rdb, queueName)
 	if err != nil {
 		return err
 	}
 	for i, u := range users {
 		in := time.Duration(i+1) * 500 * time.Millisecond
-		res, err := q.Schedule(ctx, delay.Message{ID: "trial:" + u + ":end", Payload: []byte(u)}, delay.After(in))
+		res, err := q.Schedule(ctx, delaystream.Message{ID: "trial:" + u + ":end", Payload: []byte(u)}, delaystream.After(in))
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "scheduled %-18s due in %s\n", res.ID, in)
 	}
 
-	// Handlers run concurrently: serialise the output and count the work.
+	// Handlers run concurrently: serialise the output and count the work;
+	// the last one stops the queue.
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	var mu sync.Mutex
 	left := 2 * len(users) // every group handles every message
-	allHandled := make(chan struct{})
 	handled := func(format string, args ...any) {
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(out, "+%.1fs  "+format+"\n", append([]any{time.Since(began).Seconds()}, args...)...)
 		if left--; left == 0 {
-			close(allHandled)
+			stop()
 		}
 	}
 
 	// Two groups on the same queue. Each creates its consumer group on the
 	// queue stream when it starts and reads every entry; trimming removes an
 	// entry from the stream only once both groups have acknowledged it.
-	billing, err := group.New(rdb, queueName, "billing", func(ctx context.Context, m *group.Message) error {
+	billing, err := q.Handle("billing", func(ctx context.Context, m *group.Message) error {
 		handled("billing  charged %s for the first month (%s)", m.Payload, m.ID)
 		return nil // nil acknowledges the message for this group only
 	}, opts...)
 	if err != nil {
 		return err
 	}
-	email, err := group.New(rdb, queueName, "email", func(ctx context.Context, m *group.Message) error {
+	email, err := q.Handle("email", func(ctx context.Context, m *group.Message) error {
 		handled("email    sent %q to %s (%s)", "Your trial has ended", m.Payload, m.ID)
 		return nil
 	}, opts...)
@@ -105,26 +105,9 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...
 		return err
 	}
 
-	// The mover appends each message to the queue stream when it is due.
-	mv, err := mover.New(rdb, queueName)
-	if err != nil {
-		return err
-	}
-
-	// Run returns nil after a requested stop, so the three compose with errgroup.
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	g, gctx := errgroup.WithContext(runCtx)
-	g.Go(func() error { return mv.Run(gctx) })
-	g.Go(func() error { return billing.Run(gctx) })
-	g.Go(func() error { return email.Run(gctx) })
-
-	select {
-	case <-allHandled:
-	case <-gctx.Done():
-	}
-	stop()
-	if err := g.Wait(); err != nil {
+	// The mover and both groups, until the last handler or the timeout
+	// stops them; nil then, once in-flight handlers are done.
+	if err := q.Run(runCtx); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {

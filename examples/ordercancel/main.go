@@ -1,9 +1,9 @@
 // Command ordercancel cancels unpaid orders after a deadline ("cancel order
 // 5001 if it is still unpaid in 30 minutes", scaled down to 2 seconds). Each
-// new order schedules an auto-cancel under the deterministic id
-// "order:<n>:cancel"; a payment withdraws it with Queue.Cancel, so it never
-// fires, and the consumer group cancels the orders still unpaid at the
-// deadline.
+// new order schedules an auto-cancel on a delaystream.Queue under the
+// deterministic id "order:<n>:cancel", with the order number as a typed
+// payload; a payment withdraws it with Queue.Cancel, so it never fires, and
+// the consumer group cancels the orders still unpaid at the deadline.
 //
 //	go run ./examples/ordercancel                                    # embedded miniredis
 //	REDIS_URL=redis://localhost:6379/0 go run ./examples/ordercancel # a real Redis
@@ -23,10 +23,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/examples/internal/exampleredis"
 	"github.com/delaystream/delaystream/group"
-	"github.com/delaystream/delaystream/mover"
 )
 
 const (
@@ -87,9 +86,9 @@ func (s *store) set(id int, from, to string) bool {
 
 func cancelID(order int) string { return "order:" + strconv.Itoa(order) + ":cancel" }
 
-// run places the orders, pays some of them before the deadline and runs a
-// mover and a consumer until every unpaid order has been cancelled. opts
-// are added to the consumer's options.
+// run places the orders, pays some of them before the deadline and runs the
+// queue until every unpaid order has been cancelled. opts are added to the
+// group's options.
 func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...group.Option) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -101,7 +100,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...
 		fmt.Fprintf(out, "+%.1fs  "+format+"\n", append([]any{time.Since(began).Seconds()}, args...)...)
 	}
 
-	q, err := delay.New(rdb, queueName)
+	q, err := delaystream.New(rdb, queueName)
 	if err != nil {
 		return err
 	}
@@ -111,8 +110,8 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...
 		db.state[o.id] = "unpaid"
 		// The deterministic id makes this idempotent (a retried request keeps
 		// the first deadline) and lets the payment find the cancel again.
-		if _, err := q.Schedule(ctx, delay.Message{ID: cancelID(o.id), Payload: []byte(strconv.Itoa(o.id))},
-			delay.After(deadline)); err != nil {
+		// The payload is the order number, encoded with the queue's codec.
+		if _, err := delaystream.Schedule(ctx, q, cancelID(o.id), o.id, delaystream.After(deadline)); err != nil {
 			return err
 		}
 		if o.paidAt == 0 {
@@ -122,11 +121,9 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...
 	say("placed %d orders; each is cancelled in %s unless paid", len(orders), deadline)
 
 	cancelled := make(chan int, len(orders))
-	c, err := group.New(rdb, queueName, groupName, func(ctx context.Context, m *group.Message) error {
-		id, err := strconv.Atoi(string(m.Payload))
-		if err != nil {
-			return group.DeadLetter(err) // retrying cannot fix a bad payload
-		}
+	// HandleTyped decodes the payload with the queue's codec; one that does
+	// not decode is dead-lettered, since retrying cannot fix it.
+	_, err = delaystream.HandleTyped(q, groupName, func(ctx context.Context, m *group.Message, id int) error {
 		// Re-check the order: a payment may have landed just as the
 		// deadline passed, after Cancel could no longer withdraw the message.
 		if db.set(id, "unpaid", "cancelled") {
@@ -140,18 +137,14 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...
 	if err != nil {
 		return err
 	}
-	mv, err := mover.New(rdb, queueName)
-	if err != nil {
-		return err
-	}
 
+	// The queue (mover and group) and the payments run side by side until
+	// every unpaid order is cancelled; Run returns nil after stop.
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	g, gctx := errgroup.WithContext(runCtx)
-	g.Go(func() error { return mv.Run(gctx) })
-	g.Go(func() error { return c.Run(gctx) })
+	g.Go(func() error { return q.Run(gctx) })
 	g.Go(func() error { return pay(gctx, q, db, began, say) })
-
 	for range unpaid {
 		select {
 		case <-cancelled:
@@ -160,7 +153,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...
 	}
 	if ctx.Err() == nil {
 		// The withdrawn auto-cancels are gone, not merely skipped.
-		if n, err := q.Len(ctx); err == nil {
+		if n, err := q.Producer().Len(ctx); err == nil {
 			say("auto-cancels still waiting: %d", n)
 		}
 	}
@@ -179,7 +172,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...
 
 // pay pays the orders that get paid, each at its time, and withdraws their
 // auto-cancel.
-func pay(ctx context.Context, q *delay.Queue, db *store, began time.Time, say func(string, ...any)) error {
+func pay(ctx context.Context, q *delaystream.Queue, db *store, began time.Time, say func(string, ...any)) error {
 	for _, o := range orders {
 		if o.paidAt == 0 {
 			continue

@@ -1,7 +1,7 @@
-// Command quickstart schedules three messages one to three seconds out, runs
-// a mover that appends each to the queue's stream when it is due, and
-// handles them with a group.Consumer, printing how late each delivery was by
-// the Redis clock.
+// Command quickstart schedules three messages one to three seconds out and
+// runs a delaystream.Queue, whose mover appends each to the queue's stream
+// when it is due and whose consumer group "printer" handles it, printing how
+// late each delivery was by the Redis clock.
 //
 //	go run ./examples/quickstart                                    # embedded miniredis
 //	REDIS_URL=redis://localhost:6379/0 go run ./examples/quickstart # a real Redis
@@ -19,12 +19,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"golang.org/x/sync/errgroup"
-
-	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/examples/internal/exampleredis"
 	"github.com/delaystream/delaystream/group"
-	"github.com/delaystream/delaystream/mover"
 	"github.com/delaystream/delaystream/stream"
 )
 
@@ -62,25 +59,24 @@ type delivery struct {
 	Appended time.Time // when the mover appended it to the stream (Redis clock)
 }
 
-// run schedules the messages, promotes them with a mover and consumes them
-// with a consumer group, writing what happens to out. It returns the
-// deliveries once every scheduled message has been handled, or an error
-// after the timeout.
+// run schedules the messages and runs the queue (its mover and one consumer
+// group), writing what happens to out. It returns the deliveries once every
+// scheduled message has been handled, or an error after the timeout.
 func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer) ([]delivery, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	q, err := delay.New(rdb, queueName)
+	q, err := delaystream.New(rdb, queueName)
 	if err != nil {
 		return nil, err
 	}
 
-	// Producer: schedule three messages. A deterministic id makes scheduling
+	// Schedule three messages. A deterministic id makes scheduling
 	// idempotent; an empty id gets a generated one.
-	items := []delay.Item{
-		{Message: delay.Message{ID: "order:5001:cancel", Payload: []byte("cancel unpaid order 5001")}, When: delay.After(2 * time.Second)},
-		{Message: delay.Message{Payload: []byte("send welcome mail to user 42")}, When: delay.After(time.Second)},
-		{Message: delay.Message{Payload: []byte("retry webhook delivery 7")}, When: delay.At(time.Now().Add(3 * time.Second))},
+	items := []delaystream.Item{
+		{Message: delaystream.Message{ID: "order:5001:cancel", Payload: []byte("cancel unpaid order 5001")}, When: delaystream.After(2 * time.Second)},
+		{Message: delaystream.Message{Payload: []byte("send welcome mail to user 42")}, When: delaystream.After(time.Second)},
+		{Message: delaystream.Message{Payload: []byte("retry webhook delivery 7")}, When: delaystream.At(time.Now().Add(3 * time.Second))},
 	}
 	want := make(map[string]bool)
 	for _, it := range items {
@@ -93,26 +89,22 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer) ([]deliv
 	}
 	// Scheduling an id that is still waiting (a producer retrying after a
 	// timeout, say) leaves the message as it is: the default policy is delay.Keep.
-	res, err := q.Schedule(ctx, items[0].Message, delay.After(time.Hour))
+	res, err := q.Schedule(ctx, items[0].Message, delaystream.After(time.Hour))
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(out, "scheduled %-26s again: %s, still due %s\n", res.ID, res.Outcome, res.Due.Format(clock))
 
-	// Mover: appends each message to the queue's stream when it is due.
-	m, err := mover.New(rdb, queueName)
-	if err != nil {
-		return nil, err
-	}
-
-	// Consumer: one member of the group "printer". Every group of the queue
-	// gets every message; a handler error would retry it in this group only.
+	// The group "printer". Every group of the queue gets every message; a
+	// handler error would retry it in this group only. The handler stops
+	// the queue once it has seen every message.
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	var (
-		mu   sync.Mutex
-		got  []delivery
-		done = make(chan struct{})
+		mu  sync.Mutex
+		got []delivery
 	)
-	c, err := group.New(rdb, queueName, groupName, func(ctx context.Context, msg *group.Message) error {
+	_, err = q.Handle(groupName, func(ctx context.Context, msg *group.Message) error {
 		// The entry id's time part is when the mover appended it, by the
 		// Redis clock that also decided it was due.
 		appended := stream.EntryTime(msg.EntryID)
@@ -123,7 +115,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer) ([]deliv
 		got = append(got, delivery{ID: msg.ID, Due: msg.Due, Appended: appended})
 		delete(want, msg.ID)
 		if len(want) == 0 {
-			close(done)
+			stop()
 		}
 		return nil // acknowledge
 	})
@@ -131,17 +123,10 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer) ([]deliv
 		return nil, err
 	}
 
-	runCtx, stop := context.WithCancel(ctx)
-	g, gctx := errgroup.WithContext(runCtx)
-	g.Go(func() error { return m.Run(gctx) })
-	g.Go(func() error { return c.Run(gctx) })
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	stop()
-	// Run returns nil after a requested stop, once in-flight handlers are done.
-	if err := g.Wait(); err != nil {
+	// Run promotes due messages and runs the group until runCtx is
+	// cancelled (by the handler, or by the timeout); it returns nil then,
+	// once in-flight handlers are done and acknowledged.
+	if err := q.Run(runCtx); err != nil {
 		return nil, err
 	}
 	mu.Lock()

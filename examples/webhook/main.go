@@ -1,6 +1,7 @@
 // Command webhook delivers webhooks with retries, backoff and dead letters.
-// Three deliveries are due at once: one endpoint answers, one fails twice
-// and then answers, one is down. With at most three attempts the third
+// Three deliveries are scheduled on a delaystream.Queue, due at once: one
+// endpoint answers, one fails twice and then answers, one is down. The
+// queue's consumer group allows at most three attempts, so the third
 // delivery ends in the group's dead letters; the program lists them, lets the
 // endpoint recover, redrives them and watches the delivery succeed.
 //
@@ -22,10 +23,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/examples/internal/exampleredis"
 	"github.com/delaystream/delaystream/group"
-	"github.com/delaystream/delaystream/mover"
 )
 
 const (
@@ -83,9 +83,9 @@ func (e *endpoints) revive() {
 	e.recovered = true
 }
 
-// run schedules three deliveries and runs a mover and a consumer until each
-// delivery has succeeded, redriving the dead letters once along the way. opts
-// are added to the consumer's options.
+// run schedules three deliveries and runs the queue until each delivery has
+// succeeded, redriving the dead letters once along the way. opts are added
+// to the group's options.
 func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...group.Option) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -97,17 +97,17 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...
 		fmt.Fprintf(out, format+"\n", args...)
 	}
 
-	q, err := delay.New(rdb, queueName)
+	q, err := delaystream.New(rdb, queueName)
 	if err != nil {
 		return err
 	}
 	for i, url := range []string{okURL, flakyURL, deadURL} {
-		msg := delay.Message{
+		msg := delaystream.Message{
 			ID:      fmt.Sprintf("delivery:%d", i+1),
 			Payload: []byte(`{"event":"order.paid","order":5001}`),
 			Headers: map[string]string{"url": url},
 		}
-		if _, err := q.Schedule(ctx, msg, delay.After(0)); err != nil {
+		if _, err := q.Schedule(ctx, msg, delaystream.After(0)); err != nil {
 			return err
 		}
 		say("scheduled %s -> %s", msg.ID, url)
@@ -137,7 +137,9 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...
 			deadLettered <- m.ID
 		},
 	}
-	c, err := group.New(rdb, queueName, groupName, handler, append([]group.Option{
+	// Retries, backoff and hooks are the group's own options; Handle
+	// returns its consumer, whose DeadLetters settle lists and redrives.
+	c, err := q.Handle(groupName, handler, append([]group.Option{
 		group.WithMaxAttempts(3),
 		// About 200 ms before attempt 2 and 400 ms before attempt 3 (±20 %).
 		group.WithBackoff(group.ExponentialBackoff(200*time.Millisecond, 5*time.Second)),
@@ -146,16 +148,13 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...
 	if err != nil {
 		return err
 	}
-	mv, err := mover.New(rdb, queueName)
-	if err != nil {
-		return err
-	}
 
+	// The queue (mover and group) runs while settle waits for its work;
+	// the errgroup ends settle's wait early if Run fails.
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	g, gctx := errgroup.WithContext(runCtx)
-	g.Go(func() error { return mv.Run(gctx) })
-	g.Go(func() error { return c.Run(gctx) })
+	g.Go(func() error { return q.Run(gctx) })
 
 	err = settle(gctx, c.DeadLetters(), eps, delivered, deadLettered, say)
 	stop()
