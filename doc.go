@@ -35,6 +35,9 @@
 // and, not importable by users:
 //
 //	internal/scripts    the Lua scripts, one per state transition, embedded
+//	internal/wire       the storage formats: envelope, member kinds, ids, entry fields
+//	internal/engine     the promotion loop behind mover and the groups' retry lanes
+//	internal/optcheck   the option checks the packages share
 //	internal/redistest  throwaway redis-server processes for tests
 //
 // # Guarantees
@@ -55,11 +58,12 @@
 // The import graph is a DAG with codec at the bottom; A ← B means B
 // imports A:
 //
-//	codec ← stream ← delay ─┐
-//	               ← mover ← group
-//	                          └─ delaystream (the front door) imports delay, mover, group
+//	codec ← internal/wire ← stream ← delay ──────────┐
+//	                                 ← internal/engine ← mover ─┤
+//	                                                  ← group ──┴─ delaystream (the front door)
 //
-//	internal/scripts   ← delay, mover, group
+//	internal/scripts   ← delay, internal/engine, group
+//	internal/optcheck  ← delay, internal/engine, group, delaystream
 //	internal/redistest ← tests only
 //
 // delay, mover and group also import codec directly. No package but the

@@ -44,11 +44,6 @@ type DeadEntry struct {
 // At returns when the entry was dead-lettered (Redis clock).
 func (d DeadEntry) At() time.Time { return stream.EntryTime(d.EntryID) }
 
-// DeadLetters returns the dead-letter handle of the consumer's group.
-func (c *Consumer) DeadLetters() *DeadLetters {
-	return &DeadLetters{rdb: c.rdb, group: c.group, key: c.dead, retry: c.retry}
-}
-
 // NewDeadLetters returns the dead-letter handle of group on queue, for
 // tools that run no Consumer. Only WithPrefix among the options matters.
 func NewDeadLetters(rdb redis.UniversalClient, queue, group string, opts ...Option) (*DeadLetters, error) {
@@ -103,6 +98,15 @@ func (d *DeadLetters) Get(ctx context.Context, entryID string) (DeadEntry, error
 	}
 	return parseDeadLetter(msgs[0]), nil
 }
+
+// Dead-letter entry fields beyond stream.Field*.
+const (
+	fieldError      = "x" // last error
+	fieldAttempt    = "a" // attempt that failed
+	fieldDeliveries = "n" // deliveries of the failed entry
+	fieldSource     = "s" // stream the entry was read from
+	fieldEntry      = "o" // original stream entry id
+)
 
 func parseDeadLetter(m redis.XMessage) DeadEntry {
 	str := func(k string) string { s, _ := m.Values[k].(string); return s }

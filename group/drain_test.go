@@ -240,7 +240,11 @@ func TestDrainTimeoutHandsBackQueuedEntriesOnce(t *testing.T) {
 
 	x := a.Counters()
 	assert.EqualValues(t, 5, x.HandedBack)
-	assert.EqualValues(t, 1, claims.n.Load(), "one XCLAIM hands back the running and the queued entries")
+	// The server counts an entry pending as soon as XREADGROUP returns it,
+	// before the reader has queued it: entries the reader still held at the
+	// stop are handed back by the reader itself, in a second XCLAIM. Each
+	// entry is handed back once either way (HandedBack is 5, not more).
+	assert.Contains(t, []int64{1, 2}, claims.n.Load(), "the running and the queued entries in one XCLAIM, those still being queued in another")
 	assert.EqualValues(t, 1, x.Delivered)
 	assert.Zero(t, x.Acked)
 	assert.Zero(t, x.Failed, "a handed-back entry is not a failed attempt")

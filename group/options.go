@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/delaystream/delaystream/stream"
 )
 
@@ -26,28 +28,27 @@ type Option func(*config) error
 type Backoff func(attempt int) time.Duration
 
 type config struct {
-	prefix         string
-	consumer       string
-	workers        int
-	prefetch       int // entries read ahead of free workers; -1: adaptive (the default)
-	block          time.Duration
-	visibility     time.Duration
-	reclaimEvery   time.Duration
-	noReclaim      bool
-	drain          time.Duration
-	maxAttempts    int
-	maxDeliveries  int64
-	backoff        Backoff
-	fromNew        bool
-	deadCap        int64
-	trimEvery      time.Duration
-	noTrim         bool
-	retention      time.Duration
-	staleConsumer  time.Duration
-	ackDelay       time.Duration
-	logger         *slog.Logger
-	hooks          Hooks
-	moverBatchSize int
+	prefix        string
+	consumer      string
+	workers       int
+	prefetch      int // entries read ahead of free workers; -1: adaptive (the default)
+	block         time.Duration
+	visibility    time.Duration
+	reclaimEvery  time.Duration
+	noReclaim     bool
+	drain         time.Duration
+	maxAttempts   int
+	maxDeliveries int64
+	backoff       Backoff
+	fromNew       bool
+	deadCap       int64
+	trimEvery     time.Duration
+	noTrim        bool
+	retention     time.Duration
+	staleConsumer time.Duration
+	ackDelay      time.Duration
+	logger        *slog.Logger
+	hooks         Hooks
 }
 
 // Defaults of the options.
@@ -90,6 +91,31 @@ func defaultConsumerName() string {
 		host = "consumer"
 	}
 	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(rand.Uint64()&0xffffff, 36)
+}
+
+// resolve validates group and opts and returns the keys of queue, for the
+// constructors of tools that run no Consumer (only WithPrefix matters).
+func resolve(rdb redis.UniversalClient, queue, group string, opts []Option) (stream.Keys, error) {
+	if rdb == nil {
+		return stream.Keys{}, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
+	}
+	if err := stream.ValidateName("group", group); err != nil {
+		return stream.Keys{}, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	cfg := defaultConfig()
+	for _, opt := range opts {
+		if opt == nil {
+			return stream.Keys{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := opt(&cfg); err != nil {
+			return stream.Keys{}, err
+		}
+	}
+	keys, err := stream.NewKeys(cfg.prefix, queue, 0, 1)
+	if err != nil {
+		return stream.Keys{}, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	return keys, nil
 }
 
 func checkDur(name string, d, lo, hi time.Duration) error {

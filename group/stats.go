@@ -3,7 +3,6 @@ package group
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -11,38 +10,6 @@ import (
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/stream"
 )
-
-type counters struct {
-	delivered, acked, failed, retried, deadLettered, deadDropped, dropped atomic.Uint64
-	reclaimed, deletedPending, handedBack, lost, panics                   atomic.Uint64
-}
-
-// Counters are this Consumer's running totals since it was created.
-type Counters struct {
-	Delivered           uint64 // entries handed to the decoder and handler (incl. reclaimed ones)
-	Acked               uint64 // handler succeeded and the XACK went through
-	Failed              uint64 // handler returned an error or panicked
-	Retried             uint64 // failures scheduled in the retry lane
-	DeadLettered        uint64 // entries appended to the dead letters (all reasons)
-	DeadLettersDropped  uint64 // old dead letters trimmed by the dead-letter cap
-	Dropped             uint64 // handler returned a Drop error: acknowledged without retry
-	Reclaimed           uint64 // entries taken over from other consumers
-	DeletedWhilePending uint64 // pending entries found deleted from the stream (recorded as dead letters)
-	HandedBack          uint64 // entries handed back to the group at shutdown
-	OwnershipLost       uint64 // handlers whose entry another consumer took over
-	Panics              uint64 // handler panics (also counted in Failed)
-}
-
-// Counters returns the running totals.
-func (c *Consumer) Counters() Counters {
-	x := &c.ctr
-	return Counters{
-		Delivered: x.delivered.Load(), Acked: x.acked.Load(), Failed: x.failed.Load(),
-		Retried: x.retried.Load(), DeadLettered: x.deadLettered.Load(), DeadLettersDropped: x.deadDropped.Load(),
-		Dropped: x.dropped.Load(), Reclaimed: x.reclaimed.Load(), DeletedWhilePending: x.deletedPending.Load(),
-		HandedBack: x.handedBack.Load(), OwnershipLost: x.lost.Load(), Panics: x.panics.Load(),
-	}
-}
 
 // Stats are figures about one group of a queue and about the queue, read
 // from Redis.
@@ -65,11 +32,6 @@ type QueueStats struct {
 	StreamLength int64     // entries in the queue stream
 }
 
-// Stats reads the group's and the queue's figures.
-func (c *Consumer) Stats(ctx context.Context) (Stats, error) {
-	return readStats(ctx, c.rdb, c.keys, c.group)
-}
-
 // ReadStats reads the figures of group on queue without a Consumer. Only
 // WithPrefix among the options matters.
 func ReadStats(ctx context.Context, rdb redis.UniversalClient, queue, group string, opts ...Option) (Stats, error) {
@@ -80,29 +42,7 @@ func ReadStats(ctx context.Context, rdb redis.UniversalClient, queue, group stri
 	return readStats(ctx, rdb, keys, group)
 }
 
-func resolve(rdb redis.UniversalClient, queue, group string, opts []Option) (stream.Keys, error) {
-	if rdb == nil {
-		return stream.Keys{}, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
-	}
-	if err := stream.ValidateName("group", group); err != nil {
-		return stream.Keys{}, fmt.Errorf("%w: %w", ErrInvalidOption, err)
-	}
-	cfg := defaultConfig()
-	for _, opt := range opts {
-		if opt == nil {
-			return stream.Keys{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := opt(&cfg); err != nil {
-			return stream.Keys{}, err
-		}
-	}
-	keys, err := stream.NewKeys(cfg.prefix, queue, 0, 1)
-	if err != nil {
-		return stream.Keys{}, fmt.Errorf("%w: %w", ErrInvalidOption, err)
-	}
-	return keys, nil
-}
-
+// readStats reads the figures of group under keys.
 func readStats(ctx context.Context, rdb redis.UniversalClient, keys stream.Keys, group string) (Stats, error) {
 	main, retry := keys.Main(), keys.Retry(group)
 	st := Stats{Group: group, Lag: -1}

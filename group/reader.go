@@ -1,0 +1,244 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Default read-ahead bounds: the workers' queue holds about what they
+// handle in readAheadHorizon, between 4 × workers and maxReadAhead entries.
+const (
+	readAheadHorizon = 100 * time.Millisecond
+	maxReadAhead     = 256
+)
+
+// reader is the intake: it reads the queue stream and the retry lane with
+// XREADGROUP and queues the entries for the workers (the reclaimer queues
+// what it claims here too), holding at most the workers plus the
+// read-ahead. Entries that will not be handled are handed back through the
+// settler.
+type reader struct {
+	r       *runState
+	settle  *settler
+	workers int64
+	held    atomic.Int64  // entries held: queued or being handled
+	room    chan struct{} // a token when room was freed; the reader waits on it
+	jobs    chan *flight  // entries waiting for a worker
+
+	// Read-ahead: how many entries may be held beyond the workers. Fixed
+	// with WithPrefetch; by default adapted by the reader to the handlers'
+	// pace (see adapt).
+	ahead              atomic.Int64
+	minAhead, maxAhead int64
+	handled, busy      atomic.Int64 // entries handled and the time they took (ns), for adapt
+	seenN, seenBusy    int64        // handled and busy at the last adapt; the reader's
+}
+
+// newReader returns the intake of one Run, its read-ahead set from the
+// prefetch option.
+func newReader(r *runState, settle *settler) *reader {
+	c := r.c
+	rd := &reader{r: r, settle: settle, workers: int64(c.cfg.workers), room: make(chan struct{}, 1)}
+	rd.minAhead, rd.maxAhead = int64(c.cfg.prefetch), int64(c.cfg.prefetch)
+	if c.cfg.prefetch < 0 { // adaptive
+		rd.minAhead = 4 * rd.workers
+		rd.maxAhead = max(maxReadAhead, rd.minAhead)
+	}
+	rd.ahead.Store(rd.minAhead)
+	rd.jobs = make(chan *flight, rd.workers+rd.maxAhead)
+	return rd
+}
+
+// capacity returns how many entries may be held: workers + read-ahead.
+func (rd *reader) capacity() int64 { return rd.workers + rd.ahead.Load() }
+
+// free returns how many more entries may be held.
+func (rd *reader) free() int64 { return rd.capacity() - rd.held.Load() }
+
+// roomy reports whether free room is worth a read: while workers still
+// have queued entries to take, half the capacity, so that a burst is read
+// in few large reads; when the queue is empty, any room.
+func (rd *reader) roomy(free int64) bool {
+	return free > 0 && (2*free >= rd.capacity() || len(rd.jobs) == 0)
+}
+
+// waitRoom waits until there is room worth a read and returns it (0 when
+// ctx is done).
+func (rd *reader) waitRoom(ctx context.Context) int64 {
+	for {
+		rd.adapt()
+		if n := rd.free(); rd.roomy(n) {
+			return n
+		}
+		select {
+		case <-rd.room:
+		case <-ctx.Done():
+			return 0
+		}
+	}
+}
+
+// adapt sets the default read-ahead to what the workers handle in
+// readAheadHorizon at the pace measured since the last change (once at
+// least one entry per worker was handled), within its bounds. Fast
+// handlers get large reads, which cost Redis and the client much less per
+// entry; slow handlers get a short queue, so one consumer does not sit on
+// work other consumers of the group could do, and a crash strands little.
+func (rd *reader) adapt() {
+	if rd.minAhead == rd.maxAhead {
+		return
+	}
+	n, busy := rd.handled.Load(), rd.busy.Load()
+	if n-rd.seenN < rd.workers {
+		return
+	}
+	rd.ahead.Store(readAheadFor(rd.workers, time.Duration(busy-rd.seenBusy)/time.Duration(n-rd.seenN), rd.minAhead, rd.maxAhead))
+	rd.seenN, rd.seenBusy = n, busy
+}
+
+// readAheadFor returns how many entries workers handling one entry in
+// each take within readAheadHorizon, bounded by lo and hi.
+func readAheadFor(workers int64, each time.Duration, lo, hi int64) int64 {
+	if each <= 0 {
+		return hi
+	}
+	return min(max(workers*int64(readAheadHorizon/each), lo), hi)
+}
+
+// read is the intake loop: XREADGROUP on the queue stream and the retry
+// lane, as many entries as there is room for.
+func (rd *reader) read(ctx context.Context) error {
+	r, c := rd.r, rd.r.c
+	streams := []string{c.main.Stream, c.retry.Stream, ">", ">"}
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		// Hold no room during the blocking read: reclaim takes only free
+		// room and would starve behind an idle read.
+		n := rd.waitRoom(ctx)
+		if n == 0 {
+			return nil
+		}
+		// The read is not tied to ctx: cancelling cannot interrupt a blocking
+		// XREADGROUP, and a reply cut short would leave entries pending
+		// unseen. Entries that arrive after ctx is done are handed back.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.block+opTimeout)
+		res, err := c.rdb.XReadGroup(rctx, &redis.XReadGroupArgs{
+			Group: c.group, Consumer: c.cfg.consumer, Streams: streams,
+			Count: n, Block: c.cfg.block,
+		}).Result()
+		cancel()
+		if err != nil {
+			if errors.Is(err, redis.Nil) {
+				continue
+			}
+			if redis.HasErrorPrefix(err, "NOGROUP") {
+				r.log.WarnContext(ctx, "group missing; recreating it", slog.Any("err", err))
+				if err := c.ensureGroups(ctx); err != nil && ctx.Err() == nil {
+					r.log.ErrorContext(ctx, "recreating group failed", slog.Any("err", err))
+				}
+			} else if ctx.Err() == nil {
+				r.log.WarnContext(ctx, "xreadgroup failed", slog.Any("err", err), slog.Duration("retry_in", backoff))
+			}
+			sleepCtx(ctx, backoff)
+			backoff = min(2*backoff, 2*time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		for _, s := range res {
+			rd.enqueue(ctx, rd.streamKey(s.Stream), s.Messages, nil)
+		}
+	}
+	return nil
+}
+
+// streamKey returns the consumer's own copy of a stream key named in a reply.
+func (rd *reader) streamKey(s string) string {
+	c := rd.r.c
+	switch s {
+	case c.main.Stream:
+		return c.main.Stream
+	case c.retry.Stream:
+		return c.retry.Stream
+	}
+	return strings.Clone(s)
+}
+
+// enqueue registers entries as held (so they are extended while they wait)
+// and queues them for the workers. deliveries gives each entry's delivery
+// count (nil: 1, a first delivery). Once intake has stopped, the remaining
+// entries are handed back instead.
+func (rd *reader) enqueue(ctx context.Context, streamKey string, es []redis.XMessage, deliveries map[string]int64) {
+	if len(es) == 0 {
+		return
+	}
+	c := rd.r.c
+	b := &batch{stream: streamKey, flights: make([]flight, len(es))}
+	b.left.Store(int32(len(es)))
+	now := time.Now()
+	for i := range es {
+		f := &b.flights[i]
+		f.b, f.x, f.since, f.deliveries = b, es[i], now, 1
+		if deliveries != nil {
+			f.deliveries = deliveries[es[i].ID]
+		}
+	}
+	rd.held.Add(int64(len(es)))
+	c.held.add(b)
+	for i := range b.flights {
+		f := &b.flights[i]
+		if ctx.Err() == nil {
+			select {
+			case rd.jobs <- f: // usually room at once
+				continue
+			default:
+			}
+			select { // full: both streams and reclaim may fill it at once
+			case rd.jobs <- f:
+				continue
+			case <-ctx.Done():
+			}
+		}
+		rest := make([]*flight, 0, len(b.flights)-i)
+		for j := i; j < len(b.flights); j++ {
+			rest = append(rest, &b.flights[j])
+		}
+		rd.giveBack(rest)
+		return
+	}
+}
+
+// giveBack releases entries that will not be handled and hands them back,
+// one call per stream; an entry the drain timeout handed back already is
+// only released.
+func (rd *reader) giveBack(fs []*flight) {
+	byStream := map[string][]string{}
+	for _, f := range fs {
+		if f.takeBack() {
+			byStream[f.b.stream] = append(byStream[f.b.stream], f.x.ID)
+		}
+		rd.release(f)
+	}
+	for s, ids := range byStream {
+		rd.settle.handBack(rd.r.opCtx, s, ids)
+	}
+}
+
+// release drops an entry from the held set and makes room for another.
+func (rd *reader) release(f *flight) {
+	f.settled.Store(true)
+	if f.b.left.Add(-1) == 0 {
+		rd.r.c.held.remove(f.b)
+	}
+	if rd.roomy(rd.capacity() - rd.held.Add(-1)) {
+		select {
+		case rd.room <- struct{}{}:
+		default:
+		}
+	}
+}

@@ -1,0 +1,190 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delaystream/delaystream/stream"
+)
+
+// reclaimer takes over, with XAUTOCLAIM, entries other consumers of the
+// group left pending, and queues them with the reader's entries. It records
+// pending entries found deleted from the stream as dead letters.
+type reclaimer struct {
+	r  *runState
+	rd *reader
+}
+
+// loop takes over entries that other consumers of the group held
+// longer than the visibility timeout (crashed, stuck, or handed back).
+func (rc *reclaimer) loop(ctx context.Context) error {
+	r, c := rc.r, rc.r.c
+	sleepCtx(ctx, time.Duration(rand.Int64N(int64(c.cfg.reclaimEvery)/4+1)))
+	for ctx.Err() == nil {
+		for _, s := range []string{c.main.Stream, c.retry.Stream} {
+			if err := rc.once(ctx, s); err != nil && ctx.Err() == nil {
+				r.log.WarnContext(ctx, "reclaim failed", slog.String("stream", s), slog.Any("err", err))
+			}
+		}
+		sleepCtx(ctx, c.cfg.reclaimEvery)
+	}
+	return nil
+}
+
+// once runs XAUTOCLAIM passes over one stream's pending entries, each
+// for as many entries as there is room for (like a read) but at most
+// reclaimBatch (or the number of workers, if more), and at most 16 passes:
+// a crashed consumer's whole read-ahead is taken in one round, while one
+// pass scans at most ten times its count of the group's pending entries.
+func (rc *reclaimer) once(ctx context.Context, streamKey string) error {
+	c, rd := rc.r.c, rc.rd
+	cursor := "0-0"
+	for pass := 0; pass < 16 && ctx.Err() == nil; pass++ {
+		n := min(rd.free(), max(rd.workers, reclaimBatch))
+		if n <= 0 {
+			return nil // busy: leave the entries for another consumer
+		}
+		res, err := xautoclaim(ctx, c.rdb, streamKey, c.group, c.cfg.consumer, c.cfg.visibility, cursor, int(n))
+		if err != nil {
+			return err
+		}
+		if len(res.deleted) > 0 {
+			rc.recordDeleted(ctx, streamKey, res.deleted)
+		}
+		if len(res.msgs) > 0 {
+			c.ctr.reclaimed.Add(uint64(len(res.msgs)))
+			rd.enqueue(ctx, streamKey, res.msgs, rc.deliveryCounts(ctx, streamKey, res.msgs))
+		}
+		if h := c.cfg.hooks.OnReclaimed; h != nil && (len(res.msgs) > 0 || len(res.deleted) > 0) {
+			h(streamKey, len(res.msgs), len(res.deleted))
+		}
+		cursor = res.next
+		if cursor == "0-0" {
+			return nil
+		}
+	}
+	return nil
+}
+
+// deliveryCounts returns the delivery count of each claimed entry, read
+// with one XPENDING over their id range (the range may hold other entries
+// of this consumer, so the count covers those too). An entry whose count
+// cannot be read is taken as delivered twice: once, and this reclaim.
+func (rc *reclaimer) deliveryCounts(ctx context.Context, streamKey string, msgs []redis.XMessage) map[string]int64 {
+	r, c := rc.r, rc.r.c
+	counts := make(map[string]int64, len(msgs))
+	for _, x := range msgs {
+		counts[x.ID] = 2
+	}
+	pend, err := c.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream: streamKey, Group: c.group, Start: msgs[0].ID, End: msgs[len(msgs)-1].ID,
+		Count: int64(len(msgs)) + rc.rd.held.Load(), Consumer: c.cfg.consumer,
+	}).Result()
+	if err != nil {
+		r.log.WarnContext(ctx, "reading delivery counts failed", slog.String("stream", streamKey), slog.Any("err", err))
+		return counts
+	}
+	for _, p := range pend {
+		if _, ok := counts[p.ID]; ok {
+			counts[p.ID] = max(p.RetryCount, 2)
+		}
+	}
+	return counts
+}
+
+// recordDeleted dead-letters (as a record: there is no content left) the
+// pending entries XAUTOCLAIM found deleted from the stream.
+func (rc *reclaimer) recordDeleted(ctx context.Context, streamKey string, ids []string) {
+	r, c := rc.r, rc.r.c
+	c.ctr.deletedPending.Add(uint64(len(ids)))
+	r.log.WarnContext(ctx, "pending entries were deleted from the stream before being acknowledged",
+		slog.String("stream", streamKey), slog.Int("count", len(ids)))
+	// XAUTOCLAIM has already dropped these ids from the pending list: the
+	// record must be written even when the reclaim loop is stopping, so it
+	// runs on the work context (which outlives intake), bounded like any
+	// outcome.
+	ctx, cancel := context.WithTimeout(r.opCtx, opTimeout)
+	defer cancel()
+	pipe := c.rdb.Pipeline()
+	for _, id := range ids {
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: c.dead, Values: []any{
+			stream.FieldReason, ReasonDeleted, fieldSource, streamKey, fieldEntry, id,
+		}})
+	}
+	// Trim to the cap separately (not XADD MAXLEN), so what the cap drops
+	// is counted like in dead.lua: nothing is dropped silently.
+	var trimmed *redis.IntCmd
+	if c.cfg.deadCap > 0 {
+		trimmed = pipe.XTrimMaxLen(ctx, c.dead, c.cfg.deadCap)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		r.log.ErrorContext(ctx, "recording deleted entries failed", slog.Any("err", err))
+		return
+	}
+	c.ctr.deadLettered.Add(uint64(len(ids)))
+	if trimmed != nil && trimmed.Val() > 0 {
+		c.ctr.deadDropped.Add(uint64(trimmed.Val()))
+		r.log.WarnContext(ctx, "dead-letter cap reached; oldest dead letters trimmed", slog.Int64("dropped", trimmed.Val()), slog.Int64("cap", c.cfg.deadCap))
+	}
+	if h := c.cfg.hooks.OnDeadLettered; h != nil {
+		for range ids {
+			h(nil, ReasonDeleted)
+		}
+	}
+}
+
+// reclaimBatch bounds one XAUTOCLAIM's count (see once).
+const reclaimBatch = 64
+
+// claimResult is an XAUTOCLAIM reply: the next cursor, the claimed entries
+// and the ids of pending entries found deleted.
+type claimResult struct {
+	next    string
+	msgs    []redis.XMessage
+	deleted []string
+}
+
+// xautoclaim runs XAUTOCLAIM and parses all three reply elements (go-redis
+// drops the third, the ids of entries deleted while pending).
+func xautoclaim(ctx context.Context, rdb redis.UniversalClient, key, group, consumer string, minIdle time.Duration, start string, count int) (claimResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	v, err := rdb.Do(ctx, "XAUTOCLAIM", key, group, consumer, minIdle.Milliseconds(), start, "COUNT", count).Slice()
+	if err != nil {
+		return claimResult{}, fmt.Errorf("xautoclaim %s: %w", key, err)
+	}
+	if len(v) < 2 {
+		return claimResult{}, fmt.Errorf("xautoclaim %s: reply has %d elements", key, len(v))
+	}
+	res := claimResult{}
+	res.next, _ = v[0].(string)
+	entries, _ := v[1].([]any)
+	for _, e := range entries {
+		pair, ok := e.([]any)
+		if !ok || len(pair) != 2 {
+			continue
+		}
+		id, _ := pair[0].(string)
+		kv, _ := pair[1].([]any)
+		vals := make(map[string]any, len(kv)/2)
+		for i := 0; i+1 < len(kv); i += 2 {
+			k, _ := kv[i].(string)
+			vals[k] = kv[i+1]
+		}
+		res.msgs = append(res.msgs, redis.XMessage{ID: id, Values: vals})
+	}
+	if len(v) > 2 {
+		del, _ := v[2].([]any)
+		for _, d := range del {
+			if s, ok := d.(string); ok {
+				res.deleted = append(res.deleted, s)
+			}
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,211 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/stream"
+)
+
+// settler settles the outcome of an entry: acknowledge (batched by the
+// acker), retry in the group's retry lane, dead-letter, drop, or hand back
+// to the group.
+type settler struct {
+	r    *runState
+	ack  *acker
+	trim *trimmer // told which streams had entries settled
+}
+
+// acked settles an entry whose handler succeeded: its XACK is queued and
+// OnAcked is told how long it took since start.
+func (s *settler) acked(f *flight, m *Message, start time.Time) {
+	s.ack.add(f.b.stream, f.x.ID, true) // Counters.Acked moves when the XACK succeeds
+	if h := s.r.c.cfg.hooks.OnAcked; h != nil {
+		h(m, time.Since(start))
+	}
+}
+
+// failed settles an entry whose handler returned herr.
+func (s *settler) failed(hctx context.Context, f *flight, m *Message, env *codec.Envelope, herr error) {
+	r, c := s.r, s.r.c
+	var drop *DropError
+	var dl *DeadLetterError
+	switch {
+	case errors.As(herr, &drop):
+		s.ack.add(f.b.stream, f.x.ID, false)
+		c.ctr.dropped.Add(1)
+		if h := c.cfg.hooks.OnDropped; h != nil {
+			h(m, herr)
+		}
+	case errors.Is(context.Cause(hctx), errOwnershipLost):
+		c.ctr.lost.Add(1)
+		r.log.Warn("handler lost its entry to another consumer", slog.String("id", m.ID), slog.String("entry", m.EntryID))
+	case errors.As(herr, &dl):
+		c.ctr.failed.Add(1)
+		s.deadLetter(r.opCtx, m, env, ReasonHandler, herr)
+	case m.Attempt >= c.cfg.maxAttempts:
+		c.ctr.failed.Add(1)
+		s.deadLetter(r.opCtx, m, env, ReasonAttempts, herr)
+	default:
+		c.ctr.failed.Add(1)
+		s.retry(r.opCtx, m, env, herr)
+	}
+}
+
+// retry acknowledges the entry and schedules attempt+1 in the retry lane.
+func (s *settler) retry(ctx context.Context, m *Message, env *codec.Envelope, herr error) {
+	r, c := s.r, s.r.c
+	wait := max(c.cfg.backoff(m.Attempt+1), 0)
+	next := *env
+	next.Attempt = m.Attempt + 1
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	due, err := scripts.Retry.Run(ctx, c.rdb,
+		[]string{m.Stream, c.retry.Delayed, c.retry.Envelopes},
+		c.group, m.EntryID, stream.RetryMember(m.ID, m.EntryID), codec.MarshalEnvelope(&next),
+		wait.Milliseconds(), c.retry.Wake).Int64()
+	if err != nil {
+		// The entry stays pending; it is reclaimed after the visibility timeout.
+		r.log.ErrorContext(ctx, "scheduling retry failed", slog.String("id", m.ID), slog.Any("err", err))
+		return
+	}
+	if due < 0 {
+		return // no longer ours: another consumer reclaimed and settled it
+	}
+	s.trim.settled(m.Stream)
+	c.ctr.retried.Add(1)
+	if h := c.cfg.hooks.OnFailed; h != nil {
+		h(m, herr, wait)
+	}
+}
+
+// deadLetter acknowledges the entry and appends it to the dead letters.
+func (s *settler) deadLetter(ctx context.Context, m *Message, env *codec.Envelope, reason string, cause error) {
+	fields := []any{
+		stream.FieldID, m.ID,
+		stream.FieldDue, strconv.FormatInt(m.Due.UnixMilli(), 10),
+		stream.FieldEnvelope, codec.MarshalEnvelope(env),
+		stream.FieldReason, reason,
+		fieldError, errString(cause),
+		fieldAttempt, m.Attempt,
+		fieldDeliveries, m.Deliveries,
+		fieldSource, m.Stream,
+		fieldEntry, m.EntryID,
+	}
+	if s.settleDead(ctx, m.Stream, m.EntryID, fields) {
+		if h := s.r.c.cfg.hooks.OnDeadLettered; h != nil {
+			h(m, reason)
+		}
+	}
+}
+
+// deadLetterRaw dead-letters an entry that could not be decoded, keeping
+// whatever fields it had.
+func (s *settler) deadLetterRaw(ctx context.Context, f *flight, cause error) {
+	streamKey, id := f.b.stream, f.x.ID
+	fields := []any{stream.FieldReason, ReasonUndecodable, fieldError, cause.Error(),
+		fieldDeliveries, f.deliveries, fieldSource, streamKey, fieldEntry, id}
+	vals := f.x.Values
+	// A packed entry whose member splits (only its envelope is bad) is
+	// written with id and envelope fields, so the dead letter reads and
+	// redrives like any other; one that does not split keeps its bytes.
+	if p, ok := vals[stream.FieldPacked].(string); ok {
+		d, _ := vals[stream.FieldDue].(string)
+		due, err := strconv.ParseInt(d, 10, 64)
+		var mid, env string
+		if err == nil {
+			mid, env, err = stream.Unpack(due, p)
+		}
+		if err == nil {
+			vals = map[string]any{stream.FieldID: mid, stream.FieldDue: d, stream.FieldEnvelope: env}
+		} else {
+			fields = append(fields, stream.FieldPacked, p)
+		}
+	}
+	for _, k := range []string{stream.FieldID, stream.FieldDue, stream.FieldEnvelope} {
+		if v, ok := vals[k].(string); ok {
+			fields = append(fields, k, v)
+		}
+	}
+	s.r.log.Warn("undecodable entry dead-lettered", slog.String("stream", streamKey), slog.String("entry", id), slog.Any("err", cause))
+	if s.settleDead(ctx, streamKey, id, fields) {
+		if h := s.r.c.cfg.hooks.OnDeadLettered; h != nil {
+			h(nil, ReasonUndecodable)
+		}
+	}
+}
+
+// settleDead acknowledges entry id of streamKey and appends fields to the
+// dead letters, in one script. It reports whether the entry was still
+// pending with the group (and so was dead-lettered).
+func (s *settler) settleDead(ctx context.Context, streamKey, id string, fields []any) bool {
+	r, c := s.r, s.r.c
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	args := append([]any{c.group, id, c.cfg.deadCap}, fields...)
+	v, err := scripts.Dead.Run(ctx, c.rdb, []string{streamKey, c.dead}, args...).Int64Slice()
+	if err != nil || len(v) != 2 {
+		r.log.ErrorContext(ctx, "dead-lettering failed", slog.String("entry", id), slog.Any("err", err))
+		return false
+	}
+	if v[0] == 0 {
+		return false
+	}
+	s.trim.settled(streamKey)
+	c.ctr.deadLettered.Add(1)
+	if v[1] > 0 {
+		c.ctr.deadDropped.Add(uint64(v[1]))
+		r.log.WarnContext(ctx, "dead-letter cap reached; oldest dead letters trimmed", slog.Int64("dropped", v[1]), slog.Int64("cap", c.cfg.deadCap))
+	}
+	return true
+}
+
+// handBack makes entries immediately reclaimable by any consumer of the
+// group: it sets their idle time far past the visibility timeout. Ownership
+// stays with this consumer until another one claims them.
+func (s *settler) handBack(ctx context.Context, streamKey string, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	r, c := s.r, s.r.c
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	args := []any{"XCLAIM", streamKey, c.group, c.cfg.consumer, 0}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	idle := (c.cfg.visibility + 24*time.Hour).Milliseconds()
+	args = append(args, "IDLE", idle, "JUSTID")
+	if err := c.rdb.Do(ctx, args...).Err(); err != nil {
+		r.log.WarnContext(ctx, "handing entries back failed; they are reclaimed after the visibility timeout",
+			slog.String("stream", streamKey), slog.Any("err", err))
+		return
+	}
+	c.ctr.handedBack.Add(uint64(len(ids)))
+}
+
+// handBackAll hands back every entry still held, at drain timeout.
+func (s *settler) handBackAll() int {
+	c := s.r.c
+	byStream := map[string][]string{}
+	c.held.mu.Lock()
+	for b := range c.held.batches {
+		for i := range b.flights {
+			if f := &b.flights[i]; !f.settled.Load() && f.takeBack() {
+				byStream[b.stream] = append(byStream[b.stream], f.x.ID)
+			}
+		}
+	}
+	c.held.mu.Unlock()
+	n := 0
+	for st, ids := range byStream {
+		s.handBack(s.r.opCtx, st, ids)
+		n += len(ids)
+	}
+	return n
+}

@@ -1,0 +1,133 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delaystream/delaystream/internal/scripts"
+)
+
+// trimmer trims the queue stream and the retry lane and removes stale
+// consumers (see loop). The roles that settle entries tell it which
+// streams they settled entries of.
+type trimmer struct {
+	r   *runState
+	due [2]atomic.Bool // per stream (main, retry lane): this consumer settled entries since its last trim
+}
+
+// settled notes that this consumer acknowledged entries of streamKey, so
+// its next trim pass trims that stream.
+func (t *trimmer) settled(streamKey string) {
+	if streamKey == t.r.c.retry.Stream {
+		t.due[1].Store(true)
+	} else {
+		t.due[0].Store(true)
+	}
+}
+
+// loop trims the queue stream and the retry lane below the oldest entry
+// some group still needs, and removes stale consumers without pending
+// entries. It trims a stream at most every trim interval, and only when
+// this consumer settled (acknowledged, dropped, retried or dead-lettered)
+// entries of it since its last trim of it, which is what moves the
+// threshold; so an idle consumer makes no trim calls. Every trimIdleEvery
+// (or trim interval, if longer), the first time one such period after
+// start, it trims both streams anyway, for what other groups' progress, a
+// retention or a removed group freed; stale consumers are removed on the
+// same schedule.
+func (t *trimmer) loop(ctx context.Context) error {
+	r, c := t.r, t.r.c
+	idleEvery := max(c.cfg.trimEvery, trimIdleEvery)
+	sleepCtx(ctx, time.Duration(rand.Int64N(int64(c.cfg.trimEvery))))
+	lastStale, lastFull := time.Now(), time.Now()
+	for ctx.Err() == nil {
+		full := time.Since(lastFull) >= idleEvery
+		if full {
+			lastFull = time.Now()
+		}
+		for i, s := range []string{c.main.Stream, c.retry.Stream} {
+			// Clear before trimming: what is settled meanwhile is trimmed
+			// on the next pass.
+			if !t.due[i].Swap(false) && !full {
+				continue
+			}
+			_, more, err := trim(ctx, c.rdb, s, c.cfg.retention)
+			if more { // failed or bounded: go on at the next pass
+				t.due[i].Store(true)
+			}
+			if err != nil && ctx.Err() == nil {
+				r.log.WarnContext(ctx, "trim failed", slog.String("stream", s), slog.Any("err", err))
+			}
+		}
+		if time.Since(lastStale) >= min(c.cfg.staleConsumer/4, idleEvery) {
+			lastStale = time.Now()
+			for _, s := range []string{c.main.Stream, c.retry.Stream} {
+				if err := t.removeStale(ctx, s); err != nil && ctx.Err() == nil {
+					r.log.WarnContext(ctx, "removing stale consumers failed", slog.String("stream", s), slog.Any("err", err))
+				}
+			}
+		}
+		sleepCtx(ctx, c.cfg.trimEvery)
+	}
+	return nil
+}
+
+// trimIdleEvery is how often a consumer that settled nothing still trims.
+const trimIdleEvery = time.Minute
+
+// Trimming is bounded: one script call removes at most trimLimit entries,
+// one trim pass makes at most trimPasses calls; the rest waits for the next
+// pass.
+const (
+	trimLimit  = 1000
+	trimPasses = 100
+)
+
+// trim runs the trim script on one stream and returns how many entries it
+// removed, and whether the bound on one pass stopped it before the threshold.
+func trim(ctx context.Context, rdb redis.UniversalClient, key string, retention time.Duration) (int64, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	var total int64
+	for pass := 0; pass < trimPasses; pass++ {
+		v, err := scripts.Trim.Run(ctx, rdb, []string{key}, retention.Milliseconds(), trimLimit).Slice()
+		if err != nil {
+			return total, true, fmt.Errorf("trim %s: %w", key, err)
+		}
+		n, _ := v[0].(int64)
+		total += n
+		if more, _ := v[2].(int64); more == 0 {
+			return total, false, nil
+		}
+	}
+	return total, true, nil
+}
+
+// removeStale removes the group's consumers on streamKey that have been
+// idle for the stale-consumer age and hold no pending entries.
+func (t *trimmer) removeStale(ctx context.Context, streamKey string) error {
+	r, c := t.r, t.r.c
+	cs, err := c.rdb.XInfoConsumers(ctx, streamKey, c.group).Result()
+	if err != nil {
+		return err
+	}
+	for _, x := range cs {
+		if x.Name == c.cfg.consumer || x.Pending > 0 || x.Idle < c.cfg.staleConsumer {
+			continue
+		}
+		removed, err := scripts.DelConsumer.Run(ctx, c.rdb, []string{streamKey}, c.group, x.Name).Int64()
+		if err != nil {
+			return err
+		}
+		if removed == 1 {
+			r.log.InfoContext(ctx, "removed stale consumer", slog.String("stream", streamKey), slog.String("stale", x.Name), slog.Duration("idle", x.Idle))
+		}
+	}
+	return nil
+}
