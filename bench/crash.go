@@ -20,7 +20,7 @@ import (
 
 	"github.com/delaystream/delaystream/delay"
 	"github.com/delaystream/delaystream/group"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 // childFlag, as the first argument, runs this binary as a consumer process
@@ -234,7 +234,7 @@ func (s *dsSystem) rawReclaim(ctx context.Context, h handler) error {
 		}
 		var ids []string
 		for _, x := range msgs {
-			if e, err := stream.Decode(key, x.ID, x.Values); err == nil {
+			if e, err := wire.Decode(key, x.ID, x.Values); err == nil {
 				_ = h(ctx, delivery{payload: e.Envelope.Payload, due: e.Envelope.Due, appended: e.Appended()})
 			}
 			ids = append(ids, x.ID)

@@ -13,6 +13,7 @@ import (
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/delay"
 	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 // The layouts scenario measures Redis memory per waiting message, and Redis
@@ -21,7 +22,7 @@ import (
 // candidate layouts studied before packed members were chosen (kept to show
 // why: an id index costs memory and doubles promotion CPU). Everything is
 // written with plain commands, not through the library, on the same server
-// with the same ids (delay.NewID ULIDs) and envelopes (codec.MarshalEnvelope
+// with the same ids (delay.NewID ULIDs) and envelopes (wire.MarshalEnvelope
 // of the bench payload).
 
 // layoutIndexBuckets is the number of listpack hashes an id -> due index is
@@ -150,7 +151,7 @@ func (b *bench) layoutsRun(ctx context.Context, sysName string, run int) (map[st
 	due := time.Now().Add(time.Hour)
 	for i := range ids {
 		ids[i] = delay.NewID()
-		envs[i] = codec.MarshalEnvelope(&codec.Envelope{
+		envs[i] = wire.MarshalEnvelope(&codec.Envelope{
 			Payload: payloadFor(i, due, b.cfg.payload), Attempt: 1, Created: time.Now(),
 		})
 		dues[i] = due.UnixMilli() + int64(i%1000)
@@ -283,7 +284,7 @@ func (b *bench) promoteCost(ctx context.Context, l layout, ids []string, envs []
 		case "layout_current", "layout_packed":
 			var v []int64
 			v, err = b.admin.EvalSha(ctx, scripts.Promote.Hash(), []string{"z", "m", "s", "q", "l"},
-				promoteBatch, "", 1000, string([]byte{codec.EnvelopeMagic, codec.EnvelopeVersion})).Int64Slice()
+				promoteBatch, "", 1000, string([]byte{wire.Magic, wire.Version})).Int64Slice()
 			if err == nil {
 				moved = int(v[0] + v[1])
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/delaystream/delaystream/delay"
 	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/mover"
 	"github.com/delaystream/delaystream/stream"
 )
@@ -260,7 +261,7 @@ func (s *dsSystem) rawRead(ctx context.Context, h handler, ready chan<- struct{}
 		go func() {
 			defer workers.Done()
 			for j := range jobs {
-				if e, err := stream.Decode(key, j.x.ID, j.x.Values); err == nil {
+				if e, err := wire.Decode(key, j.x.ID, j.x.Values); err == nil {
 					_ = h(ctx, delivery{payload: e.Envelope.Payload, due: e.Envelope.Due, appended: e.Appended()})
 				}
 				j.wg.Done()

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 type order struct {
@@ -135,9 +136,9 @@ func TestCodecInsideEnvelope(t *testing.T) {
 			t.Parallel()
 			p, err := c.Marshal(order{ID: 7})
 			require.NoError(t, err)
-			b := codec.MarshalEnvelope(&codec.Envelope{Payload: p, Attempt: 1})
+			b := wire.MarshalEnvelope(&codec.Envelope{Payload: p, Attempt: 1})
 			var e codec.Envelope
-			require.NoError(t, codec.UnmarshalEnvelope(b, &e))
+			require.NoError(t, wire.UnmarshalEnvelope(b, &e))
 			var o order
 			require.NoError(t, c.Unmarshal(e.Payload, &o))
 			assert.Equal(t, int64(7), o.ID)

@@ -1,5 +1,5 @@
-// Package codec turns values into bytes and back, and owns the envelope: the
-// one binary encoding in which delaystream stores a message in Redis.
+// Package codec turns values into bytes and back, and defines the envelope:
+// a message as delaystream stores and delivers it.
 //
 // It is the module's leaf package: it imports nothing else from delaystream,
 // so every other package can share its types.
@@ -13,20 +13,11 @@
 //
 // # Envelope
 //
-// An [Envelope] carries a message's payload, headers, attempt number and
-// creation time. Its ID and due time are not inside the encoded bytes: they
-// travel beside them (the ID is the sorted-set member and hash field, the due
-// time is the sorted-set score, and both become fields of the stream entry),
-// because After(d) is resolved against the Redis clock inside a Lua script
-// that cannot rewrite the bytes, and because storing them twice costs memory
-// for every waiting message.
-//
-// The encoding is versioned: two header bytes (magic 0xD5, format version 1)
-// followed by varint-framed fields and the payload. [UnmarshalEnvelope]
-// returns an [*EnvelopeError] wrapping [ErrUnknownFormat] or [ErrCorrupt] for
-// anything else and never panics; a fuzz target guards that promise.
-//
-//	b := codec.MarshalEnvelope(&codec.Envelope{Payload: []byte("hi"), Attempt: 1})
-//	var e codec.Envelope
-//	err := codec.UnmarshalEnvelope(b, &e)
+// An [Envelope] is a message as delaystream stores and delivers it: payload,
+// headers, attempt number and creation time, with its ID and due time filled
+// in by whoever reads it. Its binary encoding (versioned, two header bytes
+// then varint-framed fields) is internal and may change behind the key
+// layout's version; decoding failures are reported as an [*EnvelopeError]
+// wrapping [ErrUnknownFormat] or [ErrCorrupt], on which callers branch with
+// errors.Is.
 package codec

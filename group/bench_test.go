@@ -15,6 +15,7 @@ import (
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/group"
 	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/stream"
 )
 
@@ -43,7 +44,7 @@ func BenchmarkConsumerBurst(b *testing.B) {
 		now := time.Now()
 		for j := range burst {
 			env := codec.Envelope{ID: "m" + strconv.Itoa(j), Payload: payload, Attempt: 1, Created: now, Due: now}
-			pipe.XAdd(ctx, &redis.XAddArgs{Stream: keys.Main().Stream, Values: stream.Encode(&env)})
+			pipe.XAdd(ctx, &redis.XAddArgs{Stream: keys.Main().Stream, Values: wire.Encode(&env)})
 			if pipe.Len() == 1000 {
 				_, err := pipe.Exec(ctx)
 				require.NoError(b, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/stream"
 )
 
@@ -111,24 +112,24 @@ const (
 func parseDeadLetter(m redis.XMessage) DeadEntry {
 	str := func(k string) string { s, _ := m.Values[k].(string); return s }
 	dl := DeadEntry{
-		EntryID: m.ID, Reason: str(stream.FieldReason), LastError: str(fieldError),
+		EntryID: m.ID, Reason: str(wire.FieldReason), LastError: str(fieldError),
 		Source: str(fieldSource), SourceID: str(fieldEntry),
 	}
 	dl.Attempt, _ = strconv.Atoi(str(fieldAttempt))
 	dl.Deliveries, _ = strconv.ParseInt(str(fieldDeliveries), 10, 64)
-	raw, ok := m.Values[stream.FieldEnvelope].(string)
+	raw, ok := m.Values[wire.FieldEnvelope].(string)
 	if !ok { // a packed entry that could not be split: keep its bytes
-		raw, ok = m.Values[stream.FieldPacked].(string)
+		raw, ok = m.Values[wire.FieldPacked].(string)
 	}
 	if ok {
 		dl.Raw = []byte(raw)
-		if e, err := stream.Decode(m.ID, m.ID, m.Values); err == nil {
+		if e, err := wire.Decode(m.ID, m.ID, m.Values); err == nil {
 			dl.Envelope, dl.Decoded = e.Envelope, true
 		}
 	}
 	if !dl.Decoded {
-		dl.Envelope.ID = str(stream.FieldID)
-		if i := strings.Index(dl.Envelope.ID, stream.RetrySep); i >= 0 {
+		dl.Envelope.ID = str(wire.FieldID)
+		if i := strings.Index(dl.Envelope.ID, wire.RetrySep); i >= 0 {
 			dl.Envelope.ID = dl.Envelope.ID[:i]
 		}
 	}
@@ -183,13 +184,13 @@ func (d *DeadLetters) Redrive(ctx context.Context, delay time.Duration, entryIDs
 // redrive runs the redrive script for entryIDs, whose entries (those that
 // exist) are in dls.
 func (d *DeadLetters) redrive(ctx context.Context, delay time.Duration, entryIDs []string, dls map[string]DeadEntry) (int, error) {
-	args := []any{delay.Milliseconds(), d.retry.Wake, string([]byte{codec.EnvelopeMagic, codec.EnvelopeVersion})}
+	args := []any{delay.Milliseconds(), d.retry.Wake, string([]byte{wire.Magic, wire.Version})}
 	for _, id := range entryIDs {
 		env := ""
 		if dl, ok := dls[id]; ok && dl.Decoded {
 			e := dl.Envelope
 			e.Attempt = 1
-			env = string(codec.MarshalEnvelope(&e))
+			env = string(wire.MarshalEnvelope(&e))
 		}
 		args = append(args, id, env)
 	}

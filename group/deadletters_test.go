@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/stream"
 )
 
@@ -280,8 +281,8 @@ func TestRedriveForeignDeadLetters(t *testing.T) {
 	good := h.addEntry(key, envEntry("good", "p")...)
 	noID := h.addEntry(key, envEntry("", "p")...)
 	ctrlID := h.addEntry(key, envEntry("\x01packed-looking", "p")...)
-	noEnv := h.addEntry(key, stream.FieldID, "no-env", stream.FieldReason, "x")
-	badEnv := h.addEntry(key, stream.FieldID, "bad-env", stream.FieldEnvelope, "\x00garbage")
+	noEnv := h.addEntry(key, wire.FieldID, "no-env", wire.FieldReason, "x")
+	badEnv := h.addEntry(key, wire.FieldID, "bad-env", wire.FieldEnvelope, "\x00garbage")
 
 	n, err := dl.Redrive(ctx, 0, good, noID, ctrlID, noEnv, badEnv)
 	assert.Equal(t, 1, n)
@@ -291,7 +292,7 @@ func TestRedriveForeignDeadLetters(t *testing.T) {
 	assert.Equal(t, int64(4), dlLen(t, dl), "the foreign entries stay")
 	members, err := h.rdb.ZRange(ctx, h.retryDelayed("g"), 0, -1).Result()
 	require.NoError(t, err)
-	assert.Equal(t, []string{stream.RetryMember("good", good)}, members)
+	assert.Equal(t, []string{wire.RetryMember("good", good)}, members)
 
 	for _, bad := range []string{"x", "1-", "-1", "1-2-3", "1-x"} {
 		_, err := dl.Redrive(ctx, 0, good, bad)

@@ -26,6 +26,7 @@ import (
 	"github.com/delaystream/delaystream/delay"
 	"github.com/delaystream/delaystream/group"
 	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/mover"
 	"github.com/delaystream/delaystream/stream"
 )
@@ -122,7 +123,7 @@ func (h *harness) addEntry(key string, values ...any) string {
 
 // envEntry returns the fields of a valid stream entry for message id.
 func envEntry(id string, payload string) []any {
-	return stream.Encode(&codec.Envelope{ID: id, Payload: []byte(payload), Attempt: 1, Created: time.Now(), Due: time.Now()})
+	return wire.Encode(&codec.Envelope{ID: id, Payload: []byte(payload), Attempt: 1, Created: time.Now(), Due: time.Now()})
 }
 
 // pending returns the group's pending count on key: 0 if the group or key

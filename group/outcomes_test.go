@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/group"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 // What each handler outcome does to the message, for one group.
@@ -192,7 +192,7 @@ func TestHandlerOutcomes(t *testing.T) {
 		assert.Contains(t, bySource[garbage].LastError, "envelope")
 		assert.Contains(t, bySource[missing].LastError, `field "d" missing`)
 		require.Contains(t, bySource, badPacked)
-		assert.Equal(t, stream.GeneratedID(123, "ABCDEFGHJKMNPQRS"), bySource[badPacked].Envelope.ID, "split into id and envelope")
+		assert.Equal(t, wire.GeneratedID(123, "ABCDEFGHJKMNPQRS"), bySource[badPacked].Envelope.ID, "split into id and envelope")
 		assert.Equal(t, []byte("\xd5\x01\x80"), bySource[badPacked].Raw)
 		require.Contains(t, bySource, short)
 		assert.Equal(t, []byte("\x01short"), bySource[short].Raw, "kept as found")

@@ -7,9 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/delaystream/delaystream/stream"
 )
 
 // reclaimer takes over, with XAUTOCLAIM, entries other consumers of the
@@ -113,7 +112,7 @@ func (rc *reclaimer) recordDeleted(ctx context.Context, streamKey string, ids []
 	pipe := c.rdb.Pipeline()
 	for _, id := range ids {
 		pipe.XAdd(ctx, &redis.XAddArgs{Stream: c.dead, Values: []any{
-			stream.FieldReason, ReasonDeleted, fieldSource, streamKey, fieldEntry, id,
+			wire.FieldReason, ReasonDeleted, fieldSource, streamKey, fieldEntry, id,
 		}})
 	}
 	// Trim to the cap separately (not XADD MAXLEN), so what the cap drops

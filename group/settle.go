@@ -9,7 +9,7 @@ import (
 
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/scripts"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 // settler settles the outcome of an entry: acknowledge (batched by the
@@ -67,7 +67,7 @@ func (s *settler) retry(ctx context.Context, m *Message, env *codec.Envelope, he
 	defer cancel()
 	due, err := scripts.Retry.Run(ctx, c.rdb,
 		[]string{m.Stream, c.retry.Delayed, c.retry.Envelopes},
-		c.group, m.EntryID, stream.RetryMember(m.ID, m.EntryID), codec.MarshalEnvelope(&next),
+		c.group, m.EntryID, wire.RetryMember(m.ID, m.EntryID), wire.MarshalEnvelope(&next),
 		wait.Milliseconds(), c.retry.Wake).Int64()
 	if err != nil {
 		// The entry stays pending; it is reclaimed after the visibility timeout.
@@ -87,10 +87,10 @@ func (s *settler) retry(ctx context.Context, m *Message, env *codec.Envelope, he
 // deadLetter acknowledges the entry and appends it to the dead letters.
 func (s *settler) deadLetter(ctx context.Context, m *Message, env *codec.Envelope, reason string, cause error) {
 	fields := []any{
-		stream.FieldID, m.ID,
-		stream.FieldDue, strconv.FormatInt(m.Due.UnixMilli(), 10),
-		stream.FieldEnvelope, codec.MarshalEnvelope(env),
-		stream.FieldReason, reason,
+		wire.FieldID, m.ID,
+		wire.FieldDue, strconv.FormatInt(m.Due.UnixMilli(), 10),
+		wire.FieldEnvelope, wire.MarshalEnvelope(env),
+		wire.FieldReason, reason,
 		fieldError, errString(cause),
 		fieldAttempt, m.Attempt,
 		fieldDeliveries, m.Deliveries,
@@ -108,26 +108,26 @@ func (s *settler) deadLetter(ctx context.Context, m *Message, env *codec.Envelop
 // whatever fields it had.
 func (s *settler) deadLetterRaw(ctx context.Context, f *flight, cause error) {
 	streamKey, id := f.b.stream, f.x.ID
-	fields := []any{stream.FieldReason, ReasonUndecodable, fieldError, cause.Error(),
+	fields := []any{wire.FieldReason, ReasonUndecodable, fieldError, cause.Error(),
 		fieldDeliveries, f.deliveries, fieldSource, streamKey, fieldEntry, id}
 	vals := f.x.Values
 	// A packed entry whose member splits (only its envelope is bad) is
 	// written with id and envelope fields, so the dead letter reads and
 	// redrives like any other; one that does not split keeps its bytes.
-	if p, ok := vals[stream.FieldPacked].(string); ok {
-		d, _ := vals[stream.FieldDue].(string)
+	if p, ok := vals[wire.FieldPacked].(string); ok {
+		d, _ := vals[wire.FieldDue].(string)
 		due, err := strconv.ParseInt(d, 10, 64)
 		var mid, env string
 		if err == nil {
-			mid, env, err = stream.Unpack(due, p)
+			mid, env, err = wire.Unpack(due, p)
 		}
 		if err == nil {
-			vals = map[string]any{stream.FieldID: mid, stream.FieldDue: d, stream.FieldEnvelope: env}
+			vals = map[string]any{wire.FieldID: mid, wire.FieldDue: d, wire.FieldEnvelope: env}
 		} else {
-			fields = append(fields, stream.FieldPacked, p)
+			fields = append(fields, wire.FieldPacked, p)
 		}
 	}
-	for _, k := range []string{stream.FieldID, stream.FieldDue, stream.FieldEnvelope} {
+	for _, k := range []string{wire.FieldID, wire.FieldDue, wire.FieldEnvelope} {
 		if v, ok := vals[k].(string); ok {
 			fields = append(fields, k, v)
 		}

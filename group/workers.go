@@ -7,7 +7,7 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 // workers is the pool that takes queued entries from the reader, decodes
@@ -64,7 +64,7 @@ func (w *workers) handBackQueued(f *flight) {
 func (w *workers) handle(wctx context.Context, f *flight) {
 	r, c := w.r, w.r.c
 	c.ctr.delivered.Add(1)
-	e, err := stream.Decode(f.b.stream, f.x.ID, f.x.Values)
+	e, err := wire.Decode(f.b.stream, f.x.ID, f.x.Values)
 	if err != nil {
 		w.settle.deadLetterRaw(r.opCtx, f, err)
 		return

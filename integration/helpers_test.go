@@ -16,6 +16,7 @@ import (
 
 	"github.com/delaystream/delaystream/delay"
 	"github.com/delaystream/delaystream/integration/internal/harness"
+	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/mover"
 	"github.com/delaystream/delaystream/stream"
 )
@@ -135,12 +136,12 @@ func readAll(ctx context.Context, t *testing.T, rdb redis.UniversalClient, key s
 }
 
 // decodeAll decodes every entry of the stream at key.
-func decodeAll(ctx context.Context, t *testing.T, rdb redis.UniversalClient, key string) []stream.Entry {
+func decodeAll(ctx context.Context, t *testing.T, rdb redis.UniversalClient, key string) []wire.Entry {
 	t.Helper()
 	msgs := readAll(ctx, t, rdb, key)
-	out := make([]stream.Entry, 0, len(msgs))
+	out := make([]wire.Entry, 0, len(msgs))
 	for _, m := range msgs {
-		e, err := stream.Decode(key, m.ID, m.Values)
+		e, err := wire.Decode(key, m.ID, m.Values)
 		require.NoError(t, err, "entry %s", m.ID)
 		out = append(out, e)
 	}
@@ -149,7 +150,7 @@ func decodeAll(ctx context.Context, t *testing.T, rdb redis.UniversalClient, key
 
 // lateness returns, for each entry, how long after its due time it was
 // appended (Redis clock, millisecond resolution).
-func lateness(entries []stream.Entry) []time.Duration {
+func lateness(entries []wire.Entry) []time.Duration {
 	out := make([]time.Duration, len(entries))
 	for i, e := range entries {
 		out[i] = e.Appended().Sub(e.Envelope.Due)

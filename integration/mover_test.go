@@ -16,6 +16,7 @@ import (
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/delay"
 	"github.com/delaystream/delaystream/integration/internal/harness"
+	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/mover"
 	"github.com/delaystream/delaystream/stream"
 )
@@ -24,7 +25,7 @@ import (
 // and a foreign envelope among good messages: the mover sets both aside in
 // the quarantine stream with a reason, counts them, and delivers the good
 // messages around them. An envelope with a valid header but a corrupt body
-// is delivered (the promote script checks the header only) and stream.Decode
+// is delivered (the promote script checks the header only) and wire.Decode
 // reports it, for the consumer group to dead-letter.
 func TestQuarantine(t *testing.T) {
 	t.Parallel()
@@ -52,7 +53,7 @@ func TestQuarantine(t *testing.T) {
 	foreign := make([]byte, 64)
 	_, _ = rand.Read(foreign)
 	foreign[0] = 0x00 // not the envelope magic byte
-	truncated := []byte{codec.EnvelopeMagic, codec.EnvelopeVersion, 0xff}
+	truncated := []byte{wire.Magic, wire.Version, 0xff}
 	pipe := rdb.TxPipeline()
 	pipe.ZAdd(ctx, l.Delayed, redisZ(due, "orphan"), redisZ(due, "foreign"), redisZ(due, "truncated"))
 	pipe.HSet(ctx, l.Envelopes, "foreign", foreign, "truncated", truncated)
@@ -93,8 +94,8 @@ func TestQuarantine(t *testing.T) {
 	require.Len(t, msgs, good+1)
 	delivered := map[string]bool{}
 	for _, x := range msgs {
-		e, err := stream.Decode(l.Stream, x.ID, x.Values)
-		if x.Values[stream.FieldID] == "truncated" {
+		e, err := wire.Decode(l.Stream, x.ID, x.Values)
+		if x.Values[wire.FieldID] == "truncated" {
 			var ee *stream.EntryError
 			require.ErrorAs(t, err, &ee)
 			assert.ErrorIs(t, err, codec.ErrCorrupt)
@@ -395,7 +396,7 @@ func TestWakeUpPrecision(t *testing.T) {
 		last, err := rdb.XRevRangeN(ctx, l.Stream, "+", "-", 1).Result()
 		require.NoError(t, err)
 		require.Len(t, last, 1)
-		e, err := stream.Decode(l.Stream, last[0].ID, last[0].Values)
+		e, err := wire.Decode(l.Stream, last[0].ID, last[0].Values)
 		require.NoError(t, err)
 		require.Equal(t, id, e.Envelope.ID)
 		d := e.Appended().Sub(e.Envelope.Due)

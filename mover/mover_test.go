@@ -20,6 +20,7 @@ import (
 	"github.com/delaystream/delaystream/delay"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/mover"
 	"github.com/delaystream/delaystream/stream"
 )
@@ -38,7 +39,7 @@ func TestNew(t *testing.T) {
 		{name: "defaults", rdb: rdb, queue: "q"},
 		{name: "every option", rdb: rdb, queue: "q", opts: []mover.Option{
 			mover.WithPrefix("app"), mover.WithBatchSize(mover.MaxBatchSize), mover.WithMaxIdle(2 * time.Second),
-			mover.WithLeaseTTL(3 * time.Second), mover.WithRetryLaneOf("billing"),
+			mover.WithLeaseTTL(3 * time.Second),
 			mover.WithLogger(slog.Default()), mover.WithHooks(mover.Hooks{})}},
 		{name: "smallest values", rdb: rdb, queue: "q", opts: []mover.Option{
 			mover.WithBatchSize(1), mover.WithMaxIdle(10 * time.Millisecond), mover.WithLeaseTTL(20 * time.Millisecond)}},
@@ -61,7 +62,6 @@ func TestNew(t *testing.T) {
 		{name: "lease TTL equal to max idle", rdb: rdb, queue: "q", opts: []mover.Option{mover.WithLeaseTTL(time.Second)}, msg: "lease TTL 1s must exceed max idle 1s"},
 		{name: "max idle above the default lease TTL", rdb: rdb, queue: "q", opts: []mover.Option{mover.WithMaxIdle(2 * time.Second)}, msg: "lease TTL 1.25s must exceed max idle 2s"},
 		{name: "lease TTL below max idle", rdb: rdb, queue: "q", opts: []mover.Option{mover.WithLeaseTTL(500 * time.Millisecond), mover.WithMaxIdle(400 * time.Millisecond), mover.WithMaxIdle(600 * time.Millisecond)}, msg: "must exceed max idle"},
-		{name: "bad retry lane group", rdb: rdb, queue: "q", opts: []mover.Option{mover.WithRetryLaneOf("")}, msg: "group name is empty"},
 		{name: "nil logger", rdb: rdb, queue: "q", opts: []mover.Option{mover.WithLogger(nil)}, msg: "nil logger"},
 	}
 	for _, tt := range tests {
@@ -249,7 +249,7 @@ func runDelivers(t *testing.T, rdb redis.UniversalClient, prefix string) {
 	require.Len(t, msgs, n, "exactly once")
 	seen := map[string]bool{}
 	for _, x := range msgs {
-		e, err := stream.Decode(key, x.ID, x.Values)
+		e, err := wire.Decode(key, x.ID, x.Values)
 		require.NoError(t, err)
 		assert.False(t, seen[e.Envelope.ID], "duplicate %s", e.Envelope.ID)
 		seen[e.Envelope.ID] = true
@@ -278,35 +278,6 @@ func TestRunDelivers(t *testing.T) {
 		t.Cleanup(func() { _ = rdb.Close() })
 		runDelivers(t, rdb, "mini")
 	})
-}
-
-func TestRunPromotesRetryLane(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t)
-	keys, err := stream.NewKeys(prefix, "q", 0, 1)
-	require.NoError(t, err)
-	main, retry := keys.Main(), keys.Retry("billing")
-	// Put one due entry in each lane, by hand (package group does this for
-	// the retry lane).
-	for _, l := range []stream.Lane{main, retry} {
-		require.NoError(t, rdb.ZAdd(ctx, l.Delayed, redis.Z{Member: "x", Score: 1}).Err())
-		require.NoError(t, rdb.HSet(ctx, l.Envelopes, "x", codec.MarshalEnvelope(&codec.Envelope{Attempt: 2})).Err())
-	}
-	m, err := mover.New(rdb, "q", mover.WithPrefix(prefix), mover.WithRetryLaneOf("billing"))
-	require.NoError(t, err)
-	run(t, m)
-	require.Eventually(t, func() bool {
-		n, err := rdb.XLen(ctx, retry.Stream).Result()
-		return err == nil && n == 1
-	}, 5*time.Second, 5*time.Millisecond)
-	n, err := rdb.XLen(ctx, main.Stream).Result()
-	require.NoError(t, err)
-	assert.Zero(t, n, "the main lane is not this mover's")
-	n, err = rdb.ZCard(ctx, main.Delayed).Result()
-	require.NoError(t, err)
-	assert.Equal(t, int64(1), n)
 }
 
 func TestRunQuarantineIsLogged(t *testing.T) {
@@ -507,7 +478,7 @@ func TestWakeUp(t *testing.T) {
 
 			msgs, err := rdb.XRange(ctx, key, "-", "+").Result()
 			require.NoError(t, err)
-			e, err := stream.Decode(key, msgs[0].ID, msgs[0].Values)
+			e, err := wire.Decode(key, msgs[0].ID, msgs[0].Values)
 			require.NoError(t, err)
 			assert.Equal(t, "soon", e.Envelope.ID)
 			assert.True(t, res.Due.Equal(e.Envelope.Due))
@@ -544,7 +515,7 @@ func TestResubscribeChecksTheLane(t *testing.T) {
 
 	// An entry due now whose wake-up is lost (the schedule script is given
 	// no channel, as if the publish had happened while disconnected).
-	env := codec.MarshalEnvelope(&codec.Envelope{Payload: []byte("p"), Attempt: 1, Created: time.Now()})
+	env := wire.MarshalEnvelope(&codec.Envelope{Payload: []byte("p"), Attempt: 1, Created: time.Now()})
 	require.NoError(t, scripts.Schedule.Run(ctx, rdb, []string{ln.Delayed, ln.Envelopes},
 		"", "lost", env, "r0", "k").Err())
 	time.Sleep(300 * time.Millisecond)

@@ -75,9 +75,3 @@ func WithLogger(l *slog.Logger) Option { return Option(engine.WithLogger(l)) }
 
 // WithHooks sets callbacks for promotion, lease and failure events.
 func WithHooks(h Hooks) Option { return Option(engine.WithHooks(engine.Hooks(h))) }
-
-// WithRetryLaneOf makes the mover promote group's retry lane.
-//
-// Deprecated: package group promotes its retry lanes itself; this option
-// goes away with the move of the retry lane to the internal engine.
-func WithRetryLaneOf(group string) Option { return Option(engine.WithRetryLaneOf(group)) }

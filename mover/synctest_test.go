@@ -20,6 +20,7 @@ import (
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/delay"
 	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/mover"
 	"github.com/delaystream/delaystream/stream"
 )
@@ -122,7 +123,7 @@ func TestFakeClockNeverEarly(t *testing.T) {
 		require.Equal(t, int64(1), streamLen(t, rdb, key))
 		msgs, err := rdb.XRange(ctx, key, "-", "+").Result()
 		require.NoError(t, err)
-		e, err := stream.Decode(key, msgs[0].ID, msgs[0].Values)
+		e, err := wire.Decode(key, msgs[0].ID, msgs[0].Values)
 		require.NoError(t, err)
 		assert.Equal(t, due.UnixMilli(), e.Envelope.Due.UnixMilli())
 		assert.Equal(t, due.UnixMilli(), e.Appended().UnixMilli(), "appended exactly when due")
@@ -178,7 +179,7 @@ func TestFakeClockProbeCatchesLostWakeUp(t *testing.T) {
 
 		// Write the entry with the schedule script but no wake channel.
 		keys := q.Keys().Main()
-		env := codec.MarshalEnvelope(&codec.Envelope{Payload: []byte("p"), Attempt: 1, Created: time.Now()})
+		env := wire.MarshalEnvelope(&codec.Envelope{Payload: []byte("p"), Attempt: 1, Created: time.Now()})
 		due := time.Now().Add(3 * time.Second).UnixMilli()
 		require.NoError(t, scripts.Schedule.Run(ctx, rdb, []string{keys.Delayed, keys.Envelopes},
 			"", "lost", env, "a"+strconv.FormatInt(due, 10), "k").Err())

@@ -19,7 +19,7 @@
 // The "1" is the layout version: a change to the layout bumps it, so old and
 // new keys never mix. The prefix defaults to [DefaultPrefix]. A queue split
 // into n shards uses the hash tag {<queue>:<i>} for shard i (0 <= i < n); a
-// message's shard is chosen by [ShardOf] from its id, so cancel and
+// message's shard is chosen by a stable hash of its id, so cancel and
 // reschedule find it again. One shard (the default) uses {<queue>}.
 //
 // # Delayed-set members
@@ -46,7 +46,7 @@
 // base32 random part and an envelope), [ReasonUnknownEnvelope],
 // [ReasonMissingEnvelope] and [ReasonInvalidDue] (a score that is not a
 // whole number of ms in [0, 2^48)). A packed member with the right kind
-// byte and envelope header is appended as is; [Decode] checks its random
+// byte and envelope header is appended as is; the consumer checks its random
 // part, and consumers dead-letter an entry it cannot split. A key of the
 // wrong type (someone SET the delayed set) makes every call on it fail:
 // the mover reports it as a [*KeyTypeError] naming the key.
@@ -56,9 +56,9 @@
 // A stream entry has three fields: "i" (message id), "d" (due time, Unix ms,
 // Redis clock) and "e" (the envelope, see package codec); or, for a message
 // with a generated id, two: "d" and "p", the packed delayed-set member as
-// the mover found it, which [Unpack] splits into id and envelope (appending
+// the mover found it, which the consumer splits into id and envelope (appending
 // the member as is saves the promote script building two strings per
-// message: 3.7 → 3.1 µs of Redis CPU per promoted message on a 2-core VM). [Decode] turns either form back
+// message: 3.7 → 3.1 µs of Redis CPU per promoted message on a 2-core VM). The consumer turns either form back
 // into a [codec.Envelope] and reports anything else as an [*EntryError]. A quarantine entry has "d" (the score), "r" (reason) and what
 // was found: "i" and, when there were bytes, "e" for a plain member; "m",
 // the raw member, for anything else. [ReadQuarantine] reads both.

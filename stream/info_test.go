@@ -12,6 +12,7 @@ import (
 
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/stream"
 )
 
@@ -42,7 +43,7 @@ func TestReadInfo(t *testing.T) {
 		var ids []string
 		for i := range 3 {
 			env := codec.Envelope{ID: "m" + string(rune('a'+i)), Due: time.UnixMilli(int64(i)), Attempt: 1}
-			id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: stream.Encode(&env)}).Result()
+			id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: wire.Encode(&env)}).Result()
 			require.NoError(t, err)
 			ids = append(ids, id)
 		}
@@ -92,9 +93,9 @@ func TestReadQuarantine(t *testing.T) {
 		require.NoError(t, err)
 		return id
 	}
-	id1 := add(stream.FieldID, "a", stream.FieldDue, "1700000000000", stream.FieldReason, "missing envelope")
-	id2 := add(stream.FieldID, "b", stream.FieldDue, "1700000000001", stream.FieldReason, "unknown envelope format", stream.FieldEnvelope, "\x00garbage")
-	id3 := add(stream.FieldID, "c", stream.FieldDue, "not-a-number")
+	id1 := add(wire.FieldID, "a", wire.FieldDue, "1700000000000", wire.FieldReason, "missing envelope")
+	id2 := add(wire.FieldID, "b", wire.FieldDue, "1700000000001", wire.FieldReason, "unknown envelope format", wire.FieldEnvelope, "\x00garbage")
+	id3 := add(wire.FieldID, "c", wire.FieldDue, "not-a-number")
 	id4 := add("other", "field")
 
 	t.Run("all", func(t *testing.T) {

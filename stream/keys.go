@@ -3,9 +3,7 @@ package stream
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strconv"
-	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -68,39 +66,6 @@ func NewKeys(prefix, queue string, i, n int) (Keys, error) {
 		tag = queue + ":" + strconv.Itoa(i)
 	}
 	return Keys{base: prefix + ":" + LayoutVersion + ":{" + tag + "}", tag: tag}, nil
-}
-
-// ShardOf returns the shard (0 <= shard < n) of message id in a queue of n
-// shards. It is a stable hash (FNV-1a), the same in every process and release.
-// For an id in the layout of generated ids (see "Delayed-set members" in the
-// package doc) only the last 16 characters, the random part, are hashed: the
-// time part is the due time, which for a delay is known only once the
-// shard's script has run.
-func ShardOf(id string, n int) int {
-	if n <= 1 {
-		return 0
-	}
-	if GeneratedLayout(id) {
-		id = id[10:]
-	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(id))
-	return int(h.Sum32() % uint32(n))
-}
-
-// GeneratedLayout reports whether id has the layout of a generated message
-// id: 26 characters of Crockford base32 (upper case) whose first is 0 to 7
-// (a 48-bit time part). Caller-chosen ids may have it too.
-func GeneratedLayout(id string) bool {
-	if len(id) != 26 || id[0] > '7' {
-		return false
-	}
-	for i := range len(id) {
-		if strings.IndexByte(crockford, id[i]) < 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // Tag returns the hash tag shared by all keys of the shard, without braces.

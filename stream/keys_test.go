@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/stream"
 )
 
@@ -177,14 +178,14 @@ func TestShardOf(t *testing.T) {
 		{"user-42", 0, 0},
 		{"user-42", -3, 0},
 		// Generated-id layout: only the random part counts.
-		{"01M80NE4RXRC8JEFXHRF88SGQA", 16, stream.ShardOf("RC8JEFXHRF88SGQA", 16)},
-		{"7ZZZZZZZZZRC8JEFXHRF88SGQA", 16, stream.ShardOf("RC8JEFXHRF88SGQA", 16)},
-		{"0000000000ABCDEFGHJKMNPQRS", 7, stream.ShardOf("ABCDEFGHJKMNPQRS", 7)},
+		{"01M80NE4RXRC8JEFXHRF88SGQA", 16, wire.ShardOf("RC8JEFXHRF88SGQA", 16)},
+		{"7ZZZZZZZZZRC8JEFXHRF88SGQA", 16, wire.ShardOf("RC8JEFXHRF88SGQA", 16)},
+		{"0000000000ABCDEFGHJKMNPQRS", 7, wire.ShardOf("ABCDEFGHJKMNPQRS", 7)},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s/%d", tt.id, tt.n), func(t *testing.T) {
 			t.Parallel()
-			assert.Equal(t, tt.want, stream.ShardOf(tt.id, tt.n))
+			assert.Equal(t, tt.want, wire.ShardOf(tt.id, tt.n))
 		})
 	}
 }
@@ -201,7 +202,7 @@ func TestGeneratedLayout(t *testing.T) {
 		"01M80NE4RXRC8JEFXHRF88SGQI":  false, // I is not in the alphabet
 		"order:5001":                  false,
 	} {
-		assert.Equal(t, want, stream.GeneratedLayout(id), id)
+		assert.Equal(t, want, wire.GeneratedLayout(id), id)
 	}
 }
 
@@ -214,8 +215,8 @@ func TestShardOfRangeAndSpread(t *testing.T) {
 			const ids = 20000
 			for i := range ids {
 				id := fmt.Sprintf("msg-%d", i)
-				s := stream.ShardOf(id, n)
-				if s < 0 || s >= n || s != stream.ShardOf(id, n) {
+				s := wire.ShardOf(id, n)
+				if s < 0 || s >= n || s != wire.ShardOf(id, n) {
 					t.Fatalf("ShardOf(%q, %d) = %d: out of range or not stable", id, n, s)
 				}
 				counts[s]++

@@ -18,6 +18,7 @@ import (
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/delay"
 	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/stream"
 )
 
@@ -47,7 +48,7 @@ func delivered(t *testing.T, rdb redis.UniversalClient, key string) map[string][
 	require.NoError(t, err)
 	got := map[string][]string{}
 	for _, m := range msgs {
-		e, err := stream.Decode(key, m.ID, m.Values)
+		e, err := wire.Decode(key, m.ID, m.Values)
 		require.NoError(t, err, "every entry in the stream decodes")
 		got[e.Envelope.ID] = append(got[e.Envelope.ID], string(e.Envelope.Payload))
 	}
@@ -181,13 +182,13 @@ func moverWith(t *testing.T, members ...redis.Z) (redis.UniversalClient, stream.
 func TestPackedMemberNotBase32(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	env := codec.MarshalEnvelope(&codec.Envelope{Payload: []byte("x")})
+	env := wire.MarshalEnvelope(&codec.Envelope{Payload: []byte("x")})
 	rdb, lane, m := moverWith(t, redis.Z{Member: "\x01abcdefghjkmnpqrs" + string(env), Score: 1})
 	drainLane(t, m.lanes[0])
 	msgs, err := rdb.XRange(ctx, lane.Stream, "-", "+").Result()
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
-	_, err = stream.Decode(lane.Stream, msgs[0].ID, msgs[0].Values)
+	_, err = wire.Decode(lane.Stream, msgs[0].ID, msgs[0].Values)
 	require.ErrorIs(t, err, stream.ErrMalformed)
 	var eerr *stream.EntryError
 	require.ErrorAs(t, err, &eerr)
@@ -243,7 +244,7 @@ func foreignMember(rng *rand.Rand) (member string, plain bool) {
 	case 2: // 0x01 and garbage: short, or not base32 (and, past the random
 		// part, not an envelope header: see TestPackedMemberNotBase32)
 		b := []byte("\x01" + randBytes(rng.IntN(40)))
-		if len(b) >= 19 && b[17] == codec.EnvelopeMagic {
+		if len(b) >= 19 && b[17] == wire.Magic {
 			b[17]++
 		}
 		return string(b), false
@@ -325,9 +326,9 @@ func propertyRound(t *testing.T, rdb redis.UniversalClient, rng *rand.Rand, retr
 		for i := range n {
 			id := fmt.Sprintf("r:%d:%s", i, delay.NewID())
 			env := &codec.Envelope{Payload: fmt.Appendf(nil, "payload-%d-%d", i, rng.Uint64()), Attempt: 2}
-			member := stream.RetryMember(id, fmt.Sprintf("%d-%d", base.UnixMilli(), i))
+			member := wire.RetryMember(id, fmt.Sprintf("%d-%d", base.UnixMilli(), i))
 			require.NoError(t, rdb.ZAdd(ctx, lane.Delayed, redis.Z{Member: member, Score: float64(at().UnixMilli())}).Err())
-			require.NoError(t, rdb.HSet(ctx, lane.Envelopes, member, codec.MarshalEnvelope(env)).Err())
+			require.NoError(t, rdb.HSet(ctx, lane.Envelopes, member, wire.MarshalEnvelope(env)).Err())
 			want[id] = []string{string(env.Payload)}
 		}
 	} else {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/delaystream/delaystream/delay"
 	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/stream"
 )
 
@@ -192,7 +193,7 @@ func TestRunOnceMovesDueEntriesOnly(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, msgs, 3)
 	for i, x := range msgs {
-		e, err := stream.Decode(lane.Stream, x.ID, x.Values)
+		e, err := wire.Decode(lane.Stream, x.ID, x.Values)
 		require.NoError(t, err)
 		assert.Equal(t, items[i].Message.ID, e.Envelope.ID, "promoted in due order")
 		assert.Equal(t, items[i].Message.Payload, e.Envelope.Payload)
@@ -326,7 +327,7 @@ func TestRunOnceQuarantine(t *testing.T) {
 	assert.Equal(t, []byte("\x00\x01garbage"), qs[1].Raw)
 	assert.True(t, due.Add(2*time.Millisecond).Equal(qs[1].Due))
 	assert.Equal(t, "unknown envelope format", qs[2].Reason)
-	assert.Equal(t, stream.GeneratedID(due.UnixMilli()+4, "ABCDEFGHJKMNPQRS"), qs[2].MessageID, "the id rebuilt from the member")
+	assert.Equal(t, wire.GeneratedID(due.UnixMilli()+4, "ABCDEFGHJKMNPQRS"), qs[2].MessageID, "the id rebuilt from the member")
 	assert.Equal(t, []byte("\x01ABCDEFGHJKMNPQRS\x00\x01garbage"), qs[2].Member)
 	assert.Equal(t, []byte("\x00\x01garbage"), qs[2].Raw)
 	assert.Equal(t, "unknown member format", qs[3].Reason)
@@ -338,9 +339,9 @@ func TestRunOnceQuarantine(t *testing.T) {
 	msgs, err := rdb.XRange(ctx, lane.Stream, "-", "+").Result()
 	require.NoError(t, err)
 	require.Len(t, msgs, 2)
-	assert.Equal(t, "good", msgs[0].Values[stream.FieldID])
-	assert.Nil(t, msgs[1].Values[stream.FieldID], "a packed member is appended as is")
-	entry, err := stream.Decode(lane.Stream, msgs[1].ID, msgs[1].Values)
+	assert.Equal(t, "good", msgs[0].Values[wire.FieldID])
+	assert.Nil(t, msgs[1].Values[wire.FieldID], "a packed member is appended as is")
+	entry, err := wire.Decode(lane.Stream, msgs[1].ID, msgs[1].Values)
 	require.NoError(t, err)
 	assert.Equal(t, gen.ID, entry.Envelope.ID)
 	assert.Equal(t, []byte("gen"), entry.Envelope.Payload)
@@ -417,7 +418,7 @@ func TestPromoteRebuildsGeneratedIDs(t *testing.T) {
 	require.NoError(t, err)
 	got := map[string]string{}
 	for _, msg := range msgs {
-		e, err := stream.Decode(q.Keys().Main().Stream, msg.ID, msg.Values)
+		e, err := wire.Decode(q.Keys().Main().Stream, msg.ID, msg.Values)
 		require.NoError(t, err)
 		got[e.Envelope.ID] = string(e.Envelope.Payload)
 	}

@@ -57,6 +57,25 @@ type Entry struct {
 	Envelope codec.Envelope // the message, with ID and Due filled in
 }
 
+// Appended returns the time the entry was appended to the stream, from the
+// millisecond part of its id (Redis clock).
+func (e Entry) Appended() time.Time { return EntryTime(e.ID) }
+
+// EntryTime returns the time part of a stream entry id, or the zero time if
+// id is not of the form "<ms>-<seq>".
+func EntryTime(id string) time.Time {
+	for i := 0; i < len(id); i++ {
+		if id[i] == '-' {
+			ms, err := strconv.ParseInt(id[:i], 10, 64)
+			if err != nil {
+				return time.Time{}
+			}
+			return time.UnixMilli(ms)
+		}
+	}
+	return time.Time{}
+}
+
 // Decode turns the fields of stream entry id of stream key into an [Entry].
 // values is what go-redis returns in redis.XMessage.Values.
 func Decode(key, id string, values map[string]any) (Entry, error) {

@@ -1,4 +1,4 @@
-package codec_test
+package wire_test
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 func TestEnvelopeRoundTrip(t *testing.T) {
@@ -94,13 +95,13 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := codec.MarshalEnvelope(&tt.in)
+			b := wire.MarshalEnvelope(&tt.in)
 			require.GreaterOrEqual(t, len(b), 2)
-			assert.Equal(t, codec.EnvelopeMagic, b[0])
-			assert.Equal(t, codec.EnvelopeVersion, b[1])
+			assert.Equal(t, wire.Magic, b[0])
+			assert.Equal(t, wire.Version, b[1])
 
 			got := codec.Envelope{ID: "keep-me", Due: time.UnixMilli(42)}
-			require.NoError(t, codec.UnmarshalEnvelope(b, &got))
+			require.NoError(t, wire.UnmarshalEnvelope(b, &got))
 			assert.Equal(t, "keep-me", got.ID, "ID must be left untouched")
 			assert.True(t, got.Due.Equal(time.UnixMilli(42)), "Due must be left untouched")
 			assert.Equal(t, tt.want.Attempt, got.Attempt)
@@ -120,17 +121,17 @@ func TestMarshalEnvelopeDeterministic(t *testing.T) {
 		h[strings.Repeat("k", i+1)] = strings.Repeat("v", i)
 	}
 	e := codec.Envelope{Payload: []byte("p"), Headers: h, Attempt: 3, Created: time.UnixMilli(5)}
-	first := codec.MarshalEnvelope(&e)
+	first := wire.MarshalEnvelope(&e)
 	for range 20 { // map iteration order varies between runs
-		assert.Equal(t, first, codec.MarshalEnvelope(&e))
+		assert.Equal(t, first, wire.MarshalEnvelope(&e))
 	}
 }
 
 func TestUnmarshalEnvelopeCopiesPayload(t *testing.T) {
 	t.Parallel()
-	b := codec.MarshalEnvelope(&codec.Envelope{Payload: []byte("abc"), Attempt: 1})
+	b := wire.MarshalEnvelope(&codec.Envelope{Payload: []byte("abc"), Attempt: 1})
 	var e codec.Envelope
-	require.NoError(t, codec.UnmarshalEnvelope(b, &e))
+	require.NoError(t, wire.UnmarshalEnvelope(b, &e))
 	for i := range b {
 		b[i] = 'X'
 	}
@@ -139,9 +140,9 @@ func TestUnmarshalEnvelopeCopiesPayload(t *testing.T) {
 
 func TestUnmarshalEnvelopeErrors(t *testing.T) {
 	t.Parallel()
-	valid := codec.MarshalEnvelope(&codec.Envelope{Payload: []byte("payload"), Attempt: 1,
+	valid := wire.MarshalEnvelope(&codec.Envelope{Payload: []byte("payload"), Attempt: 1,
 		Headers: map[string]string{"key": "value"}, Created: time.UnixMilli(1)})
-	hdr := []byte{codec.EnvelopeMagic, codec.EnvelopeVersion}
+	hdr := []byte{wire.Magic, wire.Version}
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 	uv := func(v uint64) []byte { return binary.AppendUvarint(nil, v) }
 	sv := func(v int64) []byte { return binary.AppendVarint(nil, v) }
@@ -155,11 +156,11 @@ func TestUnmarshalEnvelopeErrors(t *testing.T) {
 	}{
 		{"nil", nil, codec.ErrUnknownFormat, "magic"},
 		{"empty", []byte{}, codec.ErrUnknownFormat, "magic"},
-		{"magic only", []byte{codec.EnvelopeMagic}, codec.ErrUnknownFormat, "magic"},
+		{"magic only", []byte{wire.Magic}, codec.ErrUnknownFormat, "magic"},
 		{"wrong magic", []byte{0x7B, 0x01, 0x00}, codec.ErrUnknownFormat, "magic"},
 		{"json text", []byte(`{"a":1}`), codec.ErrUnknownFormat, "magic"},
-		{"version 0", []byte{codec.EnvelopeMagic, 0}, codec.ErrUnknownFormat, "version 0"},
-		{"version 2", cat([]byte{codec.EnvelopeMagic, 2}, valid[2:]), codec.ErrUnknownFormat, "version 2"},
+		{"version 0", []byte{wire.Magic, 0}, codec.ErrUnknownFormat, "version 0"},
+		{"version 2", cat([]byte{wire.Magic, 2}, valid[2:]), codec.ErrUnknownFormat, "version 2"},
 		{"header bytes only", hdr, codec.ErrCorrupt, "attempt"},
 		{"truncated attempt varint", cat(hdr, []byte{0x80}), codec.ErrCorrupt, "attempt"},
 		{"overflowing attempt varint", cat(hdr, overlong), codec.ErrCorrupt, "attempt"},
@@ -182,7 +183,7 @@ func TestUnmarshalEnvelopeErrors(t *testing.T) {
 			t.Parallel()
 			e := codec.Envelope{ID: "id", Attempt: 9, Payload: []byte("old")}
 			var err error
-			require.NotPanics(t, func() { err = codec.UnmarshalEnvelope(tt.in, &e) })
+			require.NotPanics(t, func() { err = wire.UnmarshalEnvelope(tt.in, &e) })
 			require.Error(t, err)
 			var ee *codec.EnvelopeError
 			require.ErrorAs(t, err, &ee)
@@ -202,20 +203,20 @@ func TestUnmarshalEnvelopeErrors(t *testing.T) {
 
 func TestUnmarshalEnvelopeEveryTruncation(t *testing.T) {
 	t.Parallel()
-	b := codec.MarshalEnvelope(&codec.Envelope{Attempt: 300, Created: time.UnixMilli(1_700_000_000_000),
+	b := wire.MarshalEnvelope(&codec.Envelope{Attempt: 300, Created: time.UnixMilli(1_700_000_000_000),
 		Headers: map[string]string{"a": "1", "bb": "22"}})
 	// With an empty payload, every strict prefix is truncated somewhere in
 	// the framed fields.
 	for n := 0; n < len(b); n++ {
 		var e codec.Envelope
-		err := codec.UnmarshalEnvelope(b[:n], &e)
+		err := wire.UnmarshalEnvelope(b[:n], &e)
 		require.Error(t, err, "prefix of %d bytes", n)
 		var ee *codec.EnvelopeError
 		require.ErrorAs(t, err, &ee, "prefix of %d bytes", n)
 		assert.True(t, errors.Is(err, codec.ErrCorrupt) || errors.Is(err, codec.ErrUnknownFormat))
 	}
 	var e codec.Envelope
-	require.NoError(t, codec.UnmarshalEnvelope(b, &e))
+	require.NoError(t, wire.UnmarshalEnvelope(b, &e))
 	assert.Equal(t, 300, e.Attempt)
 }
 

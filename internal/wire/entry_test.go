@@ -1,4 +1,4 @@
-package stream_test
+package wire_test
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/stream"
 )
 
@@ -45,11 +46,11 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			fields := stream.Encode(&tt.env)
+			fields := wire.Encode(&tt.env)
 			require.Len(t, fields, 6)
-			assert.Equal(t, []any{stream.FieldID, stream.FieldDue, stream.FieldEnvelope},
+			assert.Equal(t, []any{wire.FieldID, wire.FieldDue, wire.FieldEnvelope},
 				[]any{fields[0], fields[2], fields[4]})
-			e, err := stream.Decode("k", "1700000123999-3", values(fields))
+			e, err := wire.Decode("k", "1700000123999-3", values(fields))
 			require.NoError(t, err)
 			assert.Equal(t, "1700000123999-3", e.ID)
 			assert.Equal(t, time.UnixMilli(1_700_000_123_999), e.Appended())
@@ -65,10 +66,10 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 
 func TestDecodeStripsRetryMember(t *testing.T) {
 	t.Parallel()
-	member := stream.RetryMember("order:1", "1700000000000-0")
+	member := wire.RetryMember("order:1", "1700000000000-0")
 	assert.Equal(t, "order:1\x1f1700000000000-0", member)
-	fields := stream.Encode(&codec.Envelope{ID: member, Due: time.UnixMilli(10), Attempt: 2})
-	e, err := stream.Decode("k", "11-0", values(fields))
+	fields := wire.Encode(&codec.Envelope{ID: member, Due: time.UnixMilli(10), Attempt: 2})
+	e, err := wire.Decode("k", "11-0", values(fields))
 	require.NoError(t, err)
 	assert.Equal(t, "order:1", e.Envelope.ID)
 	assert.Equal(t, 2, e.Envelope.Attempt)
@@ -76,16 +77,16 @@ func TestDecodeStripsRetryMember(t *testing.T) {
 
 func TestDecodePacked(t *testing.T) {
 	t.Parallel()
-	env := codec.MarshalEnvelope(&codec.Envelope{Attempt: 3, Payload: []byte("hello")})
+	env := wire.MarshalEnvelope(&codec.Envelope{Attempt: 3, Payload: []byte("hello")})
 	due := time.Date(2026, 11, 21, 21, 0, 0, 0, time.UTC)
-	e, err := stream.Decode("k", "9-0", map[string]any{
+	e, err := wire.Decode("k", "9-0", map[string]any{
 		"d": fmt.Sprint(due.UnixMilli()),
 		"p": "\x01ABCDEFGHJKMNPQRS" + string(env),
 	})
 	require.NoError(t, err)
-	assert.Equal(t, stream.GeneratedID(due.UnixMilli(), "ABCDEFGHJKMNPQRS"), e.Envelope.ID)
+	assert.Equal(t, wire.GeneratedID(due.UnixMilli(), "ABCDEFGHJKMNPQRS"), e.Envelope.ID)
 	assert.Equal(t, "ABCDEFGHJKMNPQRS", e.Envelope.ID[10:])
-	assert.True(t, stream.GeneratedLayout(e.Envelope.ID))
+	assert.True(t, wire.GeneratedLayout(e.Envelope.ID))
 	assert.True(t, due.Equal(e.Envelope.Due))
 	assert.Equal(t, []byte("hello"), e.Envelope.Payload)
 	assert.Equal(t, 3, e.Envelope.Attempt)
@@ -94,11 +95,11 @@ func TestDecodePacked(t *testing.T) {
 func TestGeneratedID(t *testing.T) {
 	t.Parallel()
 	// The ULID spec's example time part: 1469918176385 ms is "01ARYZ6S41".
-	assert.Equal(t, "01ARYZ6S41ABCDEFGHJKMNPQRS", stream.GeneratedID(1469918176385, "ABCDEFGHJKMNPQRS"))
-	assert.Equal(t, "0000000000ABCDEFGHJKMNPQRS", stream.GeneratedID(0, "ABCDEFGHJKMNPQRS"))
-	assert.Equal(t, "7ZZZZZZZZZABCDEFGHJKMNPQRS", stream.GeneratedID(1<<48-1, "ABCDEFGHJKMNPQRS"))
+	assert.Equal(t, "01ARYZ6S41ABCDEFGHJKMNPQRS", wire.GeneratedID(1469918176385, "ABCDEFGHJKMNPQRS"))
+	assert.Equal(t, "0000000000ABCDEFGHJKMNPQRS", wire.GeneratedID(0, "ABCDEFGHJKMNPQRS"))
+	assert.Equal(t, "7ZZZZZZZZZABCDEFGHJKMNPQRS", wire.GeneratedID(1<<48-1, "ABCDEFGHJKMNPQRS"))
 	// Ids of one random part sort by due time.
-	assert.Less(t, stream.GeneratedID(1700000000000, "0000000000000000"), stream.GeneratedID(1700000000001, "0000000000000000"))
+	assert.Less(t, wire.GeneratedID(1700000000000, "0000000000000000"), wire.GeneratedID(1700000000001, "0000000000000000"))
 }
 
 func TestAppendRandomPart(t *testing.T) {
@@ -118,13 +119,13 @@ func TestAppendRandomPart(t *testing.T) {
 		"0G00000000000000": {0: 0x04},                                                    // 10000 in the second digit
 		"FFFFFFFFFFFFFFFF": {0x7b, 0xde, 0xf7, 0xbd, 0xef, 0x7b, 0xde, 0xf7, 0xbd, 0xef}, // 01111 repeated
 	} {
-		assert.Equal(t, "x"+want, string(stream.AppendRandomPart([]byte("x"), rnd)), "%x", rnd)
+		assert.Equal(t, "x"+want, string(wire.AppendRandomPart([]byte("x"), rnd)), "%x", rnd)
 	}
 }
 
 func TestDecodeErrors(t *testing.T) {
 	t.Parallel()
-	env := string(codec.MarshalEnvelope(&codec.Envelope{Attempt: 1, Payload: []byte("x")}))
+	env := string(wire.MarshalEnvelope(&codec.Envelope{Attempt: 1, Payload: []byte("x")}))
 	tests := []struct {
 		name   string
 		values map[string]any
@@ -160,9 +161,9 @@ func TestDecodeErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e, err := stream.Decode("ds:1:{q}:s", "5-1", tt.values)
+			e, err := wire.Decode("ds:1:{q}:s", "5-1", tt.values)
 			require.Error(t, err)
-			assert.Equal(t, stream.Entry{}, e)
+			assert.Equal(t, wire.Entry{}, e)
 			var ee *stream.EntryError
 			require.ErrorAs(t, err, &ee)
 			assert.Equal(t, "ds:1:{q}:s", ee.Stream)
@@ -204,7 +205,7 @@ func TestEntryTime(t *testing.T) {
 			got := stream.EntryTime(tt.id)
 			assert.Equal(t, tt.want.IsZero(), got.IsZero())
 			assert.True(t, tt.want.Equal(got), "want %v, got %v", tt.want, got)
-			assert.True(t, stream.Entry{ID: tt.id}.Appended().Equal(got))
+			assert.True(t, wire.Entry{ID: tt.id}.Appended().Equal(got))
 		})
 	}
 }
@@ -221,9 +222,9 @@ func TestEntryErrorUnwrap(t *testing.T) {
 func TestDecodePayloadDoesNotAliasEntry(t *testing.T) {
 	t.Parallel()
 	env := codec.Envelope{ID: "a", Due: time.UnixMilli(1), Attempt: 1, Payload: []byte("payload bytes")}
-	raw := string(codec.MarshalEnvelope(&env)) // on the heap, like a value read from Redis
+	raw := string(wire.MarshalEnvelope(&env)) // on the heap, like a value read from Redis
 	before := strings.Clone(raw)
-	e, err := stream.Decode("k", "1-0", map[string]any{stream.FieldID: "a", stream.FieldDue: "1", stream.FieldEnvelope: raw})
+	e, err := wire.Decode("k", "1-0", map[string]any{wire.FieldID: "a", wire.FieldDue: "1", wire.FieldEnvelope: raw})
 	require.NoError(t, err)
 	require.Equal(t, "payload bytes", string(e.Envelope.Payload))
 	for i := range e.Envelope.Payload {

@@ -1,4 +1,4 @@
-package codec_test
+package wire_test
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 // FuzzUnmarshalEnvelope feeds arbitrary bytes to UnmarshalEnvelope: it must
@@ -22,18 +23,18 @@ func FuzzUnmarshalEnvelope(f *testing.F) {
 		{Attempt: 1, Headers: map[string]string{"": ""}, Payload: bytes.Repeat([]byte{0xFF}, 64)},
 	}
 	for i := range seeds {
-		f.Add(codec.MarshalEnvelope(&seeds[i]))
+		f.Add(wire.MarshalEnvelope(&seeds[i]))
 	}
 	f.Add([]byte{})
-	f.Add([]byte{codec.EnvelopeMagic})
-	f.Add([]byte{codec.EnvelopeMagic, 2, 0, 0, 0})
-	f.Add([]byte{codec.EnvelopeMagic, codec.EnvelopeVersion, 0x80})
-	f.Add([]byte{codec.EnvelopeMagic, codec.EnvelopeVersion, 1, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F})
+	f.Add([]byte{wire.Magic})
+	f.Add([]byte{wire.Magic, 2, 0, 0, 0})
+	f.Add([]byte{wire.Magic, wire.Version, 0x80})
+	f.Add([]byte{wire.Magic, wire.Version, 1, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F})
 
 	f.Fuzz(func(t *testing.T, b []byte) {
 		orig := bytes.Clone(b)
 		var e1 codec.Envelope
-		err := codec.UnmarshalEnvelope(b, &e1)
+		err := wire.UnmarshalEnvelope(b, &e1)
 		if !bytes.Equal(orig, b) {
 			t.Fatalf("UnmarshalEnvelope modified its input")
 		}
@@ -50,9 +51,9 @@ func FuzzUnmarshalEnvelope(f *testing.F) {
 		if e1.Attempt < 0 {
 			t.Fatalf("negative attempt %d", e1.Attempt)
 		}
-		b2 := codec.MarshalEnvelope(&e1)
+		b2 := wire.MarshalEnvelope(&e1)
 		var e2 codec.Envelope
-		if err := codec.UnmarshalEnvelope(b2, &e2); err != nil {
+		if err := wire.UnmarshalEnvelope(b2, &e2); err != nil {
 			t.Fatalf("re-encoded envelope does not decode: %v", err)
 		}
 		if e1.Attempt != e2.Attempt || !e1.Created.Equal(e2.Created) || !bytes.Equal(e1.Payload, e2.Payload) {
@@ -67,7 +68,7 @@ func FuzzUnmarshalEnvelope(f *testing.F) {
 			}
 		}
 		// A canonical encoding re-encodes to the same bytes.
-		if b3 := codec.MarshalEnvelope(&e2); !bytes.Equal(b2, b3) {
+		if b3 := wire.MarshalEnvelope(&e2); !bytes.Equal(b2, b3) {
 			t.Fatalf("encoding is not stable: %x -> %x", b2, b3)
 		}
 	})
