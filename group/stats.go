@@ -44,38 +44,15 @@ func ReadStats(ctx context.Context, rdb redis.UniversalClient, queue, group stri
 
 // readStats reads the figures of group under keys.
 func readStats(ctx context.Context, rdb redis.UniversalClient, keys stream.Keys, group string) (Stats, error) {
-	main, retry := keys.Main(), keys.Retry(group)
 	st := Stats{Group: group, Lag: -1}
 	now, err := rdb.Time(ctx).Result()
 	if err != nil {
 		return st, fmt.Errorf("stats %s: %w", group, err)
 	}
+	main, retry := keys.Main(), keys.Retry(group)
 	for _, s := range []string{main.Stream, retry.Stream} {
-		info, err := stream.ReadInfo(ctx, rdb, s)
-		if err != nil {
+		if err := streamFigures(ctx, rdb, s, s == main.Stream, group, now, &st); err != nil {
 			return st, fmt.Errorf("stats %s: %w", group, err)
-		}
-		if s == main.Stream {
-			st.Queue.StreamLength = info.Length
-		}
-		for _, g := range info.Groups {
-			if g.Name != group {
-				continue
-			}
-			st.Pending += g.Pending
-			if s == main.Stream {
-				st.Consumers = g.Consumers
-				st.Lag = g.Lag
-			}
-			if g.Pending > 0 {
-				p, err := rdb.XPending(ctx, s, group).Result()
-				if err != nil {
-					return st, fmt.Errorf("stats %s: xpending %s: %w", group, s, err)
-				}
-				if t := stream.EntryTime(p.Lower); !t.IsZero() {
-					st.OldestPending = max(st.OldestPending, now.Sub(t))
-				}
-			}
 		}
 	}
 	if st.RetryWaiting, err = rdb.ZCard(ctx, retry.Delayed).Result(); err != nil {
@@ -84,7 +61,51 @@ func readStats(ctx context.Context, rdb redis.UniversalClient, keys stream.Keys,
 	if st.DeadLetters, err = rdb.XLen(ctx, keys.DeadLetters(group)).Result(); err != nil {
 		return st, fmt.Errorf("stats %s: %w", group, err)
 	}
-	reply, err := scripts.Stats.Run(ctx, rdb, []string{main.Delayed}).Result()
+	if st.Queue, err = queueFigures(ctx, rdb, main.Delayed, st.Queue.StreamLength); err != nil {
+		return st, fmt.Errorf("stats %s: queue figures: %w", group, err)
+	}
+	return st, nil
+}
+
+// streamFigures adds the group's figures on stream key s (the queue's
+// stream when main, else the group's retry lane) to st: pending entries and
+// the oldest one's age by the Redis clock now; consumers, lag and the
+// stream's length from the queue's stream.
+func streamFigures(ctx context.Context, rdb redis.UniversalClient, s string, main bool, group string, now time.Time, st *Stats) error {
+	info, err := stream.ReadInfo(ctx, rdb, s)
+	if err != nil {
+		return err
+	}
+	if main {
+		st.Queue.StreamLength = info.Length
+	}
+	for _, g := range info.Groups {
+		if g.Name != group {
+			continue
+		}
+		st.Pending += g.Pending
+		if main {
+			st.Consumers, st.Lag = g.Consumers, g.Lag
+		}
+		if g.Pending == 0 {
+			continue
+		}
+		p, err := rdb.XPending(ctx, s, group).Result()
+		if err != nil {
+			return fmt.Errorf("xpending %s: %w", s, err)
+		}
+		if t := stream.EntryTime(p.Lower); !t.IsZero() {
+			st.OldestPending = max(st.OldestPending, now.Sub(t))
+		}
+	}
+	return nil
+}
+
+// queueFigures reads the waiting messages' figures of the delayed set key
+// (stats.lua), keeping the stream length already read.
+func queueFigures(ctx context.Context, rdb redis.UniversalClient, key string, streamLen int64) (QueueStats, error) {
+	qs := QueueStats{StreamLength: streamLen}
+	reply, err := scripts.Stats.Run(ctx, rdb, []string{key}).Result()
 	var q []int64
 	if err == nil {
 		q, err = scripts.Ints(reply)
@@ -93,11 +114,11 @@ func readStats(ctx context.Context, rdb redis.UniversalClient, keys stream.Keys,
 		err = fmt.Errorf("stats script returned %d values", len(q))
 	}
 	if err != nil {
-		return st, fmt.Errorf("stats %s: queue figures: %w", group, err)
+		return qs, err
 	}
-	st.Queue.Waiting, st.Queue.Overdue = q[0], q[1]
+	qs.Waiting, qs.Overdue = q[0], q[1]
 	if q[2] >= 0 {
-		st.Queue.NextDue = time.UnixMilli(q[2])
+		qs.NextDue = time.UnixMilli(q[2])
 	}
-	return st, nil
+	return qs, nil
 }

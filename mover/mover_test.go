@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,8 @@ import (
 	"github.com/delaystream/delaystream/mover"
 	"github.com/delaystream/delaystream/stream"
 )
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
 func TestNew(t *testing.T) {
 	t.Parallel()

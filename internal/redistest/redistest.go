@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 )
 
 // InstallHint is printed when redis-server is missing.
@@ -127,11 +128,21 @@ func StopAll() {
 	started = nil
 }
 
-// Main runs the tests and then stops every server they started. Use it as
+// Main runs the tests, stops every server they started, and fails the run
+// if a goroutine the tests started is still running (goleak). Use it as
 // TestMain: func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }.
 func Main(m *testing.M) int {
+	before := goleak.IgnoreCurrent()
 	code := m.Run()
 	StopAll()
+	if code == 0 {
+		// Every goroutine a test started (movers, consumers, clients'
+		// pools) must be gone once the tests are: a leak fails the run.
+		if err := goleak.Find(before); err != nil {
+			fmt.Fprintln(os.Stderr, "redistest: goroutines leaked by the tests:", err)
+			code = 1
+		}
+	}
 	return code
 }
 
