@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/stream"
 )
 
@@ -119,18 +120,15 @@ func resolve(rdb redis.UniversalClient, queue, group string, opts []Option) (str
 }
 
 func checkDur(name string, d, lo, hi time.Duration) error {
-	if d < lo || d > hi {
-		return fmt.Errorf("%w: %s must be %s..%s, got %s", ErrInvalidOption, name, lo, hi, d)
-	}
-	return nil
+	return optcheck.Range(ErrInvalidOption, name, d, lo, hi)
 }
 
 // WithPrefix sets the key prefix. Default stream.DefaultPrefix ("ds"). It
 // must match the producers' and movers' prefix.
 func WithPrefix(p string) Option {
 	return func(c *config) error {
-		if err := stream.ValidateName("prefix", p); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		if err := optcheck.Prefix(ErrInvalidOption, p); err != nil {
+			return err
 		}
 		c.prefix = p
 		return nil
@@ -153,8 +151,8 @@ func WithConsumerName(name string) Option {
 // WithWorkers sets how many handlers run at once (1 to 4096). Default 8.
 func WithWorkers(n int) Option {
 	return func(c *config) error {
-		if n < 1 || n > 4096 {
-			return fmt.Errorf("%w: workers must be 1..4096, got %d", ErrInvalidOption, n)
+		if err := optcheck.Range(ErrInvalidOption, "workers", n, 1, 4096); err != nil {
+			return err
 		}
 		c.workers = n
 		return nil
@@ -239,8 +237,8 @@ func WithDrainTimeout(d time.Duration) Option {
 // sends it to the dead letters (1 to 1000; 1 = never retry). Default 10.
 func WithMaxAttempts(n int) Option {
 	return func(c *config) error {
-		if n < 1 || n > 1000 {
-			return fmt.Errorf("%w: max attempts must be 1..1000, got %d", ErrInvalidOption, n)
+		if err := optcheck.Range(ErrInvalidOption, "max attempts", n, 1, 1000); err != nil {
+			return err
 		}
 		c.maxAttempts = n
 		return nil
@@ -252,8 +250,8 @@ func WithMaxAttempts(n int) Option {
 // (1 to 1000). Default 5. It catches messages that crash their consumer.
 func WithMaxDeliveries(n int) Option {
 	return func(c *config) error {
-		if n < 1 || n > 1000 {
-			return fmt.Errorf("%w: max deliveries must be 1..1000, got %d", ErrInvalidOption, n)
+		if err := optcheck.Range(ErrInvalidOption, "max deliveries", n, 1, 1000); err != nil {
+			return err
 		}
 		c.maxDeliveries = int64(n)
 		return nil
@@ -351,8 +349,8 @@ func WithStaleConsumerAfter(d time.Duration) Option {
 // WithLogger sets the logger for background failures. Default slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
-		if l == nil {
-			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		if err := optcheck.NotNil(ErrInvalidOption, "logger", l == nil); err != nil {
+			return err
 		}
 		c.logger = l
 		return nil

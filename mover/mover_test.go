@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,10 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/delay"
 	"github.com/delaystream/delaystream/internal/redistest"
-	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/mover"
 	"github.com/delaystream/delaystream/stream"
@@ -488,58 +485,4 @@ func TestWakeUp(t *testing.T) {
 			assert.False(t, e.Appended().Before(e.Envelope.Due), "never early")
 		})
 	}
-}
-
-// A wake-up published while the mover's pub/sub connection is down is lost;
-// when the connection comes back, the resubscription makes the mover check
-// the lane at once instead of at its next idle probe (here 30 s away).
-func TestResubscribeChecksTheLane(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t)
-	name := "mover-" + strings.ReplaceAll(prefix, ":", "-")
-	mrdb := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), ClientName: name})
-	t.Cleanup(func() { _ = mrdb.Close() })
-	calls := &countCalls{}
-	mrdb.AddHook(calls)
-	m, err := mover.New(mrdb, "q", mover.WithPrefix(prefix),
-		mover.WithMaxIdle(30*time.Second), mover.WithLeaseTTL(time.Minute))
-	require.NoError(t, err)
-	run(t, m)
-	keys, err := stream.NewKeys(prefix, "q", 0, 1)
-	require.NoError(t, err)
-	ln := keys.Main()
-	require.Eventually(t, func() bool {
-		n, err := rdb.PubSubNumSub(ctx, ln.Wake).Result()
-		return err == nil && n[ln.Wake] == 1 && calls.n.Load() >= 1
-	}, 5*time.Second, 5*time.Millisecond, "the mover subscribes and checks the lane")
-	time.Sleep(200 * time.Millisecond) // idle now: its next probe is 30 s away
-
-	// An entry due now whose wake-up is lost (the schedule script is given
-	// no channel, as if the publish had happened while disconnected).
-	env := wire.MarshalEnvelope(&codec.Envelope{Payload: []byte("p"), Attempt: 1, Created: time.Now()})
-	require.NoError(t, scripts.Schedule.Run(ctx, rdb, []string{ln.Delayed, ln.Envelopes},
-		"", "lost", env, "r0", "k").Err())
-	time.Sleep(300 * time.Millisecond)
-	n, err := rdb.XLen(ctx, ln.Stream).Result()
-	require.NoError(t, err)
-	require.Zero(t, n, "an idle mover does not see an entry without its wake-up before the next probe")
-
-	// Drop the mover's pub/sub connection: go-redis reconnects and resubscribes.
-	list, err := rdb.ClientList(ctx).Result()
-	require.NoError(t, err)
-	killed := 0
-	for _, line := range strings.Split(list, "\n") {
-		if strings.Contains(line, " name="+name+" ") && strings.Contains(line, " sub=1 ") {
-			id, _, _ := strings.Cut(strings.TrimPrefix(line, "id="), " ")
-			require.NoError(t, rdb.Do(ctx, "CLIENT", "KILL", "ID", id).Err())
-			killed++
-		}
-	}
-	require.Equal(t, 1, killed, "the mover's pub/sub connection: %s", list)
-	require.Eventually(t, func() bool {
-		n, err := rdb.XLen(ctx, ln.Stream).Result()
-		return err == nil && n == 1
-	}, 5*time.Second, 5*time.Millisecond, "promoted after the resubscription, not at the next probe")
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -422,5 +423,58 @@ func TestFakeClockStuckLane(t *testing.T) {
 		assert.Equal(t, int64(1), streamLen(t, rdb, lane.Stream))
 		assert.Equal(t, 1, strings.Count(logs.String(), `msg="promote recovered"`), logs.String())
 		assert.Equal(t, c.Errors, m.Counters().Errors, "no failure after the fix")
+	})
+}
+
+// A wake-up published while the mover's pub/sub connection is down is lost;
+// when the connection comes back, the resubscription makes the mover check
+// the lane at once instead of at its next idle probe (30 s away here).
+func TestFakeClockResubscribeChecksTheLane(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mr, rdb := pipeRedis(t)
+		// The mover's own client, whose connections the test can drop.
+		var mu sync.Mutex
+		var conns []net.Conn
+		mrdb := redis.NewClient(&redis.Options{
+			Addr:                     "127.0.0.1:6379",
+			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+			Dialer: func(context.Context, string, string) (net.Conn, error) {
+				c, err := mr.Dial()
+				mu.Lock()
+				conns = append(conns, c)
+				mu.Unlock()
+				return c, err
+			},
+		})
+		t.Cleanup(func() { _ = mrdb.Close() })
+		m, err := mover.New(mrdb, "q", mover.WithMaxIdle(30*time.Second), mover.WithLeaseTTL(time.Minute))
+		require.NoError(t, err)
+		startMover(t, m)
+		time.Sleep(time.Second) // subscribed, lane checked, idle now
+		synctest.Wait()
+
+		// An entry due now whose wake-up is lost (the schedule script is
+		// given no channel, as if the publish happened while disconnected).
+		keys, err := stream.NewKeys(stream.DefaultPrefix, "q", 0, 1)
+		require.NoError(t, err)
+		ln := keys.Main()
+		env := wire.MarshalEnvelope(&codec.Envelope{Payload: []byte("p"), Attempt: 1, Created: time.Now()})
+		require.NoError(t, scripts.Schedule.Run(ctx, rdb, []string{ln.Delayed, ln.Envelopes},
+			"", "lost", env, "r0", "k").Err())
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		require.Zero(t, streamLen(t, rdb, ln.Stream), "an idle mover does not see an entry without its wake-up before its next probe")
+
+		// Drop the mover's connections: go-redis reconnects and resubscribes.
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.Equal(t, int64(1), streamLen(t, rdb, ln.Stream), "promoted after the resubscription, not at the next probe (19 s away)")
 	})
 }

@@ -38,3 +38,16 @@ func ExampleValidateName() {
 	// <nil>
 	// true
 }
+
+// A key of the wrong type (someone SET the delayed set) is reported by name;
+// callers and hooks branch on it with errors.As or errors.Is.
+func ExampleKeyTypeError() {
+	err := fmt.Errorf("promote ds:1:{orders}:z: %w",
+		&stream.KeyTypeError{Key: "ds:1:{orders}:z", Want: "zset", Got: "string"})
+	var kerr *stream.KeyTypeError
+	fmt.Println(errors.As(err, &kerr), kerr.Key, errors.Is(err, stream.ErrWrongType))
+	fmt.Println(err)
+	// Output:
+	// true ds:1:{orders}:z true
+	// promote ds:1:{orders}:z: key ds:1:{orders}:z holds a string, want a zset: stream: key holds the wrong type
+}
