@@ -91,9 +91,10 @@ func WithoutPromotion() Option {
 }
 
 // WithProducerOptions passes options to the queue's producer (delay.New):
-// duplicate policy, payload limit, batch size. delay.WithPrefix and
-// delay.WithCodec are refused with an error: use [WithPrefix] and
-// [WithCodec], which every part shares.
+// duplicate policy, payload limit, batch size. A delay.WithPrefix or
+// delay.WithCodec (a codec of another type) that disagrees with the queue's
+// is refused with an error: use [WithPrefix] and [WithCodec], which every
+// part shares.
 func WithProducerOptions(opts ...delay.Option) Option {
 	return func(c *config) error {
 		c.producer = append(c.producer, opts...)
@@ -102,8 +103,8 @@ func WithProducerOptions(opts ...delay.Option) Option {
 }
 
 // WithMoverOptions passes options to the queue's mover (mover.New): batch
-// size, max idle, lease TTL, hooks. mover.WithPrefix is refused with an
-// error: use [WithPrefix]. A mover.WithLogger takes precedence over
+// size, max idle, lease TTL, hooks. A mover.WithPrefix that disagrees
+// with the queue's is refused with an error: use [WithPrefix]. A mover.WithLogger takes precedence over
 // [WithLogger] for the mover.
 func WithMoverOptions(opts ...mover.Option) Option {
 	return func(c *config) error {

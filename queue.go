@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +15,7 @@ import (
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/delay"
 	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/mover"
 	"github.com/delaystream/delaystream/stream"
 )
@@ -52,45 +53,34 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Queue, error
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
 	}
 	cfg := config{prefix: stream.DefaultPrefix, codec: codec.Msgpack, drain: DefaultDrain, promote: true}
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := opt(&cfg); err != nil {
-			return nil, err
-		}
+	if err := optcheck.Apply(ErrInvalidOption, &cfg, opts); err != nil {
+		return nil, err
 	}
 	keys, err := stream.NewKeys(cfg.prefix, queue, 0, 1)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	q := &Queue{rdb: rdb, name: queue, keys: keys, cfg: cfg}
-	// The queue's prefix and codec are given to every part; a part's own
-	// would be overridden, so it is refused rather than dropped silently.
-	probe, err := delay.New(rdb, queue, append([]delay.Option{delay.WithPrefix(unsetPrefix), delay.WithCodec(unsetCodec{})}, cfg.producer...)...)
-	if err != nil {
+	// Every part gets the queue's prefix and codec first and the caller's
+	// part options after them; a part option that set another prefix or
+	// codec would make the parts disagree, so it is refused.
+	popts := append([]delay.Option{delay.WithPrefix(cfg.prefix), delay.WithCodec(cfg.codec)}, cfg.producer...)
+	if q.producer, err = delay.New(rdb, queue, popts...); err != nil {
 		return nil, fmt.Errorf("%w: producer: %w", ErrInvalidOption, err)
 	}
-	if _, unset := probe.Codec().(unsetCodec); !unset {
-		return nil, fmt.Errorf("%w: producer options set a codec: use delaystream.WithCodec", ErrInvalidOption)
-	}
-	if !strings.HasPrefix(probe.Keys().Main().Delayed, unsetPrefix+":") {
+	if q.producer.Keys() != keys {
 		return nil, fmt.Errorf("%w: producer options set a prefix: use delaystream.WithPrefix", ErrInvalidOption)
 	}
-	if q.producer, err = delay.New(rdb, queue, append(slices.Clone(cfg.producer), delay.WithPrefix(cfg.prefix), delay.WithCodec(cfg.codec))...); err != nil {
-		return nil, fmt.Errorf("%w: producer: %w", ErrInvalidOption, err)
+	if reflect.TypeOf(q.producer.Codec()) != reflect.TypeOf(cfg.codec) {
+		return nil, fmt.Errorf("%w: producer options set a codec: use delaystream.WithCodec", ErrInvalidOption)
 	}
 	if cfg.promote {
-		mopts := append([]mover.Option{mover.WithLogger(q.logger()), mover.WithPrefix(unsetPrefix)}, cfg.moverOpts...)
-		m, err := mover.New(rdb, queue, mopts...)
-		if err != nil {
+		mopts := append([]mover.Option{mover.WithLogger(q.logger()), mover.WithPrefix(cfg.prefix)}, cfg.moverOpts...)
+		if q.mover, err = mover.New(rdb, queue, mopts...); err != nil {
 			return nil, fmt.Errorf("%w: mover: %w", ErrInvalidOption, err)
 		}
-		if m.Prefix() != unsetPrefix {
+		if q.mover.Prefix() != cfg.prefix {
 			return nil, fmt.Errorf("%w: mover options set a prefix: use delaystream.WithPrefix", ErrInvalidOption)
-		}
-		if q.mover, err = mover.New(rdb, queue, append(mopts, mover.WithPrefix(cfg.prefix))...); err != nil {
-			return nil, fmt.Errorf("%w: mover: %w", ErrInvalidOption, err)
 		}
 	}
 	return q, nil
@@ -101,12 +91,6 @@ type part struct {
 	name string
 	c    *group.Consumer
 }
-
-// unsetPrefix and unsetCodec are given to a part before the caller's part
-// options, to tell whether those set a prefix or a codec of their own.
-const unsetPrefix = "delaystream-unset-prefix"
-
-type unsetCodec struct{ codec.Codec }
 
 // Name returns the queue's name.
 func (q *Queue) Name() string { return q.name }
@@ -191,21 +175,17 @@ func (q *Queue) Get(ctx context.Context, id string) (codec.Envelope, error) {
 // member of it, with h as its handler. Every group gets every message and
 // retries and dead-letters on its own. opts tune the group (workers,
 // attempts, backoff, ...); the queue's prefix, logger and drain timeout
-// are its defaults, and a group.WithPrefix among opts is refused, as is a
+// are its defaults, and a group.WithPrefix among opts that disagrees is refused, as is a
 // group added twice or after Run started (wrapping [ErrRunning]). It
 // returns the group's consumer, for its Counters, Stats and dead letters.
 func (q *Queue) Handle(name string, h group.Handler, opts ...group.Option) (*group.Consumer, error) {
-	base := []group.Option{group.WithLogger(q.logger()), group.WithDrainTimeout(q.cfg.drain)}
-	probe, err := group.New(q.rdb, q.name, name, h, append(append(slices.Clone(base), group.WithPrefix(unsetPrefix)), opts...)...)
+	base := []group.Option{group.WithLogger(q.logger()), group.WithDrainTimeout(q.cfg.drain), group.WithPrefix(q.cfg.prefix)}
+	c, err := group.New(q.rdb, q.name, name, h, append(base, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: group %s: %w", ErrInvalidOption, name, err)
 	}
-	if !strings.HasPrefix(probe.DeadLetters().Key(), unsetPrefix+":") {
+	if c.DeadLetters().Key() != q.keys.DeadLetters(name) {
 		return nil, fmt.Errorf("%w: group %s: options set a prefix: use delaystream.WithPrefix", ErrInvalidOption, name)
-	}
-	c, err := group.New(q.rdb, q.name, name, h, append(append(base, opts...), group.WithPrefix(q.cfg.prefix))...)
-	if err != nil {
-		return nil, fmt.Errorf("%w: group %s: %w", ErrInvalidOption, name, err)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()

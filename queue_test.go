@@ -192,6 +192,14 @@ func TestNewRefuses(t *testing.T) {
 	assert.Contains(t, err.Error(), "group g: options set a prefix")
 	_, err = q.Handle("g", nil)
 	require.ErrorIs(t, err, delaystream.ErrInvalidOption)
+
+	// A part option that agrees with the queue is no disagreement.
+	same, err := delaystream.New(rdb, "q", delaystream.WithPrefix("shop"), delaystream.WithCodec(codec.JSON),
+		delaystream.WithProducerOptions(delay.WithPrefix("shop"), delay.WithCodec(codec.JSON)),
+		delaystream.WithMoverOptions(mover.WithPrefix("shop")))
+	require.NoError(t, err)
+	_, err = same.Handle("g", func(context.Context, *group.Message) error { return nil }, group.WithPrefix("shop"))
+	require.NoError(t, err)
 }
 
 // Groups are added before Run, once each; Run runs once at a time; a

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/stream"
@@ -39,13 +40,8 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Queue, error
 		policy:     Keep,
 		batchSize:  DefaultBatchSize,
 	}
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := opt(&cfg); err != nil {
-			return nil, err
-		}
+	if err := optcheck.Apply(ErrInvalidOption, &cfg, opts); err != nil {
+		return nil, err
 	}
 	keys, err := stream.NewKeys(cfg.prefix, queue, 0, 1)
 	if err != nil {

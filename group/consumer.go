@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/delaystream/delaystream/internal/engine"
+	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/stream"
 )
 
@@ -45,13 +46,8 @@ func New(rdb redis.UniversalClient, queue, group string, h Handler, opts ...Opti
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	cfg := defaultConfig()
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := opt(&cfg); err != nil {
-			return nil, err
-		}
+	if err := optcheck.Apply(ErrInvalidOption, &cfg, opts); err != nil {
+		return nil, err
 	}
 	keys, err := stream.NewKeys(cfg.prefix, queue, 0, 1)
 	if err != nil {

@@ -104,13 +104,8 @@ func resolve(rdb redis.UniversalClient, queue, group string, opts []Option) (str
 		return stream.Keys{}, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	cfg := defaultConfig()
-	for _, opt := range opts {
-		if opt == nil {
-			return stream.Keys{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := opt(&cfg); err != nil {
-			return stream.Keys{}, err
-		}
+	if err := optcheck.Apply(ErrInvalidOption, &cfg, opts); err != nil {
+		return stream.Keys{}, err
 	}
 	keys, err := stream.NewKeys(cfg.prefix, queue, 0, 1)
 	if err != nil {

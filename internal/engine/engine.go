@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/stream"
@@ -73,13 +74,8 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Engine, erro
 		logger:    slog.Default(),
 		callLimit: callTimeout,
 	}
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := opt(&cfg); err != nil {
-			return nil, err
-		}
+	if err := optcheck.Apply(ErrInvalidOption, &cfg, opts); err != nil {
+		return nil, err
 	}
 	if !cfg.noLease && cfg.leaseTTL <= cfg.maxIdle {
 		return nil, fmt.Errorf("%w: lease TTL %s must exceed max idle %s", ErrInvalidOption, cfg.leaseTTL, cfg.maxIdle)

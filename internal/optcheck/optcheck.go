@@ -52,3 +52,17 @@ func show(v any) string {
 	}
 	return fmt.Sprint(v)
 }
+
+// Apply applies opts to c in order, refusing a nil option with an error
+// wrapping invalid; it returns the first option's error.
+func Apply[C any, O ~func(*C) error](invalid error, c *C, opts []O) error {
+	for _, opt := range opts {
+		if opt == nil {
+			return fmt.Errorf("%w: nil option", invalid)
+		}
+		if err := opt(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -41,3 +41,20 @@ func TestRange(t *testing.T) {
 		})
 	}
 }
+
+func TestApply(t *testing.T) {
+	t.Parallel()
+	type cfg struct{ n int }
+	type option func(*cfg) error
+	set := func(n int) option { return func(c *cfg) error { c.n = n; return nil } }
+	fail := option(func(*cfg) error { return errors.New("bad value") })
+
+	var c cfg
+	require.NoError(t, optcheck.Apply(errInvalid, &c, []option{set(1), set(2)}))
+	assert.Equal(t, 2, c.n, "in order")
+	err := optcheck.Apply(errInvalid, &c, []option{set(3), nil, set(4)})
+	require.ErrorIs(t, err, errInvalid)
+	assert.EqualError(t, err, "pkg: invalid option: nil option")
+	assert.EqualError(t, optcheck.Apply(errInvalid, &c, []option{fail, set(5)}), "bad value")
+	assert.Equal(t, 3, c.n, "nothing after the failing option")
+}
