@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 // DefaultPrefix is the key prefix used when none is configured.
@@ -58,14 +60,51 @@ func NewKeys(prefix, queue string, i, n int) (Keys, error) {
 	if err := ValidateName("queue", queue); err != nil {
 		return Keys{}, err
 	}
-	if n < 1 || i < 0 || i >= n {
-		return Keys{}, fmt.Errorf("%w: shard %d of %d", ErrInvalidName, i, n)
+	if n < 1 || n > MaxShards || i < 0 || i >= n {
+		return Keys{}, fmt.Errorf("%w: shard %d of %d (1 to %d shards)", ErrInvalidName, i, n, MaxShards)
 	}
-	tag := queue
-	if n > 1 {
-		tag = queue + ":" + strconv.Itoa(i)
+	return newKeys(prefix, shardTag(queue, i, n)), nil
+}
+
+func newKeys(prefix, tag string) Keys {
+	return Keys{base: prefix + ":" + LayoutVersion + ":{" + tag + "}", tag: tag}
+}
+
+// MaxShards is the most shards a queue may have.
+const MaxShards = 1024
+
+// shardTag returns the hash tag of shard i of n: the queue's name when
+// n = 1 (the unsharded layout), otherwise "<queue>:<i>" or, when that
+// hashes outside the shard's share of the slots, the first of
+// "<queue>:<i>.0", "<queue>:<i>.1", ... that hashes inside it. Shard i's
+// share is the i-th of n equal ranges of the 16384 slots, so the shards
+// spread over the masters of a cluster whose slots are split in equal
+// ranges (what redis-cli --cluster create does) as evenly as n allows:
+// naive tags "<queue>:0" … "<queue>:<n-1>" hash anywhere, and 8 of them
+// often put 4 shards on one of 3 masters.
+func shardTag(queue string, i, n int) string {
+	if n == 1 {
+		return queue
 	}
-	return Keys{base: prefix + ":" + LayoutVersion + ":{" + tag + "}", tag: tag}, nil
+	lo, hi := i*wire.Slots/n, (i+1)*wire.Slots/n
+	// The middle half of the range: a range that straddles two masters'
+	// slots then mostly counts for the master that holds its middle.
+	if w := hi - lo; w >= 4 {
+		lo, hi = lo+w/4, hi-w/4
+	}
+	base := queue + ":" + strconv.Itoa(i)
+	if s := wire.Slot(base); s >= lo && s < hi {
+		return base
+	}
+	buf := make([]byte, 0, len(base)+8)
+	buf = append(buf, base...)
+	buf = append(buf, '.')
+	for k := 0; ; k++ {
+		tag := strconv.AppendInt(buf, int64(k), 10)
+		if s := int(wire.Slot(string(tag))); s >= lo && s < hi {
+			return string(tag)
+		}
+	}
 }
 
 // Tag returns the hash tag shared by all keys of the shard, without braces.

@@ -54,9 +54,9 @@ func TestNewKeysHashTag(t *testing.T) {
 	}{
 		{"unsharded", "ds", "orders", 0, 1, "orders"},
 		{"custom prefix", "app.prod", "mail", 0, 1, "mail"},
-		{"first of four shards", "ds", "q", 0, 4, "q:0"},
-		{"sharded", "ds", "q", 3, 4, "q:3"},
-		{"queue with colons", "ds", "billing:eu", 2, 3, "billing:eu:2"},
+		{"first of four shards", "ds", "q", 0, 4, "q:0.2"},
+		{"sharded", "ds", "q", 3, 4, "q:3.20"},
+		{"queue with colons", "ds", "billing:eu", 2, 3, "billing:eu:2.2"},
 		{"unicode queue", "ds", "débit", 0, 1, "débit"},
 	}
 	for _, tt := range tests {
@@ -101,6 +101,7 @@ func TestNewKeysErrors(t *testing.T) {
 		{"zero shards", "ds", "q", 0, 0, "shard 0 of 0"},
 		{"negative shard", "ds", "q", -1, 2, "shard -1 of 2"},
 		{"shard equal to n", "ds", "q", 4, 4, "shard 4 of 4"},
+		{"too many shards", "ds", "q", 0, stream.MaxShards + 1, "1 to 1024 shards"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

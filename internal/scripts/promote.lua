@@ -11,6 +11,8 @@
 -- ARGV[2]  lease token of the caller ("" = no lease: always promote)
 -- ARGV[3]  lease time to live in ms (ignored without a token)
 -- ARGV[4]  the envelope header every valid envelope starts with (magic, version)
+-- ARGV[5]  optional: a pub/sub channel to which ARGV[6] is published when
+--          entries were appended to the stream (a sharded queue's arrivals)
 --
 -- Returns {moved, quarantined, next, now_us, lease_ttl_ms}
 --          moved        entries appended to the stream
@@ -149,6 +151,9 @@ if n > 0 then
   if np > 0 then
     redis.call('HDEL', KEYS[2], unpack(plain))
   end
+end
+if moved > 0 and ARGV[5] and ARGV[5] ~= '' then
+  redis.call('PUBLISH', ARGV[5], ARGV[6])
 end
 local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local nextDue = -1

@@ -42,6 +42,8 @@ var (
 	redriveSrc string
 	//go:embed delconsumer.lua
 	delConsumerSrc string
+	//go:embed meta.lua
+	metaSrc string
 )
 
 // The scripts. Those that read or write a delayed set by message id start
@@ -66,6 +68,7 @@ var (
 	Trim        = redis.NewScript(trimSrc)
 	Redrive     = redis.NewScript(redriveSrc)
 	DelConsumer = redis.NewScript(delConsumerSrc)
+	Meta        = redis.NewScript(metaSrc)
 )
 
 // Call is one invocation of a script in a pipeline.
