@@ -9,6 +9,7 @@ import (
 	"github.com/delaystream/delaystream/delay"
 	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/mover"
+	"github.com/delaystream/delaystream/stream"
 )
 
 // ErrInvalidOption is wrapped by every error an Option, New or
@@ -24,6 +25,7 @@ type Option func(*config) error
 
 type config struct {
 	prefix    string
+	shards    int
 	codec     codec.Codec
 	logger    *slog.Logger
 	drain     time.Duration
@@ -43,6 +45,22 @@ func WithPrefix(p string) Option {
 	return func(c *config) error {
 		c.prefix = p
 		return optcheck.Prefix(ErrInvalidOption, p)
+	}
+}
+
+// WithShards splits the queue into n shards (1 to stream.MaxShards;
+// default 1), each under its own Redis Cluster hash tag, so that one queue
+// spreads over the masters of a cluster. The count is part of the queue:
+// it is recorded in Redis at first use, and every part of the Queue (the
+// producer, the mover, every group) and every other process using the
+// queue must use the same count; one built with another count fails at its
+// first call with an error wrapping stream.ErrShardCount and writes
+// nothing. Changing a live queue's count is refused; see "Sharded queues"
+// in the README for the procedure.
+func WithShards(n int) Option {
+	return func(c *config) error {
+		c.shards = n
+		return optcheck.Range(ErrInvalidOption, "shard count", n, 1, stream.MaxShards)
 	}
 }
 

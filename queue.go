@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,7 +35,7 @@ import (
 type Queue struct {
 	rdb      redis.UniversalClient
 	name     string
-	keys     stream.Keys
+	layout   *stream.Layout
 	cfg      config
 	producer *delay.Queue
 	mover    *mover.Mover // nil with WithoutPromotion
@@ -52,35 +54,41 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Queue, error
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
 	}
-	cfg := config{prefix: stream.DefaultPrefix, codec: codec.Msgpack, drain: DefaultDrain, promote: true}
+	cfg := config{prefix: stream.DefaultPrefix, shards: 1, codec: codec.Msgpack, drain: DefaultDrain, promote: true}
 	if err := optcheck.Apply(ErrInvalidOption, &cfg, opts); err != nil {
 		return nil, err
 	}
-	keys, err := stream.NewKeys(cfg.prefix, queue, 0, 1)
+	layout, err := stream.NewLayout(cfg.prefix, queue, cfg.shards)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
-	q := &Queue{rdb: rdb, name: queue, keys: keys, cfg: cfg}
-	// Every part gets the queue's prefix and codec first and the caller's
-	// part options after them; a part option that set another prefix or
-	// codec would make the parts disagree, so it is refused.
-	popts := append([]delay.Option{delay.WithPrefix(cfg.prefix), delay.WithCodec(cfg.codec)}, cfg.producer...)
+	q := &Queue{rdb: rdb, name: queue, layout: layout, cfg: cfg}
+	// Every part gets the queue's prefix, shard count and codec first and
+	// the caller's part options after them; a part option that set another
+	// prefix, count or codec would make the parts disagree, so it is refused.
+	popts := append([]delay.Option{delay.WithPrefix(cfg.prefix), delay.WithShards(cfg.shards), delay.WithCodec(cfg.codec)}, cfg.producer...)
 	if q.producer, err = delay.New(rdb, queue, popts...); err != nil {
 		return nil, fmt.Errorf("%w: producer: %w", ErrInvalidOption, err)
 	}
-	if q.producer.Keys() != keys {
+	if q.producer.Keys() != layout.Shard(0) {
 		return nil, fmt.Errorf("%w: producer options set a prefix: use delaystream.WithPrefix", ErrInvalidOption)
+	}
+	if q.producer.Shards() != cfg.shards {
+		return nil, fmt.Errorf("%w: producer options set a shard count: use delaystream.WithShards", ErrInvalidOption)
 	}
 	if reflect.TypeOf(q.producer.Codec()) != reflect.TypeOf(cfg.codec) {
 		return nil, fmt.Errorf("%w: producer options set a codec: use delaystream.WithCodec", ErrInvalidOption)
 	}
 	if cfg.promote {
-		mopts := append([]mover.Option{mover.WithLogger(q.logger()), mover.WithPrefix(cfg.prefix)}, cfg.moverOpts...)
+		mopts := append([]mover.Option{mover.WithLogger(q.logger()), mover.WithPrefix(cfg.prefix), mover.WithShards(cfg.shards)}, cfg.moverOpts...)
 		if q.mover, err = mover.New(rdb, queue, mopts...); err != nil {
 			return nil, fmt.Errorf("%w: mover: %w", ErrInvalidOption, err)
 		}
 		if q.mover.Prefix() != cfg.prefix {
 			return nil, fmt.Errorf("%w: mover options set a prefix: use delaystream.WithPrefix", ErrInvalidOption)
+		}
+		if q.mover.Shards() != cfg.shards {
+			return nil, fmt.Errorf("%w: mover options set a shard count: use delaystream.WithShards", ErrInvalidOption)
 		}
 	}
 	return q, nil
@@ -96,8 +104,12 @@ type part struct {
 func (q *Queue) Name() string { return q.name }
 
 // Keys returns the queue's key layout: the names of its Redis keys, for
-// tools and for reading with package stream.
-func (q *Queue) Keys() stream.Keys { return q.keys }
+// tools and for reading with package stream. On a sharded queue they are
+// shard 0's; see [Queue.Layout].
+func (q *Queue) Keys() stream.Keys { return q.layout.Shard(0) }
+
+// Layout returns the names of every key of the queue, shard by shard.
+func (q *Queue) Layout() *stream.Layout { return q.layout }
 
 // Len returns how many messages are waiting; see delay.Queue.Len.
 func (q *Queue) Len(ctx context.Context) (int64, error) { return q.producer.Len(ctx) }
@@ -110,9 +122,38 @@ func (q *Queue) Stats(ctx context.Context) (delay.Stats, error) { return q.produ
 // Quarantine returns up to count entries of the queue's quarantine, oldest
 // first, after entry id after ("" for the beginning): the waiting-set
 // members the mover could not read, with their bytes and a reason; see
-// stream.ReadQuarantine.
+// stream.ReadQuarantine. A sharded queue's quarantine is read shard by
+// shard, and its entry ids carry their shard, "<ms>-<seq>@<shard>".
 func (q *Queue) Quarantine(ctx context.Context, after string, count int64) ([]stream.Quarantined, error) {
-	return stream.ReadQuarantine(ctx, q.rdb, q.keys.Main().Quarantine, after, count)
+	n := q.layout.Shards()
+	if n == 1 {
+		return stream.ReadQuarantine(ctx, q.rdb, q.layout.Shard(0).Main().Quarantine, after, count)
+	}
+	if count < 1 {
+		return nil, fmt.Errorf("%w: count must be >= 1, got %d", ErrInvalidOption, count)
+	}
+	shard, id := 0, ""
+	if after != "" {
+		var sh string
+		var ok bool
+		id, sh, ok = strings.Cut(after, "@")
+		var err error
+		if shard, err = strconv.Atoi(sh); !ok || err != nil || shard < 0 || shard >= n {
+			return nil, fmt.Errorf("%w: quarantine cursor %q: want <ms>-<seq>@<shard>, as returned", ErrInvalidOption, after)
+		}
+	}
+	var out []stream.Quarantined
+	for ; shard < n && int64(len(out)) < count; shard, id = shard+1, "" {
+		page, err := stream.ReadQuarantine(ctx, q.rdb, q.layout.Shard(shard).Main().Quarantine, id, count-int64(len(out)))
+		if err != nil {
+			return out, err
+		}
+		for _, e := range page {
+			e.EntryID += "@" + strconv.Itoa(shard)
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }
 
 // Producer returns the queue's producer, for what the Queue does not
@@ -179,13 +220,16 @@ func (q *Queue) Get(ctx context.Context, id string) (codec.Envelope, error) {
 // group added twice or after Run started (wrapping [ErrRunning]). It
 // returns the group's consumer, for its Counters, Stats and dead letters.
 func (q *Queue) Handle(name string, h group.Handler, opts ...group.Option) (*group.Consumer, error) {
-	base := []group.Option{group.WithLogger(q.logger()), group.WithDrainTimeout(q.cfg.drain), group.WithPrefix(q.cfg.prefix)}
+	base := []group.Option{group.WithLogger(q.logger()), group.WithDrainTimeout(q.cfg.drain), group.WithPrefix(q.cfg.prefix), group.WithShards(q.cfg.shards)}
 	c, err := group.New(q.rdb, q.name, name, h, append(base, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: group %s: %w", ErrInvalidOption, name, err)
 	}
-	if c.DeadLetters().Key() != q.keys.DeadLetters(name) {
+	if c.DeadLetters().Key() != q.layout.Shard(0).DeadLetters(name) {
 		return nil, fmt.Errorf("%w: group %s: options set a prefix: use delaystream.WithPrefix", ErrInvalidOption, name)
+	}
+	if c.Shards() != q.cfg.shards {
+		return nil, fmt.Errorf("%w: group %s: options set a shard count: use delaystream.WithShards", ErrInvalidOption, name)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()

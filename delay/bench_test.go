@@ -37,24 +37,31 @@ func redisCPU(tb testing.TB, rdb redis.UniversalClient) float64 {
 // BenchmarkScheduleBatch schedules calls of 1000 messages (128 B payloads,
 // due in an hour) on one goroutine against the shared redis-server. Besides
 // ns/op (per call) it reports msg/s and the Redis CPU per message, which is
-// what bounds the rate on a small machine. Run it alone (-run '^$'): tests
+// what bounds the rate on a small machine. The -8-shards cases spread each
+// call over 8 shards of the same server (one pipeline). Run it alone (-run '^$'): tests
 // would share the server and its CPU figures.
 //
 //	go test -run '^$' -bench ScheduleBatch -benchmem ./delay/
 func BenchmarkScheduleBatch(b *testing.B) {
 	payload := []byte(strings.Repeat("p", 128))
+	generated := func(int, int) string { return "" }
+	newIDs := func(call, i int) string { return "order:" + strconv.Itoa(call*1000+i) + ":cancel" }
 	for _, bc := range []struct {
-		name string
-		id   func(call, i int) string // "" = generated
+		name   string
+		id     func(call, i int) string // "" = generated
+		shards int
 	}{
-		{"generated-ids", func(int, int) string { return "" }},
-		{"new-ids", func(call, i int) string { return "order:" + strconv.Itoa(call*1000+i) + ":cancel" }},
-		{"existing-ids", func(_, i int) string { return "order:" + strconv.Itoa(i) + ":cancel" }}, // Kept after the first call
+		{"generated-ids", generated, 1},
+		{"new-ids", newIDs, 1},
+		{"existing-ids", func(_, i int) string { return "order:" + strconv.Itoa(i) + ":cancel" }, 1}, // Kept after the first call
+		// Sharded: one call per shard (of ~125 messages) in one pipeline.
+		{"generated-ids-8-shards", generated, 8},
+		{"new-ids-8-shards", newIDs, 8},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
 			rdb := redistest.Client(b)
-			q, err := delay.New(rdb, "bench", delay.WithPrefix(redistest.Prefix(b)))
+			q, err := delay.New(rdb, "bench", delay.WithPrefix(redistest.Prefix(b)), delay.WithShards(bc.shards))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -14,7 +14,8 @@
 //
 // A [Queue] also schedules many messages at once ([Queue.ScheduleBatch]),
 // cancels ([Queue.Cancel]), moves ([Queue.Reschedule]) and reads
-// ([Queue.Get]) a waiting message by id, and reports [Queue.Stats].
+// ([Queue.Get]) a waiting message by id, and reports [Queue.Stats] and
+// [Queue.Len].
 // [Typed] wraps a Queue to schedule values of a Go type through the
 // queue's codec.
 //
@@ -73,11 +74,31 @@
 // the script publishes its due time on the queue's wake channel, so a
 // sleeping mover wakes for it instead of waiting for its next check.
 //
+// # Sharded queues
+//
+// On Redis Cluster one queue's keys live in one hash slot, so on one
+// master. [WithShards] spreads a queue over S shards, each a copy of its
+// keys under its own hash tag (see stream.Layout); shard 0 of a queue of
+// one shard is the unsharded layout itself. A message lives in the shard
+// of its id, a stable hash of the id (for a generated id, of its random
+// part, drawn before the message is sent), so [Queue.Cancel],
+// [Queue.Reschedule] and [Queue.Get] still make one call, to one shard.
+// [Queue.ScheduleBatch] groups its messages by shard and sends every
+// shard's script calls in one pipeline (a Cluster client sends each node
+// its share at once); [Queue.Stats] and [Queue.Len] add up the shards
+// ([Queue.ShardStats] gives each shard's figures). The shard count is part
+// of the queue: it is recorded in Redis on the queue's first use, and
+// every producer, mover and consumer of the queue must be built with it.
+// Each Queue checks it once, before its first call (one extra round trip,
+// also with one shard); a Queue built with another count gets an error
+// wrapping stream.ErrShardCount from every method that touches Redis and
+// writes nothing.
+//
 // # Concurrency and ownership
 //
 // A Queue is safe for concurrent use, starts no goroutines and holds no
 // resources of its own. It borrows the redis.UniversalClient it is given
 // (a single server, Sentinel or Cluster client) and never closes it. Every
-// key of a queue carries one hash tag (see package stream), so every
-// script runs on Redis Cluster.
+// key of a queue shard carries the shard's hash tag (see package stream),
+// so every script runs on Redis Cluster.
 package delay

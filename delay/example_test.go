@@ -11,6 +11,7 @@ import (
 
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/stream"
 )
 
 // Compile-only: needs a Redis server, so no Output line.
@@ -167,4 +168,49 @@ func ExampleWithDuplicatePolicy() {
 	// Output:
 	// true
 	// delay: invalid option: unknown duplicate policy 9
+}
+
+// A sharded queue keeps each message in the shard of its id. The shard
+// count is recorded in Redis on first use: a part built with another
+// count is refused and writes nothing.
+func ExampleWithShards() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+
+	q, err := delay.New(rdb, "orders", delay.WithShards(4))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	_, err = q.ScheduleBatch(ctx, []delay.Item{
+		{Message: delay.Message{ID: "order:5001:cancel"}, When: delay.After(30 * time.Minute)},
+		{Message: delay.Message{ID: "order:5002:cancel"}, When: delay.After(30 * time.Minute)},
+		{Message: delay.Message{Payload: []byte("generated id")}, When: delay.After(time.Hour)},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	l := q.Layout()
+	for _, id := range []string{"order:5001:cancel", "order:5002:cancel"} {
+		fmt.Println(id, "waits in", l.Shard(l.ShardOf(id)).Main().Delayed)
+	}
+	n, _ := q.Len(ctx) // every shard
+	fmt.Println(q.Shards(), "shards,", n, "waiting")
+
+	other, _ := delay.New(rdb, "orders", delay.WithShards(8))
+	_, err = other.Cancel(ctx, "order:5001:cancel")
+	fmt.Println(errors.Is(err, stream.ErrShardCount))
+	// Output:
+	// order:5001:cancel waits in ds:1:{orders:3.13}:z
+	// order:5002:cancel waits in ds:1:{orders:0.1}:z
+	// 4 shards, 3 waiting
+	// true
 }

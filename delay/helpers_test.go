@@ -3,6 +3,7 @@ package delay_test
 import (
 	"context"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,9 +27,16 @@ type backend struct {
 // keyCount returns how many keys exist under the backend's prefix.
 func (b backend) keyCount(t *testing.T) int {
 	t.Helper()
+	return len(b.keys(t))
+}
+
+// keys returns the keys under the backend's prefix, sorted.
+func (b backend) keys(t *testing.T) []string {
+	t.Helper()
 	keys, err := b.rdb.Keys(context.Background(), b.prefix+":*").Result()
 	require.NoError(t, err)
-	return len(keys)
+	slices.Sort(keys)
+	return keys
 }
 
 // queue returns a queue named "q" under the backend's prefix.

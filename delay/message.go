@@ -178,15 +178,28 @@ func ceilMs(d time.Duration) int64 {
 
 // arg encodes w for the scripts: "r<ms>" relative to Redis TIME or "a<ms>".
 func (w When) arg() (string, error) {
+	ms, relative, err := w.millis()
+	if err != nil {
+		return "", err
+	}
+	if relative {
+		return "r" + strconv.FormatInt(ms, 10), nil
+	}
+	return "a" + strconv.FormatInt(ms, 10), nil
+}
+
+// millis validates w and returns its delay (relative) or its absolute due
+// time, in milliseconds, both rounded up.
+func (w When) millis() (ms int64, relative bool, err error) {
 	switch w.kind {
 	case 1:
 		if w.delay < 0 {
-			return "", fmt.Errorf("%w: negative delay %s", ErrInvalidMessage, w.delay)
+			return 0, false, fmt.Errorf("%w: negative delay %s", ErrInvalidMessage, w.delay)
 		}
-		return "r" + strconv.FormatInt(ceilMs(w.delay), 10), nil
+		return ceilMs(w.delay), true, nil
 	case 2:
 		if w.at.IsZero() {
-			return "", fmt.Errorf("%w: zero time in At", ErrInvalidMessage)
+			return 0, false, fmt.Errorf("%w: zero time in At", ErrInvalidMessage)
 		}
 		// UnixMilli floors; round a sub-millisecond rest up. (UnixNano
 		// would overflow after year 2262.)
@@ -195,11 +208,11 @@ func (w When) arg() (string, error) {
 			ms++
 		}
 		if ms > maxDueMs {
-			return "", fmt.Errorf("%w: due time %s is after year 9999", ErrInvalidMessage, w.at)
+			return 0, false, fmt.Errorf("%w: due time %s is after year 9999", ErrInvalidMessage, w.at)
 		}
-		return "a" + strconv.FormatInt(max(ms, 0), 10), nil
+		return max(ms, 0), false, nil
 	}
-	return "", fmt.Errorf("%w: zero When (use delay.After or delay.At)", ErrInvalidMessage)
+	return 0, false, fmt.Errorf("%w: zero When (use delay.After or delay.At)", ErrInvalidMessage)
 }
 
 // validate checks m against the queue's limits.
@@ -271,16 +284,16 @@ type idGen struct {
 	rnd []byte // unused random bytes, 10 per id
 }
 
-// appendPacked appends the start of a packed delayed-set member for a new
-// generated id: the kind byte 0x01 and the id's 16-character random part.
-// more is how many ids the call may still need, so that a single Schedule
-// does not read randomness for a full block.
-func (g *idGen) appendPacked(b []byte, more int) []byte {
+// next returns the 16-character random part of a new generated id. more
+// is how many ids the call may still need, so that a single Schedule does
+// not read randomness for a full block.
+func (g *idGen) next(more int) string {
 	if len(g.rnd) < 10 {
 		g.rnd = make([]byte, 10*min(max(more, 1), 256))
 		_, _ = rand.Read(g.rnd) // crypto/rand.Read never fails (Go 1.24+)
 	}
 	rnd := [10]byte(g.rnd[:10])
 	g.rnd = g.rnd[10:]
-	return wire.AppendRandomPart(append(b, wire.PackedKind), rnd)
+	var b [16]byte
+	return string(wire.AppendRandomPart(b[:0], rnd))
 }

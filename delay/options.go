@@ -6,6 +6,7 @@ import (
 
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/optcheck"
+	"github.com/delaystream/delaystream/stream"
 )
 
 // ErrInvalidOption is wrapped by every error an Option or New returns.
@@ -20,6 +21,7 @@ type config struct {
 	maxPayload int
 	policy     Policy
 	batchSize  int
+	shards     int
 }
 
 // Limits on what a producer accepts. They keep every script call bounded.
@@ -91,5 +93,25 @@ func WithBatchSize(n int) Option {
 	return func(c *config) error {
 		c.batchSize = n
 		return optcheck.Range(ErrInvalidOption, "batch size", n, 1, MaxBatchSize)
+	}
+}
+
+// WithShards spreads the queue over n shards (1 to stream.MaxShards),
+// each a copy of the queue's keys under its own hash tag, so that on Redis
+// Cluster the queue's work spreads over the masters. Default 1, the
+// unsharded layout. A message goes to the shard of its id (a stable hash;
+// for a generated id, of its random part), so Cancel, Reschedule and Get
+// still take one round trip.
+//
+// The count is part of the queue: it is recorded in Redis when the queue
+// is first used, and every part of the queue (producer, mover, consumer)
+// must be built with the same count. A part built with another count gets,
+// from its first call, an error wrapping stream.ErrShardCount and writes
+// nothing; so does a sharded part on a queue that was used unsharded
+// before its count was recorded.
+func WithShards(n int) Option {
+	return func(c *config) error {
+		c.shards = n
+		return optcheck.Range(ErrInvalidOption, "shard count", n, 1, stream.MaxShards)
 	}
 }

@@ -28,9 +28,9 @@ func TestNew(t *testing.T) {
 		{name: "defaults", rdb: rdb, queue: "orders"},
 		{name: "every option", rdb: rdb, queue: "orders", opts: []delay.Option{
 			delay.WithPrefix("app"), delay.WithCodec(codec.JSON), delay.WithMaxPayload(64 << 20),
-			delay.WithDuplicatePolicy(delay.Reject), delay.WithBatchSize(delay.MaxBatchSize)}},
+			delay.WithDuplicatePolicy(delay.Reject), delay.WithBatchSize(delay.MaxBatchSize), delay.WithShards(stream.MaxShards)}},
 		{name: "smallest limits", rdb: rdb, queue: "q", opts: []delay.Option{
-			delay.WithMaxPayload(1), delay.WithBatchSize(1), delay.WithDuplicatePolicy(delay.Keep)}},
+			delay.WithMaxPayload(1), delay.WithBatchSize(1), delay.WithDuplicatePolicy(delay.Keep), delay.WithShards(1)}},
 		{name: "nil client", rdb: nil, queue: "orders", msg: "nil redis client"},
 		{name: "empty queue", rdb: rdb, queue: "", msg: "queue name is empty"},
 		{name: "queue with braces", rdb: rdb, queue: "{orders}", msg: "queue name"},
@@ -48,6 +48,9 @@ func TestNew(t *testing.T) {
 		{name: "negative policy", rdb: rdb, queue: "q", opts: []delay.Option{delay.WithDuplicatePolicy(delay.Policy(-1))}, msg: "unknown duplicate policy -1"},
 		{name: "zero batch size", rdb: rdb, queue: "q", opts: []delay.Option{delay.WithBatchSize(0)}, msg: "batch size must be 1..5000, got 0"},
 		{name: "batch size too large", rdb: rdb, queue: "q", opts: []delay.Option{delay.WithBatchSize(delay.MaxBatchSize + 1)}, msg: "batch size"},
+		{name: "zero shards", rdb: rdb, queue: "q", opts: []delay.Option{delay.WithShards(0)}, msg: "shard count must be 1..1024, got 0"},
+		{name: "negative shards", rdb: rdb, queue: "q", opts: []delay.Option{delay.WithShards(-3)}, msg: "shard count must be 1..1024, got -3"},
+		{name: "too many shards", rdb: rdb, queue: "q", opts: []delay.Option{delay.WithShards(stream.MaxShards + 1)}, msg: "shard count must be 1..1024, got 1025"},
 		{name: "first bad option wins", rdb: rdb, queue: "q", opts: []delay.Option{delay.WithBatchSize(-1), delay.WithCodec(nil)}, msg: "batch size"},
 	}
 	for _, tt := range tests {
@@ -84,6 +87,20 @@ func TestNewAccessors(t *testing.T) {
 	assert.Equal(t, codec.JSON, q.Codec())
 	assert.Equal(t, "app:1:{orders}:s", q.Keys().Main().Stream)
 	assert.Equal(t, "orders", q.Keys().Tag())
+	assert.Equal(t, 1, q.Shards(), "one shard by default")
+	assert.Equal(t, 1, q.Layout().Shards())
+	assert.Equal(t, q.Layout().Shard(0), q.Keys(), "one shard: the unsharded layout")
+	assert.Equal(t, "app:1:{orders}:q", q.Layout().Meta())
+
+	q, err = delay.New(rdb, "orders", delay.WithShards(8))
+	require.NoError(t, err)
+	assert.Equal(t, 8, q.Shards())
+	l := q.Layout()
+	require.Equal(t, 8, l.Shards())
+	assert.Equal(t, "orders", l.Queue())
+	assert.Equal(t, l.Shard(0), q.Keys(), "Keys is shard 0's")
+	assert.NotEqual(t, "orders", q.Keys().Tag(), "a sharded queue's shard 0 has a tag of its own")
+	assert.Equal(t, "ds:1:{orders}:q", l.Meta(), "the record lives under the queue's own tag")
 }
 
 func TestStrings(t *testing.T) {

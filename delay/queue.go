@@ -11,6 +11,7 @@ import (
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/internal/shards"
 	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/stream"
 )
@@ -18,12 +19,29 @@ import (
 // Queue schedules messages for later delivery. It is safe for concurrent
 // use, starts no goroutines and holds no resources of its own: it borrows
 // the Redis client and never closes it.
+//
+// A Queue of S shards (see [WithShards]) writes each message to the shard
+// of its id. Before its first call to Redis it checks that the shard count
+// recorded for the queue is its own (recording it on the queue's first
+// use); once the check has passed it is not made again. While it fails,
+// every method that touches Redis returns its error (wrapping
+// stream.ErrShardCount on a disagreement) and writes nothing.
 type Queue struct {
-	rdb  redis.UniversalClient
-	name string
-	keys stream.Keys
-	lane stream.Lane
-	cfg  config
+	rdb    redis.UniversalClient
+	name   string
+	layout *stream.Layout
+	guard  *shards.Guard
+	lanes  []laneArgs // per shard, the arguments of its main lane's scripts
+	cfg    config
+}
+
+// laneArgs holds what the scripts of one shard's main lane take, built
+// once in New so that calls share them instead of allocating them.
+type laneArgs struct {
+	lane   stream.Lane
+	zset   []string // KEYS: the delayed set (schedule_generated.lua, stats.lua)
+	lookup []string // KEYS: the delayed set and the envelopes (schedule, cancel, reschedule, get)
+	wake   any      // ARGV[1] of the schedule scripts: the lane's wake channel
 }
 
 // New returns a producer for queue. It validates its arguments and options
@@ -39,25 +57,45 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Queue, error
 		maxPayload: DefaultMaxPayload,
 		policy:     Keep,
 		batchSize:  DefaultBatchSize,
+		shards:     1,
 	}
 	if err := optcheck.Apply(ErrInvalidOption, &cfg, opts); err != nil {
 		return nil, err
 	}
-	keys, err := stream.NewKeys(cfg.prefix, queue, 0, 1)
+	layout, err := stream.NewLayout(cfg.prefix, queue, cfg.shards)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
-	return &Queue{rdb: rdb, name: queue, keys: keys, lane: keys.Main(), cfg: cfg}, nil
+	q := &Queue{rdb: rdb, name: queue, layout: layout, guard: shards.NewGuard(layout, "producer"),
+		lanes: make([]laneArgs, layout.Shards()), cfg: cfg}
+	for i := range q.lanes {
+		l := layout.Shard(i).Main()
+		q.lanes[i] = laneArgs{lane: l, zset: []string{l.Delayed}, lookup: []string{l.Delayed, l.Envelopes}, wake: l.Wake}
+	}
+	return q, nil
 }
 
 // Name returns the queue's name.
 func (q *Queue) Name() string { return q.name }
 
-// Keys returns the queue's key layout.
-func (q *Queue) Keys() stream.Keys { return q.keys }
+// Keys returns the keys of the queue's shard 0: for a queue of one shard
+// (the default), its only key set. A sharded queue's other shards are in
+// [Queue.Layout].
+func (q *Queue) Keys() stream.Keys { return q.layout.Shard(0) }
+
+// Layout returns the names of every key of the queue: its shards' keys
+// and the queue-wide ones (the record of its shard count among them).
+func (q *Queue) Layout() *stream.Layout { return q.layout }
+
+// Shards returns the queue's shard count (see [WithShards]); 1 by default.
+func (q *Queue) Shards() int { return len(q.lanes) }
 
 // Codec returns the codec used by [Typed] wrappers of this queue.
 func (q *Queue) Codec() codec.Codec { return q.cfg.codec }
+
+// check makes the queue's shard-count check (see [Queue]): one call to
+// Redis on the Queue's first use, none after it succeeded.
+func (q *Queue) check(ctx context.Context) error { return q.guard.Check(ctx, q.rdb) }
 
 // Item is one message of a ScheduleBatch call.
 type Item struct {
@@ -69,7 +107,8 @@ type Item struct {
 // msg.ID is empty), the stored due time and the [Outcome]. A message whose id
 // is already waiting is handled by the duplicate policy; with [Reject] the
 // error is [ErrDuplicate]. Invalid input returns an error wrapping
-// [ErrInvalidMessage] and writes nothing.
+// [ErrInvalidMessage] and writes nothing; so does a shard count that
+// differs from the queue's (stream.ErrShardCount).
 func (q *Queue) Schedule(ctx context.Context, msg Message, when When) (Result, error) {
 	res, err := q.ScheduleBatch(ctx, []Item{{Message: msg, When: when}})
 	if err != nil {
@@ -81,27 +120,43 @@ func (q *Queue) Schedule(ctx context.Context, msg Message, when When) (Result, e
 	return res[0], nil
 }
 
-// ScheduleBatch schedules many messages with one script call per chunk of
-// up to the batch size (see WithBatchSize), all chunks in one pipeline. Each
-// message gets its own [Result], in order; duplicates are reported per
-// message (Kept, Replaced, Rejected), not as errors. Every item is validated
-// before anything is written: one invalid item fails the whole call and
-// writes nothing. If Redis fails mid-way, the results of chunks that
-// completed are filled in, the others are [Unknown], and the error says so.
-// A generated id is known once Redis has answered (its time part is the due
+// ScheduleBatch schedules many messages. Each message goes to the shard
+// of its id (of its generated id's random part); each shard's messages,
+// in the order given, are sent in script calls of up to the batch size
+// (see WithBatchSize), and all calls of all shards in one pipeline (with a
+// Cluster client, one per node, sent at once). A call whose messages all
+// get generated ids takes the fast script. Each message gets its own
+// [Result], in the order given; duplicates are reported per message (Kept,
+// Replaced, Rejected), not as errors, and duplicates inside one batch are
+// applied in the order given. Every item is validated before anything is
+// sent: one invalid item fails the whole call (nil results) and writes
+// nothing. If the queue's shard-count check fails (see [Queue]), nothing
+// is written, every result is [Unknown] and the error says why. If Redis
+// fails mid-way, the results of calls that completed are filled in, the
+// others are [Unknown], and the error names the first failed call. A
+// generated id is known once Redis has answered (its time part is the due
 // time): an [Unknown] result of a message without an id has an empty ID.
 func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, error) {
 	results := make([]Result, len(items))
-	script, calls, err := q.calls(items, results)
+	p, err := q.plan(items, results)
 	if err != nil {
 		return nil, err
 	}
-	if len(calls) == 0 {
+	if len(items) == 0 {
 		return results, nil
 	}
-	cmds, err := scripts.RunPipelined(ctx, q.rdb, script, calls)
+	err = q.check(ctx)
 	if err == nil {
-		err = q.fillResults(items, results, cmds)
+		calls, byScript := q.calls(items, results, &p)
+		var cmds []*redis.Cmd
+		if byScript == nil {
+			cmds, err = scripts.RunPipelined(ctx, q.rdb, p.chunks[0].script(), calls)
+		} else {
+			cmds, err = runPipelinedMixed(ctx, q.rdb, byScript, calls)
+		}
+		if err == nil {
+			err = q.fillResults(items, results, &p, cmds)
+		}
 	}
 	for i := range results {
 		if items[i].Message.ID == "" && results[i].Outcome == Unknown {
@@ -123,23 +178,135 @@ func itemError(n, i int, err error) error {
 	return fmt.Errorf("schedule item %d: %w", i, err)
 }
 
-// calls validates items and encodes them into script calls of up to the
-// batch size each, noting in results the random part of generated ids
-// (their time part is known once Redis has answered). A call in which
-// every message gets a generated id takes the fast path: nothing to look
-// up, two arguments per message.
-func (q *Queue) calls(items []Item, results []Result) (*redis.Script, []scripts.Call, error) {
-	script, keys, per := scripts.ScheduleGenerated, []string{q.lane.Delayed}, 2
+// batchPlan is how ScheduleBatch sends its items: in chunks, each one
+// script call on one shard.
+type batchPlan struct {
+	// order lists item indexes grouped by shard, in the caller's order
+	// within a shard; nil for a queue of one shard, whose chunks take the
+	// items in the caller's order.
+	order  []int32
+	chunks []chunk
+}
+
+// chunk is one script call of a batch: the items order[start:end] (or
+// items[start:end] when order is nil), all of one shard.
+type chunk struct {
+	shard      int
+	seq        int // the chunk's number among its shard's chunks
+	start, end int
+	generated  bool // every message gets a generated id: the fast script
+}
+
+func (c *chunk) script() *redis.Script {
+	if c.generated {
+		return scripts.ScheduleGenerated
+	}
+	return scripts.Schedule
+}
+
+// item returns the index in items of the k-th message of the plan.
+func (p *batchPlan) item(k int) int {
+	if p.order == nil {
+		return k
+	}
+	return int(p.order[k])
+}
+
+// plan validates items, notes their ids in results (for generated ids,
+// the random part: their time part is known once Redis has answered),
+// routes each to its shard and cuts each shard's items into chunks of up
+// to the batch size. It talks to no server.
+func (q *Queue) plan(items []Item, results []Result) (batchPlan, error) {
+	n := len(q.lanes)
+	var shardOf []uint16 // MaxShards fits
+	if n > 1 {
+		shardOf = make([]uint16, len(items))
+	}
+	var ids idGen
 	for i := range items {
-		if items[i].Message.ID != "" {
-			script, keys, per = scripts.Schedule, []string{q.lane.Delayed, q.lane.Envelopes}, 4
+		it := &items[i]
+		if err := validate(&it.Message, q.cfg.maxPayload); err != nil {
+			return batchPlan{}, itemError(len(items), i, err)
+		}
+		if _, _, err := it.When.millis(); err != nil {
+			return batchPlan{}, itemError(len(items), i, err)
+		}
+		if it.Message.ID == "" {
+			results[i].ID = ids.next(len(items) - i)
+			if n > 1 {
+				shardOf[i] = uint16(wire.ShardOfRandom(results[i].ID, n))
+			}
+		} else {
+			results[i].ID = it.Message.ID
+			if n > 1 {
+				shardOf[i] = uint16(q.layout.ShardOf(it.Message.ID))
+			}
+		}
+	}
+	var p batchPlan
+	bs := q.cfg.batchSize
+	if n == 1 {
+		p.chunks = make([]chunk, 0, (len(items)+bs-1)/bs)
+		q.cut(items, &p, 0, 0, len(items))
+		return p, nil
+	}
+	// A counting sort: the items of each shard, in the caller's order.
+	next := make([]int32, n+1) // next[s]: where shard s's next item goes in order
+	for _, s := range shardOf {
+		next[s+1]++
+	}
+	used := 0 // shards with items
+	for s := range n {
+		if next[s+1] > 0 {
+			used++
+		}
+		next[s+1] += next[s]
+	}
+	p.order = make([]int32, len(items))
+	p.chunks = make([]chunk, 0, used+len(items)/bs)
+	for i, s := range shardOf {
+		p.order[next[s]] = int32(i)
+		next[s]++
+	}
+	// next[s] is now the end of shard s's items, and the start of shard s+1's.
+	start := 0
+	for s := range n {
+		end := int(next[s])
+		q.cut(items, &p, s, start, end)
+		start = end
+	}
+	return p, nil
+}
+
+// cut appends the chunks of shard s's items p.order[start:end] (or
+// items[start:end]) to p.chunks.
+func (q *Queue) cut(items []Item, p *batchPlan, s, start, end int) {
+	for seq := 0; start < end; seq++ {
+		c := chunk{shard: s, seq: seq, start: start, end: min(start+q.cfg.batchSize, end), generated: true}
+		for k := c.start; k < c.end && c.generated; k++ {
+			c.generated = items[p.item(k)].Message.ID == ""
+		}
+		p.chunks = append(p.chunks, c)
+		start = c.end
+	}
+}
+
+// calls encodes the chunks of p into script calls. A call in which every
+// message gets a generated id takes the fast path: nothing to look up, two
+// arguments per message. byScript is nil when every call runs the same
+// script, else each call's script.
+func (q *Queue) calls(items []Item, results []Result, p *batchPlan) (calls []scripts.Call, byScript []*redis.Script) {
+	calls = make([]scripts.Call, len(p.chunks))
+	for _, ch := range p.chunks[1:] {
+		if ch.generated != p.chunks[0].generated {
+			byScript = make([]*redis.Script, len(p.chunks))
+			for c := range p.chunks {
+				byScript[c] = p.chunks[c].script()
+			}
 			break
 		}
 	}
-	args := make([]any, 0, 1+per*min(len(items), q.cfg.batchSize))
-	var calls []scripts.Call
 	created := time.Now()
-	var ids idGen
 	// Items in a run with the same When or policy (the usual batch) share
 	// one argument each: no formatting and no allocation per item.
 	var (
@@ -147,69 +314,87 @@ func (q *Queue) calls(items []Item, results []Result) (*redis.Script, []scripts.
 		lastPolicy Policy
 		when, pol  any
 	)
-	for i := range items {
-		it := &items[i]
-		if err := validate(&it.Message, q.cfg.maxPayload); err != nil {
-			return nil, nil, itemError(len(items), i, err)
+	for c := range p.chunks {
+		ch := &p.chunks[c]
+		l := &q.lanes[ch.shard]
+		keys, per := l.lookup, 4
+		if ch.generated {
+			keys, per = l.zset, 2
 		}
-		policy := it.Message.OnDuplicate
-		if policy == QueueDefault {
-			policy = q.cfg.policy
-		}
-		if when == nil || it.When != lastWhen {
-			w, err := it.When.arg()
-			if err != nil {
-				return nil, nil, itemError(len(items), i, err)
+		args := make([]any, 1, 1+per*(ch.end-ch.start))
+		args[0] = l.wake
+		for k := ch.start; k < ch.end; k++ {
+			i := p.item(k)
+			it := &items[i]
+			if when == nil || it.When != lastWhen {
+				w, _ := it.When.arg() // plan has validated it
+				when, lastWhen = w, it.When
 			}
-			when, lastWhen = w, it.When
+			if per == 2 {
+				args = append(args, q.packed(it, results[i].ID, created), when)
+				continue
+			}
+			policy := it.Message.OnDuplicate
+			if policy == QueueDefault {
+				policy = q.cfg.policy
+			}
+			if pol == nil || policy != lastPolicy {
+				pol, lastPolicy = policy.arg(), policy
+			}
+			if it.Message.ID == "" {
+				args = append(args, "", q.packed(it, results[i].ID, created), when, pol)
+			} else {
+				env := codec.Envelope{Payload: it.Message.Payload, Headers: it.Message.Headers, Attempt: 1, Created: created}
+				args = append(args, it.Message.ID, wire.MarshalEnvelope(&env), when, pol)
+			}
 		}
-		if pol == nil || policy != lastPolicy {
-			pol, lastPolicy = policy.arg(), policy
-		}
-		env := codec.Envelope{
-			Payload: it.Message.Payload, Headers: it.Message.Headers,
-			Attempt: 1, Created: created,
-		}
-		var id string
-		var val []byte
-		if it.Message.ID == "" {
-			// A generated id: the script stores the packed member as is
-			// (see internal/scripts/ids.lua); the result's id is its due
-			// time's part followed by the random part kept here.
-			val = make([]byte, 0, 1+16+wire.EnvelopeSize(&env))
-			val = wire.AppendEnvelope(ids.appendPacked(val, len(items)-i), &env)
-			results[i].ID = string(val[1:17])
-		} else {
-			id = it.Message.ID
-			results[i].ID = id
-			val = wire.MarshalEnvelope(&env)
-		}
-		if len(args) == 0 {
-			args = append(args, q.lane.Wake)
-		}
-		if per == 2 {
-			args = append(args, val, when)
-		} else {
-			args = append(args, id, val, when, pol)
-		}
-		if len(args) == 1+per*q.cfg.batchSize {
-			calls = append(calls, scripts.Call{Keys: keys, Args: args})
-			args = make([]any, 0, cap(args))
-		}
+		calls[c] = scripts.Call{Keys: keys, Args: args}
 	}
-	if len(args) > 0 {
-		calls = append(calls, scripts.Call{Keys: keys, Args: args})
-	}
-	return script, calls, nil
+	return calls, byScript
 }
 
-// fillResults fills in results from the replies of the schedule script, one
-// per chunk. It returns the first chunk's error, if any.
-func (q *Queue) fillResults(items []Item, results []Result, cmds []*redis.Cmd) error {
+// packed returns the packed delayed-set member of the message it, whose
+// generated id has the random part random: the script stores it as is
+// (see internal/scripts/ids.lua), and the id is its due time's part
+// followed by random.
+func (q *Queue) packed(it *Item, random string, created time.Time) []byte {
+	env := codec.Envelope{Payload: it.Message.Payload, Headers: it.Message.Headers, Attempt: 1, Created: created}
+	val := make([]byte, 0, 1+len(random)+wire.EnvelopeSize(&env))
+	val = append(append(val, wire.PackedKind), random...)
+	return wire.AppendEnvelope(val, &env)
+}
+
+// runPipelinedMixed is scripts.RunPipelined for calls of several scripts,
+// which RunPipelined (one script for every call) cannot send in one
+// pipeline: call i runs byScript[i], all calls go in one pipeline, and the
+// calls answered with NOSCRIPT (the call did not run) are then retried one
+// by one with Run, which loads the script. The error of each reply is in
+// its Cmd; the returned error reports only a failure to send the pipeline
+// at all. It can go once scripts.Call may name its own script.
+func runPipelinedMixed(ctx context.Context, rdb redis.UniversalClient, byScript []*redis.Script, calls []scripts.Call) ([]*redis.Cmd, error) {
+	pipe := rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = byScript[i].EvalSha(ctx, pipe, c.Keys, c.Args...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && ctx.Err() != nil {
+		return cmds, fmt.Errorf("pipeline: %w", err)
+	}
+	for i, c := range calls {
+		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+			cmds[i] = byScript[i].Run(ctx, rdb, c.Keys, c.Args...)
+		}
+	}
+	return cmds, nil
+}
+
+// fillResults fills in results from the replies of the schedule scripts,
+// one per chunk of p. It returns the first failed chunk's error, if any.
+func (q *Queue) fillResults(items []Item, results []Result, p *batchPlan, cmds []*redis.Cmd) error {
 	var firstErr error
 	for c, cmd := range cmds {
-		base := c * q.cfg.batchSize
-		want := min(q.cfg.batchSize, len(items)-base)
+		ch := &p.chunks[c]
+		want := ch.end - ch.start
 		reply, err := cmd.Result()
 		var codes []int64
 		if err == nil {
@@ -219,15 +404,20 @@ func (q *Queue) fillResults(items []Item, results []Result, cmds []*redis.Cmd) e
 			err = fmt.Errorf("script reply has %d items for %d messages", len(codes), want)
 		}
 		if err != nil {
-			if firstErr == nil && len(cmds) == 1 {
+			switch {
+			case firstErr != nil:
+			case len(cmds) == 1:
 				firstErr = err
-			} else if firstErr == nil {
-				firstErr = fmt.Errorf("chunk %d (items %d..): %w", c, base, err)
+			case p.order == nil:
+				firstErr = fmt.Errorf("chunk %d (items %d..): %w", c, ch.start, err)
+			default:
+				firstErr = fmt.Errorf("shard %d chunk %d (%d items, the first item %d): %w",
+					ch.shard, ch.seq, want, p.item(ch.start), err)
 			}
 			continue
 		}
 		for j := 0; j < len(codes); j += 2 {
-			i := base + j/2
+			i := p.item(ch.start + j/2)
 			r := &results[i]
 			r.Outcome = Outcome(codes[j])
 			r.Due = time.UnixMilli(codes[j+1])
@@ -243,12 +433,16 @@ func (q *Queue) fillResults(items []Item, results []Result, cmds []*redis.Cmd) e
 // waiting and is now gone, false if it was not waiting (never scheduled,
 // already cancelled, or already promoted to the stream). Cancel and
 // promotion are atomic with respect to each other: a message is either
-// cancelled or delivered, never both.
+// cancelled or delivered, never both. It calls the shard of id only.
 func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 	if err := ValidateID(id); err != nil {
 		return false, fmt.Errorf("cancel: %w", err)
 	}
-	n, err := scripts.Cancel.Run(ctx, q.rdb, []string{q.lane.Delayed, q.lane.Envelopes}, id).Int64()
+	if err := q.check(ctx); err != nil {
+		return false, fmt.Errorf("cancel %s: %w", id, err)
+	}
+	l := &q.lanes[q.layout.ShardOf(id)]
+	n, err := scripts.Cancel.Run(ctx, q.rdb, l.lookup, id).Int64()
 	if err != nil {
 		return false, fmt.Errorf("cancel %s: %w", id, err)
 	}
@@ -257,7 +451,8 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 
 // Reschedule moves the due time of the waiting message id to when and
 // returns the new due time. It returns [ErrNotFound] if the message is not
-// waiting (for example because it is already due and promoted).
+// waiting (for example because it is already due and promoted). It calls
+// the shard of id only.
 func (q *Queue) Reschedule(ctx context.Context, id string, when When) (time.Time, error) {
 	if err := ValidateID(id); err != nil {
 		return time.Time{}, fmt.Errorf("reschedule: %w", err)
@@ -266,7 +461,11 @@ func (q *Queue) Reschedule(ctx context.Context, id string, when When) (time.Time
 	if err != nil {
 		return time.Time{}, fmt.Errorf("reschedule %s: %w", id, err)
 	}
-	due, err := scripts.Reschedule.Run(ctx, q.rdb, []string{q.lane.Delayed, q.lane.Envelopes}, id, w, q.lane.Wake).Int64()
+	if err := q.check(ctx); err != nil {
+		return time.Time{}, fmt.Errorf("reschedule %s: %w", id, err)
+	}
+	l := &q.lanes[q.layout.ShardOf(id)]
+	due, err := scripts.Reschedule.Run(ctx, q.rdb, l.lookup, id, w, l.lane.Wake).Int64()
 	if err != nil {
 		return time.Time{}, fmt.Errorf("reschedule %s: %w", id, err)
 	}
@@ -279,12 +478,17 @@ func (q *Queue) Reschedule(ctx context.Context, id string, when When) (time.Time
 // Get returns the waiting message id with its due time. It returns
 // [ErrNotFound] if the message is not waiting, and an error wrapping
 // codec.ErrUnknownFormat or codec.ErrCorrupt if its stored envelope cannot
-// be decoded (the mover will quarantine it when due).
+// be decoded (the mover will quarantine it when due). It calls the shard
+// of id only.
 func (q *Queue) Get(ctx context.Context, id string) (codec.Envelope, error) {
 	if err := ValidateID(id); err != nil {
 		return codec.Envelope{}, fmt.Errorf("get: %w", err)
 	}
-	reply, err := scripts.Get.Run(ctx, q.rdb, []string{q.lane.Delayed, q.lane.Envelopes}, id).Slice()
+	if err := q.check(ctx); err != nil {
+		return codec.Envelope{}, fmt.Errorf("get %s: %w", id, err)
+	}
+	l := &q.lanes[q.layout.ShardOf(id)]
+	reply, err := scripts.Get.Run(ctx, q.rdb, l.lookup, id).Slice()
 	if err != nil {
 		return codec.Envelope{}, fmt.Errorf("get %s: %w", id, err)
 	}
@@ -305,7 +509,8 @@ func (q *Queue) Get(ctx context.Context, id string) (codec.Envelope, error) {
 	return env, nil
 }
 
-// Stats describes the waiting messages of a queue, by the Redis clock.
+// Stats describes the waiting messages of a queue (or of one shard), by
+// the Redis clock.
 type Stats struct {
 	Waiting int64     // messages scheduled and not yet promoted
 	Overdue int64     // waiting messages whose due time has passed (a mover is late or absent)
@@ -313,31 +518,104 @@ type Stats struct {
 	Now     time.Time // the Redis clock when the figures were taken
 }
 
-// Stats returns figures about the waiting messages.
+// Stats returns figures about the waiting messages of every shard, taken
+// with one script call per shard, all in one pipeline: Waiting and Overdue
+// are summed, NextDue is the earliest, Now is the latest of the shards'
+// Redis clocks (each shard counts its overdue messages by its own server's
+// clock). The figures of different shards are not one atomic snapshot.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
-	reply, err := scripts.Stats.Run(ctx, q.rdb, []string{q.lane.Delayed}).Result()
-	var v []int64
-	if err == nil {
-		v, err = scripts.Ints(reply)
-	}
-	if err == nil && len(v) != 4 {
-		err = errors.New("stats script: unexpected reply")
-	}
+	per, err := q.shardStats(ctx)
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats %s: %w", q.name, err)
 	}
-	s := Stats{Waiting: v[0], Overdue: v[1], Now: time.UnixMilli(v[3])}
-	if v[2] >= 0 {
-		s.NextDue = time.UnixMilli(v[2])
+	sum := per[0]
+	for _, s := range per[1:] {
+		sum.Waiting += s.Waiting
+		sum.Overdue += s.Overdue
+		if !s.NextDue.IsZero() && (sum.NextDue.IsZero() || s.NextDue.Before(sum.NextDue)) {
+			sum.NextDue = s.NextDue
+		}
+		if s.Now.After(sum.Now) {
+			sum.Now = s.Now
+		}
 	}
-	return s, nil
+	return sum, nil
 }
 
-// Len returns how many messages are waiting.
-func (q *Queue) Len(ctx context.Context) (int64, error) {
-	n, err := q.rdb.ZCard(ctx, q.lane.Delayed).Result()
+// ShardStats returns the figures of [Queue.Stats] for each shard: element
+// i is shard i's, each by its own server's clock. Like Stats it makes one
+// script call per shard, all in one pipeline.
+func (q *Queue) ShardStats(ctx context.Context) ([]Stats, error) {
+	per, err := q.shardStats(ctx)
 	if err != nil {
+		return nil, fmt.Errorf("shard stats %s: %w", q.name, err)
+	}
+	return per, nil
+}
+
+func (q *Queue) shardStats(ctx context.Context) ([]Stats, error) {
+	if err := q.check(ctx); err != nil {
+		return nil, err
+	}
+	calls := make([]scripts.Call, len(q.lanes))
+	for i := range q.lanes {
+		calls[i] = scripts.Call{Keys: q.lanes[i].zset}
+	}
+	cmds, err := scripts.RunPipelined(ctx, q.rdb, scripts.Stats, calls)
+	if err != nil {
+		return nil, err
+	}
+	per := make([]Stats, len(cmds))
+	for i, cmd := range cmds {
+		reply, err := cmd.Result()
+		var v []int64
+		if err == nil {
+			v, err = scripts.Ints(reply)
+		}
+		if err == nil && len(v) != 4 {
+			err = errors.New("stats script: unexpected reply")
+		}
+		if err != nil {
+			if len(cmds) > 1 {
+				err = fmt.Errorf("shard %d: %w", i, err)
+			}
+			return nil, err
+		}
+		per[i] = Stats{Waiting: v[0], Overdue: v[1], Now: time.UnixMilli(v[3])}
+		if v[2] >= 0 {
+			per[i].NextDue = time.UnixMilli(v[2])
+		}
+	}
+	return per, nil
+}
+
+// Len returns how many messages are waiting in every shard (one ZCARD per
+// shard, all in one pipeline).
+func (q *Queue) Len(ctx context.Context) (int64, error) {
+	if err := q.check(ctx); err != nil {
 		return 0, fmt.Errorf("len %s: %w", q.name, err)
 	}
-	return n, nil
+	if len(q.lanes) == 1 {
+		n, err := q.rdb.ZCard(ctx, q.lanes[0].lane.Delayed).Result()
+		if err != nil {
+			return 0, fmt.Errorf("len %s: %w", q.name, err)
+		}
+		return n, nil
+	}
+	cmds := make([]*redis.IntCmd, len(q.lanes))
+	_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range q.lanes {
+			cmds[i] = p.ZCard(ctx, q.lanes[i].lane.Delayed)
+		}
+		return nil
+	})
+	var sum int64
+	for i, cmd := range cmds {
+		n, err := cmd.Result()
+		if err != nil {
+			return 0, fmt.Errorf("len %s: shard %d: %w", q.name, i, err)
+		}
+		sum += n
+	}
+	return sum, nil
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/delaystream/delaystream/internal/heal"
 )
 
 // ackBatch is how many queued acknowledgements make the acker send at once,
@@ -138,6 +140,7 @@ func (a *acker) flush(reqs []ackReq) {
 	if err != nil {
 		// Unacknowledged entries stay pending and are redelivered after the
 		// visibility timeout: at-least-once, never lost.
+		heal.After(r.c.rdb, err)
 		r.log.Error("xack failed; entries will be redelivered", slog.Any("err", err))
 		return
 	}

@@ -49,7 +49,7 @@ func New(rdb redis.UniversalClient, queue, group string, h Handler, opts ...Opti
 	if err := optcheck.Apply(ErrInvalidOption, &cfg, opts); err != nil {
 		return nil, err
 	}
-	keys, err := stream.NewKeys(cfg.prefix, queue, 0, 1)
+	layout, err := stream.NewLayout(cfg.prefix, queue, cfg.shards)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
@@ -58,19 +58,17 @@ func New(rdb redis.UniversalClient, queue, group string, h Handler, opts ...Opti
 	// per consumer, and a crashed lease holder delays retries by at most
 	// the lease TTL.
 	mv, err := engine.New(rdb, queue, engine.WithPrefix(cfg.prefix), engine.WithRetryLaneOf(group), engine.WithLogger(cfg.logger),
-		engine.WithMaxIdle(retryLaneMaxIdle), engine.WithLeaseTTL(retryLaneLease))
+		engine.WithMaxIdle(retryLaneMaxIdle), engine.WithLeaseTTL(retryLaneLease), engine.WithShards(cfg.shards))
 	if err != nil {
 		return nil, fmt.Errorf("%w: retry lane: %w", ErrInvalidOption, err)
 	}
-	return &Consumer{
-		core: core{
-			rdb: rdb, queue: queue, group: group, keys: keys,
-			main: keys.Main(), retry: keys.Retry(group), dead: keys.DeadLetters(group),
-			h: h, cfg: cfg, held: holdings{batches: make(map[*batch]struct{})},
-		},
-		mv: mv,
-	}, nil
+	c := &Consumer{mv: mv}
+	c.init(rdb, layout, group, h, cfg)
+	return c, nil
 }
+
+// Shards returns the shard count of the consumer's queue.
+func (c *Consumer) Shards() int { return len(c.shards) }
 
 // Name returns this consumer's name within the group.
 func (c *Consumer) Name() string { return c.cfg.consumer }
@@ -100,6 +98,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer c.running.Store(false)
 	log := c.cfg.logger.With(slog.String("queue", c.queue), slog.String("group", c.group), slog.String("consumer", c.cfg.consumer))
+	if err := c.guard.Check(ctx, c.rdb); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	if err := c.ensureGroups(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -115,7 +119,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	r := &runState{c: &c.core, log: log, workCtx: workCtx, opCtx: context.WithoutCancel(workCtx)}
-	trim := &trimmer{r: r}
+	trim := newTrimmer(r)
 	ack := newAcker(r, trim)
 	settle := &settler{r: r, ack: ack, trim: trim}
 	rd := newReader(r, settle)
@@ -176,14 +180,17 @@ func (c *Consumer) Run(ctx context.Context) error {
 }
 
 // DeadLetters returns the dead-letter handle of the consumer's group.
-func (c *Consumer) DeadLetters() *DeadLetters {
-	return &DeadLetters{rdb: c.rdb, group: c.group, key: c.dead, retry: c.retry}
-}
+func (c *Consumer) DeadLetters() *DeadLetters { return newDeadLetters(c.rdb, c.layout, c.group) }
 
 // Counters returns the running totals.
 func (c *Consumer) Counters() Counters { return c.ctr.load() }
 
 // Stats reads the group's and the queue's figures.
 func (c *Consumer) Stats(ctx context.Context) (Stats, error) {
-	return readStats(ctx, c.rdb, c.keys, c.group)
+	return readStats(ctx, c.rdb, c.layout, c.group)
+}
+
+// ShardStats reads the group's and the queue's figures shard by shard.
+func (c *Consumer) ShardStats(ctx context.Context) ([]Stats, error) {
+	return readShardStats(ctx, c.rdb, c.layout, c.group)
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/delaystream/delaystream/internal/heal"
 	"github.com/delaystream/delaystream/internal/scripts"
 )
 
@@ -83,6 +84,7 @@ func (x *extender) once(ctx context.Context, every time.Duration) {
 	defer cancel()
 	cmds, err := scripts.RunPipelined(ctx, c.rdb, scripts.Extend, calls)
 	if err != nil {
+		heal.After(c.rdb, err)
 		r.log.WarnContext(ctx, "extending held entries failed", slog.Any("err", err))
 		return
 	}

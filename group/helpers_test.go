@@ -59,15 +59,20 @@ type harness struct {
 	queue  string
 	q      *delay.Queue
 	keys   stream.Keys
+	shards int // the queue's shard count
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newShardedHarness(t, 1) }
+
+// newShardedHarness is newHarness for a queue of n shards: its producer,
+// movers and consumers are all built with n.
+func newShardedHarness(t *testing.T, n int) *harness {
 	t.Helper()
 	rdb := redistest.Client(t)
 	p := redistest.Prefix(t)
-	q, err := delay.New(rdb, "q", delay.WithPrefix(p))
+	q, err := delay.New(rdb, "q", delay.WithPrefix(p), delay.WithShards(n))
 	require.NoError(t, err)
-	return &harness{t: t, rdb: rdb, prefix: p, queue: "q", q: q, keys: q.Keys()}
+	return &harness{t: t, rdb: rdb, prefix: p, queue: "q", q: q, keys: q.Keys(), shards: n}
 }
 
 func (h *harness) mainStream() string           { return h.keys.Main().Stream }
@@ -77,7 +82,7 @@ func (h *harness) retryDelayed(g string) string { return h.keys.Retry(g).Delayed
 // startMover promotes the queue's main lane until the test ends.
 func (h *harness) startMover() *runner {
 	h.t.Helper()
-	m, err := mover.New(h.rdb, h.queue, mover.WithPrefix(h.prefix), mover.WithLogger(testLogger()))
+	m, err := mover.New(h.rdb, h.queue, mover.WithPrefix(h.prefix), mover.WithLogger(testLogger()), mover.WithShards(h.shards))
 	require.NoError(h.t, err)
 	return start(h.t, m.Run)
 }
@@ -91,7 +96,7 @@ func (h *harness) consumer(g string, hd group.Handler, opts ...group.Option) *gr
 
 func (h *harness) consumerOn(rdb redis.UniversalClient, g string, hd group.Handler, opts ...group.Option) *group.Consumer {
 	h.t.Helper()
-	all := append([]group.Option{group.WithPrefix(h.prefix), group.WithLogger(testLogger())}, opts...)
+	all := append([]group.Option{group.WithPrefix(h.prefix), group.WithLogger(testLogger()), group.WithShards(h.shards)}, opts...)
 	c, err := group.New(rdb, h.queue, g, hd, all...)
 	require.NoError(h.t, err)
 	return c
@@ -385,6 +390,7 @@ type helperConfig struct {
 	Queue      string
 	Group      string
 	Name       string
+	Shards     int // 0: 1
 	Workers    int
 	Visibility time.Duration // 0: default
 	Reclaim    time.Duration // 0: default
@@ -401,7 +407,7 @@ func helperMain(spec string) int {
 	defer rdb.Close()
 	opts := []group.Option{
 		group.WithPrefix(cfg.Prefix), group.WithWorkers(cfg.Workers), group.WithConsumerName(cfg.Name),
-		group.WithDrainTimeout(100 * time.Millisecond),
+		group.WithDrainTimeout(100 * time.Millisecond), group.WithShards(max(cfg.Shards, 1)),
 		group.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 	}
 	if cfg.Visibility > 0 {
@@ -466,7 +472,7 @@ func (h *harness) startChild(g, name string, cfg helperConfig) *child {
 	t := h.t
 	t.Helper()
 	cfg.Addr = redistest.Addr(t)
-	cfg.Prefix, cfg.Queue, cfg.Group, cfg.Name = h.prefix, h.queue, g, name
+	cfg.Prefix, cfg.Queue, cfg.Group, cfg.Name, cfg.Shards = h.prefix, h.queue, g, name, h.shards
 	spec, err := json.Marshal(cfg)
 	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")

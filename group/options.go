@@ -30,6 +30,7 @@ type Backoff func(attempt int) time.Duration
 
 type config struct {
 	prefix        string
+	shards        int
 	consumer      string
 	workers       int
 	prefetch      int // entries read ahead of free workers; -1: adaptive (the default)
@@ -69,6 +70,7 @@ const (
 func defaultConfig() config {
 	return config{
 		prefix:        stream.DefaultPrefix,
+		shards:        1,
 		consumer:      defaultConsumerName(),
 		workers:       DefaultWorkers,
 		prefetch:      -1,
@@ -94,28 +96,50 @@ func defaultConsumerName() string {
 	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(rand.Uint64()&0xffffff, 36)
 }
 
-// resolve validates group and opts and returns the keys of queue, for the
-// constructors of tools that run no Consumer (only WithPrefix matters).
-func resolve(rdb redis.UniversalClient, queue, group string, opts []Option) (stream.Keys, error) {
+// resolve validates group and opts and returns the layout of queue, for
+// the constructors of tools that run no Consumer (only WithPrefix and
+// WithShards matter).
+func resolve(rdb redis.UniversalClient, queue, group string, opts []Option) (*stream.Layout, error) {
 	if rdb == nil {
-		return stream.Keys{}, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
 	}
 	if err := stream.ValidateName("group", group); err != nil {
-		return stream.Keys{}, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	cfg := defaultConfig()
 	if err := optcheck.Apply(ErrInvalidOption, &cfg, opts); err != nil {
-		return stream.Keys{}, err
+		return nil, err
 	}
-	keys, err := stream.NewKeys(cfg.prefix, queue, 0, 1)
+	layout, err := stream.NewLayout(cfg.prefix, queue, cfg.shards)
 	if err != nil {
-		return stream.Keys{}, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
-	return keys, nil
+	return layout, nil
 }
 
 func checkDur(name string, d, lo, hi time.Duration) error {
 	return optcheck.Range(ErrInvalidOption, name, d, lo, hi)
+}
+
+// WithShards sets the queue's shard count (1 to stream.MaxShards; default
+// 1, an unsharded queue). It must be the count the queue's producers and
+// movers use: it is recorded in Redis when the queue is first used, and a
+// Consumer built with another count returns an error wrapping
+// stream.ErrShardCount from Run before it reads anything.
+//
+// A Consumer of a sharded queue reads every shard: it waits for the
+// movers' announcements of new entries (one pub/sub connection) and reads
+// the shards that have some, fairly, without blocking reads; so its
+// connections do not grow with the shard count. It reclaims, retries,
+// dead-letters and trims per shard.
+func WithShards(n int) Option {
+	return func(c *config) error {
+		if err := optcheck.Range(ErrInvalidOption, "shard count", n, 1, stream.MaxShards); err != nil {
+			return err
+		}
+		c.shards = n
+		return nil
+	}
 }
 
 // WithPrefix sets the key prefix. Default stream.DefaultPrefix ("ds"). It

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/delaystream/delaystream/internal/heal"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -115,7 +116,11 @@ func readAheadFor(workers int64, each time.Duration, lo, hi int64) int64 {
 // lane, as many entries as there is room for.
 func (rd *reader) read(ctx context.Context) error {
 	r, c := rd.r, rd.r.c
-	streams := []string{c.main.Stream, c.retry.Stream, ">", ">"}
+	if len(c.shards) > 1 {
+		return rd.readShards(ctx)
+	}
+	sh := c.shards[0]
+	streams := []string{sh.main.Stream, sh.retry.Stream, ">", ">"}
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
 		// Hold no room during the blocking read: reclaim takes only free
@@ -137,6 +142,7 @@ func (rd *reader) read(ctx context.Context) error {
 			if errors.Is(err, redis.Nil) {
 				continue
 			}
+			heal.After(c.rdb, err)
 			if redis.HasErrorPrefix(err, "NOGROUP") {
 				r.log.WarnContext(ctx, "group missing; recreating it", slog.Any("err", err))
 				if err := c.ensureGroups(ctx); err != nil && ctx.Err() == nil {
@@ -157,14 +163,14 @@ func (rd *reader) read(ctx context.Context) error {
 	return nil
 }
 
-// streamKey returns the consumer's own copy of a stream key named in a reply.
+// streamKey returns the consumer's own copy of a stream key named in a
+// reply (a reply's strings would keep its buffer alive).
 func (rd *reader) streamKey(s string) string {
-	c := rd.r.c
-	switch s {
-	case c.main.Stream:
-		return c.main.Stream
-	case c.retry.Stream:
-		return c.retry.Stream
+	if sh := rd.r.c.shardOf(s); sh != nil {
+		if s == sh.main.Stream {
+			return sh.main.Stream
+		}
+		return sh.retry.Stream
 	}
 	return strings.Clone(s)
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/delaystream/delaystream/internal/heal"
 	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/redis/go-redis/v9"
 )
@@ -25,8 +26,9 @@ func (rc *reclaimer) loop(ctx context.Context) error {
 	r, c := rc.r, rc.r.c
 	sleepCtx(ctx, time.Duration(rand.Int64N(int64(c.cfg.reclaimEvery)/4+1)))
 	for ctx.Err() == nil {
-		for _, s := range []string{c.main.Stream, c.retry.Stream} {
+		for _, s := range c.streams() {
 			if err := rc.once(ctx, s); err != nil && ctx.Err() == nil {
+				heal.After(c.rdb, err)
 				r.log.WarnContext(ctx, "reclaim failed", slog.String("stream", s), slog.Any("err", err))
 			}
 		}
@@ -109,9 +111,10 @@ func (rc *reclaimer) recordDeleted(ctx context.Context, streamKey string, ids []
 	// outcome.
 	ctx, cancel := context.WithTimeout(r.opCtx, opTimeout)
 	defer cancel()
+	dead := c.shardOf(streamKey).dead
 	pipe := c.rdb.Pipeline()
 	for _, id := range ids {
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: c.dead, Values: []any{
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: dead, Values: []any{
 			wire.FieldReason, ReasonDeleted, fieldSource, streamKey, fieldEntry, id,
 		}})
 	}
@@ -119,7 +122,7 @@ func (rc *reclaimer) recordDeleted(ctx context.Context, streamKey string, ids []
 	// is counted like in dead.lua: nothing is dropped silently.
 	var trimmed *redis.IntCmd
 	if c.cfg.deadCap > 0 {
-		trimmed = pipe.XTrimMaxLen(ctx, c.dead, c.cfg.deadCap)
+		trimmed = pipe.XTrimMaxLen(ctx, dead, c.cfg.deadCap)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		r.log.ErrorContext(ctx, "recording deleted entries failed", slog.Any("err", err))

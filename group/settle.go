@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/internal/heal"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/wire"
 )
@@ -65,12 +66,14 @@ func (s *settler) retry(ctx context.Context, m *Message, env *codec.Envelope, he
 	next.Attempt = m.Attempt + 1
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
+	lane := c.shardOf(m.Stream).retry
 	due, err := scripts.Retry.Run(ctx, c.rdb,
-		[]string{m.Stream, c.retry.Delayed, c.retry.Envelopes},
+		[]string{m.Stream, lane.Delayed, lane.Envelopes},
 		c.group, m.EntryID, wire.RetryMember(m.ID, m.EntryID), wire.MarshalEnvelope(&next),
-		wait.Milliseconds(), c.retry.Wake).Int64()
+		wait.Milliseconds(), lane.Wake).Int64()
 	if err != nil {
 		// The entry stays pending; it is reclaimed after the visibility timeout.
+		heal.After(c.rdb, err)
 		r.log.ErrorContext(ctx, "scheduling retry failed", slog.String("id", m.ID), slog.Any("err", err))
 		return
 	}
@@ -148,8 +151,9 @@ func (s *settler) settleDead(ctx context.Context, streamKey, id string, fields [
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	args := append([]any{c.group, id, c.cfg.deadCap}, fields...)
-	v, err := scripts.Dead.Run(ctx, c.rdb, []string{streamKey, c.dead}, args...).Int64Slice()
+	v, err := scripts.Dead.Run(ctx, c.rdb, []string{streamKey, c.shardOf(streamKey).dead}, args...).Int64Slice()
 	if err != nil || len(v) != 2 {
+		heal.After(c.rdb, err)
 		r.log.ErrorContext(ctx, "dead-lettering failed", slog.String("entry", id), slog.Any("err", err))
 		return false
 	}
@@ -182,6 +186,7 @@ func (s *settler) handBack(ctx context.Context, streamKey string, ids []string) 
 	idle := (c.cfg.visibility + 24*time.Hour).Milliseconds()
 	args = append(args, "IDLE", idle, "JUSTID")
 	if err := c.rdb.Do(ctx, args...).Err(); err != nil {
+		heal.After(c.rdb, err)
 		r.log.WarnContext(ctx, "handing entries back failed; they are reclaimed after the visibility timeout",
 			slog.String("stream", streamKey), slog.Any("err", err))
 		return

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delaystream/delaystream/internal/shards"
 	"github.com/delaystream/delaystream/stream"
 )
 
@@ -20,29 +21,79 @@ const opTimeout = 5 * time.Second
 // settings, its counters and the entries it holds. New fills it in; it
 // lives as long as the Consumer.
 type core struct {
-	rdb   redis.UniversalClient
-	queue string
-	group string
-	keys  stream.Keys
-	main  stream.Lane
-	retry stream.Lane
-	dead  string
-	h     Handler
-	cfg   config
-	ctr   counters
-	held  holdings
+	rdb      redis.UniversalClient
+	queue    string
+	group    string
+	layout   *stream.Layout
+	shards   []*shard          // by shard number
+	byStream map[string]*shard // a shard by its main or retry stream's key
+	guard    *shards.Guard
+	h        Handler
+	cfg      config
+	ctr      counters
+	held     holdings
 }
 
-// ensureGroups creates the group on the queue stream and its retry lane.
+// shard is the keys of one shard of the queue, as the group uses them.
+type shard struct {
+	i     int
+	main  stream.Lane // the queue's lane: the group reads its stream
+	retry stream.Lane // the group's retry lane
+	dead  string      // the group's dead letters
+}
+
+// init fills in c, with the keys of every shard of layout.
+func (c *core) init(rdb redis.UniversalClient, layout *stream.Layout, group string, h Handler, cfg config) {
+	c.rdb, c.queue, c.group, c.layout = rdb, layout.Queue(), group, layout
+	c.shards = make([]*shard, layout.Shards())
+	c.byStream = make(map[string]*shard, 2*layout.Shards())
+	c.guard = shards.NewGuard(layout, "consumer")
+	c.h, c.cfg, c.held.batches = h, cfg, make(map[*batch]struct{})
+	for i := range c.shards {
+		k := layout.Shard(i)
+		sh := &shard{i: i, main: k.Main(), retry: k.Retry(group), dead: k.DeadLetters(group)}
+		c.shards[i] = sh
+		c.byStream[sh.main.Stream] = sh
+		c.byStream[sh.retry.Stream] = sh
+	}
+}
+
+// shardOf returns the shard of a stream key this consumer reads (main or
+// retry lane). Every key it holds entries of is one of those.
+func (c *core) shardOf(streamKey string) *shard { return c.byStream[streamKey] }
+
+// streams returns the keys of every stream the group reads: each shard's
+// main stream and retry lane stream.
+func (c *core) streams() []string {
+	out := make([]string, 0, 2*len(c.shards))
+	for _, sh := range c.shards {
+		out = append(out, sh.main.Stream, sh.retry.Stream)
+	}
+	return out
+}
+
+// ensureGroups creates the group on every shard's queue stream and retry
+// lane, in one pipeline.
 func (c *core) ensureGroups(ctx context.Context) error {
 	start := "0"
 	if c.cfg.fromNew {
 		start = "$"
 	}
-	for _, s := range []struct{ key, start string }{{c.main.Stream, start}, {c.retry.Stream, "0"}} {
-		err := c.rdb.XGroupCreateMkStream(ctx, s.key, c.group, s.start).Err()
-		if err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
-			return fmt.Errorf("create group %s on %s: %w", c.group, s.key, err)
+	type create struct {
+		key string
+		cmd *redis.StatusCmd
+	}
+	creates := make([]create, 0, 2*len(c.shards))
+	pipe := c.rdb.Pipeline()
+	for _, sh := range c.shards {
+		creates = append(creates,
+			create{sh.main.Stream, pipe.XGroupCreateMkStream(ctx, sh.main.Stream, c.group, start)},
+			create{sh.retry.Stream, pipe.XGroupCreateMkStream(ctx, sh.retry.Stream, c.group, "0")})
+	}
+	_, _ = pipe.Exec(ctx) // errors are per command
+	for _, cr := range creates {
+		if err := cr.cmd.Err(); err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
+			return fmt.Errorf("create group %s on %s: %w", c.group, cr.key, err)
 		}
 	}
 	return nil

@@ -33,17 +33,78 @@ type QueueStats struct {
 }
 
 // ReadStats reads the figures of group on queue without a Consumer. Only
-// WithPrefix among the options matters.
+// WithPrefix and WithShards among the options matter.
 func ReadStats(ctx context.Context, rdb redis.UniversalClient, queue, group string, opts ...Option) (Stats, error) {
-	keys, err := resolve(rdb, queue, group, opts)
+	layout, err := resolve(rdb, queue, group, opts)
 	if err != nil {
 		return Stats{}, err
 	}
-	return readStats(ctx, rdb, keys, group)
+	return readStats(ctx, rdb, layout, group)
 }
 
-// readStats reads the figures of group under keys.
-func readStats(ctx context.Context, rdb redis.UniversalClient, keys stream.Keys, group string) (Stats, error) {
+// ReadShardStats reads the figures of group on queue shard by shard,
+// without a Consumer. Only WithPrefix and WithShards among the options
+// matter.
+func ReadShardStats(ctx context.Context, rdb redis.UniversalClient, queue, group string, opts ...Option) ([]Stats, error) {
+	layout, err := resolve(rdb, queue, group, opts)
+	if err != nil {
+		return nil, err
+	}
+	return readShardStats(ctx, rdb, layout, group)
+}
+
+// readStats reads the figures of group on every shard of layout and adds
+// them up: counts are summed, the oldest pending age is the largest, the
+// next due time the earliest, Consumers the most any shard knows; Lag is
+// -1 when any shard's is unknown.
+func readStats(ctx context.Context, rdb redis.UniversalClient, layout *stream.Layout, group string) (Stats, error) {
+	per, err := readShardStats(ctx, rdb, layout, group)
+	if err != nil {
+		return Stats{Group: group, Lag: -1}, err
+	}
+	if len(per) == 1 {
+		return per[0], nil
+	}
+	st := Stats{Group: group}
+	for _, p := range per {
+		st.Consumers = max(st.Consumers, p.Consumers)
+		st.Pending += p.Pending
+		st.OldestPending = max(st.OldestPending, p.OldestPending)
+		if st.Lag >= 0 && p.Lag >= 0 {
+			st.Lag += p.Lag
+		} else {
+			st.Lag = -1
+		}
+		st.RetryWaiting += p.RetryWaiting
+		st.DeadLetters += p.DeadLetters
+		st.Queue.Waiting += p.Queue.Waiting
+		st.Queue.Overdue += p.Queue.Overdue
+		st.Queue.StreamLength += p.Queue.StreamLength
+		if !p.Queue.NextDue.IsZero() && (st.Queue.NextDue.IsZero() || p.Queue.NextDue.Before(st.Queue.NextDue)) {
+			st.Queue.NextDue = p.Queue.NextDue
+		}
+	}
+	return st, nil
+}
+
+// readShardStats reads the figures of group on each shard of layout.
+func readShardStats(ctx context.Context, rdb redis.UniversalClient, layout *stream.Layout, group string) ([]Stats, error) {
+	out := make([]Stats, layout.Shards())
+	for i := range out {
+		st, err := readShard(ctx, rdb, layout.Shard(i), group)
+		if err != nil {
+			if layout.Shards() > 1 {
+				err = fmt.Errorf("shard %d: %w", i, err)
+			}
+			return nil, err
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
+// readShard reads the figures of group under keys (one shard).
+func readShard(ctx context.Context, rdb redis.UniversalClient, keys stream.Keys, group string) (Stats, error) {
 	st := Stats{Group: group, Lag: -1}
 	now, err := rdb.Time(ctx).Result()
 	if err != nil {

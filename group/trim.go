@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delaystream/delaystream/internal/heal"
 	"github.com/delaystream/delaystream/internal/scripts"
 )
 
@@ -18,16 +19,21 @@ import (
 // streams they settled entries of.
 type trimmer struct {
 	r   *runState
-	due [2]atomic.Bool // per stream (main, retry lane): this consumer settled entries since its last trim
+	due []atomic.Bool // per stream, in core.streams order: this consumer settled entries since its last trim
+}
+
+func newTrimmer(r *runState) *trimmer {
+	return &trimmer{r: r, due: make([]atomic.Bool, 2*len(r.c.shards))}
 }
 
 // settled notes that this consumer acknowledged entries of streamKey, so
 // its next trim pass trims that stream.
 func (t *trimmer) settled(streamKey string) {
-	if streamKey == t.r.c.retry.Stream {
-		t.due[1].Store(true)
+	sh := t.r.c.shardOf(streamKey)
+	if streamKey == sh.retry.Stream {
+		t.due[2*sh.i+1].Store(true)
 	} else {
-		t.due[0].Store(true)
+		t.due[2*sh.i].Store(true)
 	}
 }
 
@@ -51,7 +57,7 @@ func (t *trimmer) loop(ctx context.Context) error {
 		if full {
 			lastFull = time.Now()
 		}
-		for i, s := range []string{c.main.Stream, c.retry.Stream} {
+		for i, s := range c.streams() {
 			// Clear before trimming: what is settled meanwhile is trimmed
 			// on the next pass.
 			if !t.due[i].Swap(false) && !full {
@@ -62,12 +68,13 @@ func (t *trimmer) loop(ctx context.Context) error {
 				t.due[i].Store(true)
 			}
 			if err != nil && ctx.Err() == nil {
+				heal.After(c.rdb, err)
 				r.log.WarnContext(ctx, "trim failed", slog.String("stream", s), slog.Any("err", err))
 			}
 		}
 		if time.Since(lastStale) >= min(c.cfg.staleConsumer/4, idleEvery) {
 			lastStale = time.Now()
-			for _, s := range []string{c.main.Stream, c.retry.Stream} {
+			for _, s := range c.streams() {
 				if err := t.removeStale(ctx, s); err != nil && ctx.Err() == nil {
 					r.log.WarnContext(ctx, "removing stale consumers failed", slog.String("stream", s), slog.Any("err", err))
 				}

@@ -225,3 +225,45 @@ func waitPing(addr string, limit time.Duration) error {
 	}
 	return err
 }
+
+// Keys returns every key under prefix with a digest of its content (its
+// type and DUMP), for tests that check that a call wrote nothing.
+func Keys(tb testing.TB, rdb redis.UniversalClient, prefix string) map[string]string {
+	tb.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	scan := func(ctx context.Context, c *redis.Client) error {
+		it := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for it.Next(ctx) {
+			k := it.Val()
+			typ, err := c.Type(ctx, k).Result()
+			if err != nil {
+				return err
+			}
+			dump, err := c.Dump(ctx, k).Result()
+			if err != nil && err != redis.Nil {
+				return err
+			}
+			out[k] = typ + ":" + dump
+		}
+		return it.Err()
+	}
+	var err error
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		err = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			mu.Lock() // out is shared
+			defer mu.Unlock()
+			return scan(ctx, n)
+		})
+	case *redis.Client:
+		err = scan(ctx, c)
+	default:
+		tb.Fatalf("redistest.Keys: unsupported client %T", rdb)
+	}
+	if err != nil {
+		tb.Fatalf("redistest.Keys: %v", err)
+	}
+	return out
+}
