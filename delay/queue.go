@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/internal/heal"
 	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/shards"
@@ -164,6 +165,7 @@ func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, erro
 		}
 	}
 	if err != nil {
+		heal.After(q.rdb, err)
 		return results, fmt.Errorf("schedule %s: %w", q.name, err)
 	}
 	return results, nil
@@ -444,6 +446,7 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 	l := &q.lanes[q.layout.ShardOf(id)]
 	n, err := scripts.Cancel.Run(ctx, q.rdb, l.lookup, id).Int64()
 	if err != nil {
+		heal.After(q.rdb, err)
 		return false, fmt.Errorf("cancel %s: %w", id, err)
 	}
 	return n == 1, nil
@@ -467,6 +470,7 @@ func (q *Queue) Reschedule(ctx context.Context, id string, when When) (time.Time
 	l := &q.lanes[q.layout.ShardOf(id)]
 	due, err := scripts.Reschedule.Run(ctx, q.rdb, l.lookup, id, w, l.lane.Wake).Int64()
 	if err != nil {
+		heal.After(q.rdb, err)
 		return time.Time{}, fmt.Errorf("reschedule %s: %w", id, err)
 	}
 	if due < 0 {
@@ -490,6 +494,7 @@ func (q *Queue) Get(ctx context.Context, id string) (codec.Envelope, error) {
 	l := &q.lanes[q.layout.ShardOf(id)]
 	reply, err := scripts.Get.Run(ctx, q.rdb, l.lookup, id).Slice()
 	if err != nil {
+		heal.After(q.rdb, err)
 		return codec.Envelope{}, fmt.Errorf("get %s: %w", id, err)
 	}
 	if len(reply) != 2 {
