@@ -75,23 +75,22 @@ const MaxShards = 1024
 
 // shardTag returns the hash tag of shard i of n: the queue's name when
 // n = 1 (the unsharded layout), otherwise "<queue>:<i>" or, when that
-// hashes outside the shard's share of the slots, the first of
-// "<queue>:<i>.0", "<queue>:<i>.1", ... that hashes inside it. Shard i's
-// share is the i-th of n equal ranges of the 16384 slots, so the shards
-// spread over the masters of a cluster whose slots are split in equal
-// ranges (what redis-cli --cluster create does) as evenly as n allows:
-// naive tags "<queue>:0" … "<queue>:<n-1>" hash anywhere, and 8 of them
-// often put 4 shards on one of 3 masters.
+// hashes outside the shard's target, the first of "<queue>:<i>.0",
+// "<queue>:<i>.1", ... that hashes inside it. Shard i's target is a window
+// of slots around the centre of the i-th of n equal ranges of the 16384
+// slots (1/16 of the range, at least 17 slots), so that each shard lands
+// on the master that holds its range's centre, whatever the queue's name:
+// on a cluster whose masters hold equal slot ranges (what redis-cli
+// --cluster create makes) every master then holds n/masters shards,
+// rounded down or up. Naive tags "<queue>:0" … "<queue>:<n-1>" hash
+// anywhere: 8 of them often put 4 shards on one of 3 masters.
 func shardTag(queue string, i, n int) string {
 	if n == 1 {
 		return queue
 	}
 	lo, hi := i*wire.Slots/n, (i+1)*wire.Slots/n
-	// The middle half of the range: a range that straddles two masters'
-	// slots then mostly counts for the master that holds its middle.
-	if w := hi - lo; w >= 4 {
-		lo, hi = lo+w/4, hi-w/4
-	}
+	centre, half := (lo+hi)/2, max((hi-lo)/32, 8)
+	lo, hi = max(lo, centre-half), min(hi, centre+half+1)
 	base := queue + ":" + strconv.Itoa(i)
 	if s := wire.Slot(base); s >= lo && s < hi {
 		return base

@@ -54,9 +54,9 @@ func TestNewKeysHashTag(t *testing.T) {
 	}{
 		{"unsharded", "ds", "orders", 0, 1, "orders"},
 		{"custom prefix", "app.prod", "mail", 0, 1, "mail"},
-		{"first of four shards", "ds", "q", 0, 4, "q:0.2"},
-		{"sharded", "ds", "q", 3, 4, "q:3.20"},
-		{"queue with colons", "ds", "billing:eu", 2, 3, "billing:eu:2.2"},
+		{"first of four shards", "ds", "q", 0, 4, "q:0.57"},
+		{"sharded", "ds", "q", 3, 4, "q:3.138"},
+		{"queue with colons", "ds", "billing:eu", 2, 3, "billing:eu:2.153"},
 		{"unicode queue", "ds", "débit", 0, 1, "débit"},
 	}
 	for _, tt := range tests {
