@@ -25,6 +25,11 @@ type reclaimer struct {
 func (rc *reclaimer) loop(ctx context.Context) error {
 	r, c := rc.r, rc.r.c
 	sleepCtx(ctx, time.Duration(rand.Int64N(int64(c.cfg.reclaimEvery)/4+1)))
+	// A fixed rate, not a pause after each pass: a pass over many shards'
+	// streams takes time, which must not stretch the interval (the 3 s
+	// crash-redelivery default is visibility + interval).
+	tick := time.NewTicker(c.cfg.reclaimEvery)
+	defer tick.Stop()
 	for ctx.Err() == nil {
 		for _, s := range c.streams() {
 			if err := rc.once(ctx, s); err != nil && ctx.Err() == nil {
@@ -32,7 +37,10 @@ func (rc *reclaimer) loop(ctx context.Context) error {
 				r.log.WarnContext(ctx, "reclaim failed", slog.String("stream", s), slog.Any("err", err))
 			}
 		}
-		sleepCtx(ctx, c.cfg.reclaimEvery)
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
 	}
 	return nil
 }
