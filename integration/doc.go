@@ -15,7 +15,8 @@
 // a message naming what to install; nothing is skipped. Tests run in
 // parallel and keep apart by unique key prefixes, deleted when each test
 // ends. The Cluster is REDIS_CLUSTER_ADDRS, else three local masters
-// (needs redis-server and redis-cli). Tests that measure the server
+// (needs redis-server and redis-cli); tests that kill nodes or measure the
+// masters start a cluster of their own (three masters, three replicas). Tests that measure the server
 // (INFO commandstats) or disturb it (SCRIPT FLUSH, CLIENT KILL) start a
 // server of their own. Each test logs which source it used.
 //
@@ -44,6 +45,25 @@
 //     queues on different masters.
 //   - TestScriptCacheFlushed, TestConnectionsKilled: faults: NOSCRIPT
 //     fallback, reconnects and resubscription.
+//   - TestShardedClusterSuite: a queue of 16 shards on the Cluster, through
+//     the front door: placement (slots, masters), schedule / cancel /
+//     reschedule / get by id in each id's shard, fan-out to three groups
+//     (none early by Redis TIME), per-group retry, per-shard dead letters
+//     and redrive, a consumer process killed with SIGKILL (its entries
+//     handled elsewhere within 3 s), trimming, Stats as the sum of
+//     ShardStats.
+//   - TestShardedMoversShareShards: mover processes of a 16-shard queue
+//     split the shards evenly, and settle after a join, a clean leave
+//     (SIGTERM) and a crash (SIGKILL) within 2 s, 2 s and the lease TTL
+//     plus 1 s, while 5000 messages are promoted exactly once.
+//   - TestShardedLoadSpread: the masters' shares of the commands (INFO
+//     commandstats) for 20k messages on a 16-shard queue, on a cluster of
+//     its own with replicas.
+//   - TestShardedLayoutSpreadsEvenly: the shards of a queue spread over
+//     the masters as evenly as the count allows, whatever the queue's name.
+//
+// Child processes (movers, consumers to kill) are the test binary itself,
+// re-executed with DELAYSTREAM_INTEGRATION_CHILD set (see TestMain).
 //
 // Load tests (100k messages) and timing tests do not overlap: the former
 // hold a package-level write lock, the latter a read lock, so the measured

@@ -21,7 +21,12 @@ import (
 	"github.com/delaystream/delaystream/stream"
 )
 
-func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(childEnv); spec != "" {
+		os.Exit(childMain(spec)) // a re-executed child: see children_test.go
+	}
+	os.Exit(harness.Main(m))
+}
 
 // heavy keeps the load tests (100k messages, which saturate both the server
 // and the CPU) from running during the tests that measure timing. Every

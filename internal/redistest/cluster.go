@@ -18,7 +18,8 @@ type Cluster struct {
 
 // SpawnCluster starts masters*(1+replicas) servers with cluster mode on and
 // joins them with `redis-cli --cluster create`, then waits until the cluster
-// state is ok. The caller must Stop it (or call StopAll).
+// state is ok on every node and every replica's link to its master is up.
+// The caller must Stop it (or call StopAll).
 func SpawnCluster(masters, replicas int) (*Cluster, error) {
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
@@ -60,7 +61,39 @@ func SpawnCluster(masters, replicas int) (*Cluster, error) {
 		}
 		n.Close()
 	}
+	if err := c.waitReplicas(ctx, masters*replicas); err != nil {
+		c.Stop()
+		return nil, err
+	}
 	return c, nil
+}
+
+// waitReplicas waits until want nodes are replicas whose link to their
+// master is up (INFO replication), so that a test may fail a master over
+// as soon as SpawnCluster returns.
+func (c *Cluster) waitReplicas(ctx context.Context, want int) error {
+	if want == 0 {
+		return nil
+	}
+	var up int
+	for {
+		up = 0
+		for _, a := range c.Addrs {
+			n := redis.NewClient(&redis.Options{Addr: a})
+			info, err := n.Info(ctx, "replication").Result()
+			n.Close()
+			if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up") {
+				up++
+			}
+		}
+		if up >= want {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("redistest: %d of %d replicas linked to their master", up, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Client returns a cluster client tuned for tests: it reloads the cluster

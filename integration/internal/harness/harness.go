@@ -16,6 +16,8 @@
 //
 // The Cluster is REDIS_CLUSTER_ADDRS (comma-separated seed addresses) when
 // set, else three local masters started with redistest.SpawnCluster.
+// [ClusterWithReplicas] starts a cluster of three masters and three
+// replicas for one test alone.
 //
 // Use [Main] as TestMain so the servers and containers a package started are
 // stopped when its tests end:
@@ -281,6 +283,32 @@ func Cluster(tb testing.TB) *redis.ClusterClient {
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: clusterAddrs, MaxRedirects: 8})
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// ClusterWithReplicas starts a Redis Cluster of three masters with one
+// replica each, used by tb alone (for tests that kill or fail over nodes,
+// or measure the masters), and stops it when tb ends. It returns once the
+// cluster state is ok and every replica's link to its master is up. The
+// client, closed when tb ends, has a short dial timeout and retries with
+// backoff, so that it gets past a dead master quickly. It ignores
+// REDIS_CLUSTER_ADDRS: it needs redis-server and redis-cli.
+func ClusterWithReplicas(tb testing.TB) (*redistest.Cluster, *redis.ClusterClient) {
+	tb.Helper()
+	start := time.Now()
+	c, err := redistest.SpawnCluster(3, 1)
+	if err != nil {
+		tb.Fatalf("harness: no Redis Cluster with replicas: %v", err)
+	}
+	tb.Logf("dedicated redis cluster: 3 masters + 3 replicas at %v (started in %s)", c.Addrs, time.Since(start).Round(time.Millisecond))
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: c.Addrs, MaxRedirects: 8, DialTimeout: 500 * time.Millisecond,
+		MaxRetries: 5, MinRetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 500 * time.Millisecond,
+	})
+	tb.Cleanup(func() {
+		_ = rdb.Close()
+		c.Stop()
+	})
+	return c, rdb
 }
 
 // Prefix returns a key prefix unique to tb (its name plus a random suffix)
