@@ -209,7 +209,7 @@ func ExampleWithShards() {
 	_, err = other.Cancel(ctx, "order:5001:cancel")
 	fmt.Println(errors.Is(err, stream.ErrShardCount))
 	// Output:
-	// order:5001:cancel waits in ds:1:{orders:3.13}:z
+	// order:5001:cancel waits in ds:1:{orders:3.123}:z
 	// order:5002:cancel waits in ds:1:{orders:0.1}:z
 	// 4 shards, 3 waiting
 	// true

@@ -83,3 +83,23 @@ func ExampleWithLeaseTTL() {
 	// mover: invalid option: lease TTL 1.25s must exceed max idle 2s
 	// <nil>
 }
+
+// A sharded queue's count is part of the queue: every mover, producer and
+// consumer of it uses the same count. A Mover owns no shard until it runs
+// and registers; then the live movers split the shards evenly.
+func ExampleWithShards() {
+	rdb := redis.NewClient(&redis.Options{})
+	defer rdb.Close()
+
+	_, err := mover.New(rdb, "orders", mover.WithShards(0))
+	fmt.Println(err)
+
+	m, err := mover.New(rdb, "orders", mover.WithShards(16),
+		mover.WithHooks(mover.Hooks{OnOwnership: func(owned []int) {
+			// Must not block: export len(owned) as a gauge, for instance.
+		}}))
+	fmt.Println(err, m.Shards(), m.Owned())
+	// Output:
+	// mover: invalid option: shard count must be 1..1024, got 0
+	// <nil> 16 []
+}

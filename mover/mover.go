@@ -53,19 +53,39 @@ func (m *Mover) Counters() Counters { return Counters(m.e.Counters()) }
 // Prefix returns the key prefix the Mover was built with.
 func (m *Mover) Prefix() string { return m.e.Prefix() }
 
+// Shards returns the shard count the Mover was built with (see [WithShards]).
+func (m *Mover) Shards() int { return m.e.Shards() }
+
+// Owned returns the shards this mover currently promotes, sorted; nil when
+// it promotes none (before Run, after it, and while a mover of a sharded
+// queue has no share). The movers of a sharded queue divide its shards
+// between them (see [WithShards]); the mover of an unsharded queue owns
+// shard 0 while it runs, and the lease decides which of several promotes
+// it. [Hooks].OnOwnership reports every change.
+func (m *Mover) Owned() []int { return m.e.Owned() }
+
 // Run promotes due entries until ctx is cancelled, then releases its leases
-// and returns nil. It returns [ErrRunning] if the Mover is already running.
+// (or leaves the registry of a sharded queue's movers) and returns nil. It
+// returns [ErrRunning] if the Mover is already running.
+//
+// It first checks that the queue's shard count recorded in Redis is the
+// one the Mover was built with (recording it when the queue is new): on a
+// mismatch it returns an error wrapping stream.ErrShardCount at once,
+// having written nothing; a failure to check is logged and retried with
+// backoff until ctx ends.
 //
 // Each lane is promoted in batches while batches are full; otherwise the
 // mover sleeps until the next due time (a Go timer), and is woken early
 // through the lane's pub/sub channel when a producer schedules an earlier
-// entry. With nothing due within the max idle, it probes the lane's head
-// once per max idle instead of calling the promote script. When several
-// movers run, the one holding a lane's lease promotes it and the others
-// check once per lease period.
+// entry. With nothing due within the max idle, a lane is idle: the mover
+// makes no promote calls for it and probes the heads of its idle lanes in
+// turn, one probe per max idle in all. When several movers run, the one
+// holding a lane's lease promotes it and the others check once per lease
+// period; the movers of a sharded queue instead divide its shards (see the
+// package doc).
 //
 // Failed calls are logged at a bounded rate and retried with backoff (see
 // the package doc); Run does not return on them. Shutdown takes at most one
-// in-flight promote call (bounded by a 5 s timeout) plus a lease release of
-// at most 1 s.
+// in-flight promote call (bounded by a 5 s timeout) plus a lease release or
+// registry leave of at most 1 s.
 func (m *Mover) Run(ctx context.Context) error { return m.e.Run(ctx) }

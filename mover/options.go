@@ -33,13 +33,26 @@ type Hooks struct {
 	OnPromote func(lane string, moved, quarantined int, took time.Duration)
 	// OnLease is called when this mover gains (true) or loses (false) the
 	// lease of a lane. The lease is taken only for work: a lane that fell
-	// idle reports the loss at the mover's next promote call.
+	// idle reports the loss at the mover's next promote call. The main
+	// lanes of a sharded queue take no lease (see OnOwnership).
 	OnLease func(lane string, owner bool)
 	// OnError is called after every failed promote call. stuck reports an
 	// error that repeats until someone fixes the lane's keys or data (see
 	// [Counters].Stuck); a key of the wrong type arrives as an error
 	// wrapping a *stream.KeyTypeError that names it.
+	//
+	// The movers of a sharded queue also report here every failed beat of
+	// the registry of live movers, with lane set to the registry's key
+	// (stream.Layout.Movers): a mover that cannot beat promotes no shard
+	// once its view is a lease TTL old.
 	OnError func(lane string, err error, stuck bool)
+	// OnOwnership is called with the shards this mover promotes (sorted)
+	// whenever that set changes; it is the new value of [Mover.Owned]. The
+	// movers of a sharded queue divide its shards between them (see
+	// [WithShards]) and report every rebalance; the mover of an unsharded
+	// queue reports shard 0 when Run starts. Every mover reports an empty
+	// set when Run returns.
+	OnOwnership func(owned []int)
 }
 
 // WithPrefix sets the key prefix. Default stream.DefaultPrefix ("ds").
@@ -51,10 +64,13 @@ func WithPrefix(p string) Option { return Option(engine.WithPrefix(p)) }
 func WithBatchSize(n int) Option { return Option(engine.WithBatchSize(n)) }
 
 // WithMaxIdle sets how often an idle mover (nothing due within this long)
-// probes the head of each lane's delayed set (10 ms to 1 min). Default
+// probes the head of a lane's delayed set (10 ms to 1 min). Default
 // [DefaultMaxIdle] (1 s). It bounds lateness when a wake-up is lost and is
-// the idle cost: one ZRANGE per lane per interval. It must be shorter than
-// the lease TTL.
+// the idle cost: a mover's idle lanes share one probe (a ZRANGE) per
+// interval, so with one lane that is one probe per interval, and each of n
+// idle shards is probed every n intervals, but at least every 30 s (or
+// every interval, when that is longer). It must be shorter than the lease
+// TTL.
 func WithMaxIdle(d time.Duration) Option { return Option(engine.WithMaxIdle(d)) }
 
 // WithLeaseTTL sets how long a mover's lease on a lane outlives its last
@@ -67,8 +83,21 @@ func WithLeaseTTL(d time.Duration) Option { return Option(engine.WithLeaseTTL(d)
 // mover so configured runs the promote script on its own schedule. Promotion
 // stays exactly-once (the script is atomic), but Redis load grows with the
 // number of movers. Meant for tests and for a single mover that must not wait
-// out a dead predecessor's lease.
+// out a dead predecessor's lease. On a sharded queue it also keeps the mover
+// out of the registry of movers: it promotes every shard.
 func WithoutLease() Option { return Option(engine.WithoutLease()) }
+
+// WithShards sets the queue's shard count (1 to stream.MaxShards). Default
+// 1, an unsharded queue. The count is part of the queue: it is recorded in
+// Redis when the queue is first used, and every part of the queue
+// (producers, movers, consumers) must use the same count; Run returns an
+// error wrapping stream.ErrShardCount, having written nothing, when the
+// recorded count differs.
+//
+// The movers of a sharded queue divide its shards between them through a
+// registry of live movers in Redis and promote their shares without
+// leases; see "Sharded queues" in the package doc.
+func WithShards(n int) Option { return Option(engine.WithShards(n)) }
 
 // WithLogger sets the logger for background failures. Default slog.Default().
 func WithLogger(l *slog.Logger) Option { return Option(engine.WithLogger(l)) }

@@ -150,14 +150,15 @@ func TestFakeClockIdleCost(t *testing.T) {
 
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		// A first call within the 20 ms start stagger and one when the
-		// subscription is confirmed; then one probe per second.
-		assert.Equal(t, int64(2), calls.evals.Load(), "promote calls")
+		// The shard-count check when Run starts (meta.lua), a first call
+		// within the 20 ms start stagger and one when the subscription is
+		// confirmed; then one probe per second.
+		assert.Equal(t, int64(3), calls.evals.Load(), "script calls")
 		probes := calls.probes.Load()
 		assert.GreaterOrEqual(t, probes, int64(58))
 		assert.LessOrEqual(t, probes, int64(60))
 		// Besides them: one EVAL that loads the script. Nothing else.
-		assert.Equal(t, probes+3, calls.cmds.Load(), "commands in a minute")
+		assert.Equal(t, probes+4, calls.cmds.Load(), "commands in a minute")
 		assert.Zero(t, m.Counters().Promoted)
 	})
 }
@@ -258,9 +259,9 @@ func TestFakeClockBurst(t *testing.T) {
 		c := m.Counters()
 		assert.Equal(t, uint64(1000), c.Promoted)
 		assert.Equal(t, uint64(10), c.Batches, "ten full batches of 100")
-		// The first call (nothing due yet), one when the subscription is
-		// confirmed, ten full batches, one empty call.
-		assert.Equal(t, int64(13), calls.evals.Load())
+		// The shard-count check, the first call (nothing due yet), one when
+		// the subscription is confirmed, ten full batches, one empty call.
+		assert.Equal(t, int64(14), calls.evals.Load())
 	})
 }
 

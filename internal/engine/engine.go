@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/internal/shards"
 	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/stream"
 )
@@ -25,17 +27,29 @@ import (
 const callTimeout = 5 * time.Second
 
 // Engine promotes due messages of lanes into their streams: the
-// implementation behind mover.Mover (a queue's main lane) and behind each
-// group.Consumer's retry lane. Create it with [New] and start it with
-// [Engine.Run]. Its methods are safe for concurrent use.
+// implementation behind mover.Mover (a queue's main lanes, one per shard)
+// and behind each group.Consumer's retry lanes. Create it with [New] and
+// start it with [Engine.Run]. Its methods are safe for concurrent use.
 type Engine struct {
-	rdb   redis.UniversalClient
-	queue string
-	lanes []*lane
-	cfg   Config
-	token string
+	rdb    redis.UniversalClient
+	queue  string
+	lanes  []*lane // lanes[i] promotes shard i
+	cfg    Config
+	token  string // this engine's identity: its lease token and its registry token
+	layout *stream.Layout
+	guard  *shards.Guard
+	reg    *registry   // the registry of live movers; nil when every lane is looked at
+	probes *idleProbes // the idle probes' shared budget
+	all    []int       // every shard number
+
+	inFlight chan struct{} // a slot per promote call or probe in flight (maxInFlight)
+
+	// noLeave makes Run return without releasing its leases or leaving
+	// the registry, as a mover that crashed would (tests only).
+	noLeave atomic.Bool
 
 	running  atomic.Bool
+	looking  atomic.Bool // Run has checked the shard count and looks at its lanes (Owned of an engine without registry)
 	promoted atomic.Uint64
 	quarant  atomic.Uint64
 	batches  atomic.Uint64
@@ -73,6 +87,7 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Engine, erro
 		leaseTTL:  DefaultLeaseTTL,
 		logger:    slog.Default(),
 		callLimit: callTimeout,
+		shards:    1,
 	}
 	if err := optcheck.Apply(ErrInvalidOption, &cfg, opts); err != nil {
 		return nil, err
@@ -80,21 +95,43 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Engine, erro
 	if !cfg.noLease && cfg.leaseTTL <= cfg.maxIdle {
 		return nil, fmt.Errorf("%w: lease TTL %s must exceed max idle %s", ErrInvalidOption, cfg.leaseTTL, cfg.maxIdle)
 	}
-	keys, err := stream.NewKeys(cfg.prefix, queue, 0, 1)
+	layout, err := stream.NewLayout(cfg.prefix, queue, cfg.shards)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	var tok [12]byte
 	_, _ = rand.Read(tok[:])
-	m := &Engine{rdb: rdb, queue: queue, cfg: cfg, token: hex.EncodeToString(tok[:])}
-	if cfg.noLease {
-		m.token = ""
+	m := &Engine{rdb: rdb, queue: queue, cfg: cfg, token: hex.EncodeToString(tok[:]),
+		layout: layout, guard: shards.NewGuard(layout, "mover"), probes: newIdleProbes(cfg.maxIdle),
+		inFlight: make(chan struct{}, maxInFlight)}
+	sharded := cfg.shards > 1
+	// The main lanes of a sharded queue are divided between its movers by
+	// the registry, and promoted without leases; WithoutLease opts out of
+	// both (every mover promotes every lane).
+	if sharded && cfg.retryOf == "" && !cfg.noLease {
+		m.reg = newRegistry(m, layout)
 	}
-	ln := keys.Main()
-	if cfg.retryOf != "" {
-		ln = keys.Retry(cfg.retryOf)
+	m.lanes = make([]*lane, cfg.shards)
+	m.all = make([]int, cfg.shards)
+	for i := range cfg.shards {
+		keys := layout.Shard(i).Main()
+		if cfg.retryOf != "" {
+			keys = layout.Shard(i).Retry(cfg.retryOf)
+		}
+		l := m.newLane(keys)
+		l.shard = i
+		if !cfg.noLease && m.reg == nil {
+			l.token = m.token
+		}
+		if sharded {
+			// Consumers of a sharded queue wait for these announcements
+			// instead of polling every shard. An unsharded queue's lane
+			// publishes nothing: its consumers block on its stream.
+			l.arrivals, l.shardArg = layout.Arrivals(cfg.retryOf), strconv.Itoa(i)
+		}
+		m.lanes[i] = l
+		m.all[i] = i
 	}
-	m.lanes = []*lane{m.newLane(ln)}
 	return m, nil
 }
 
@@ -106,41 +143,84 @@ func (m *Engine) Counters() Counters {
 	}
 }
 
+// Owned returns the shards this engine currently promotes, sorted; nil
+// when it promotes none (before Run, after it, and while a mover of a
+// sharded queue has no share). The movers of a sharded queue's main lanes
+// divide its shards between them (see [WithShards]); any other engine
+// looks at every lane while it runs, and leases decide which engine
+// promotes a lane. [Hooks].OnOwnership reports every change.
+func (m *Engine) Owned() []int {
+	if m.reg != nil {
+		return m.reg.owned()
+	}
+	if m.looking.Load() {
+		return slices.Clone(m.all)
+	}
+	return nil
+}
+
 // Run promotes due entries until ctx is cancelled, then releases its leases
-// and returns nil. It returns [ErrRunning] if the Engine is already running.
+// (and leaves the registry of a sharded queue's movers) and returns nil. It
+// returns [ErrRunning] if the Engine is already running.
+//
+// It first checks that the queue's shard count recorded in Redis is the
+// one the Engine was built with (recording it when the queue is new). On a
+// mismatch it returns an error wrapping stream.ErrShardCount at once,
+// having written nothing; a failure to check is logged and retried with
+// backoff until ctx ends.
 //
 // Each lane is promoted in batches while batches are full; otherwise the
 // mover sleeps until the next due time (a Go timer), and is woken early
 // through the lane's pub/sub channel when a producer schedules an earlier
-// entry. With nothing due within the max idle, it probes the lane's head
-// once per max idle instead of calling the promote script. When several
-// movers run, the one holding a lane's lease promotes it and the others
-// check once per lease period.
+// entry. With nothing due within the max idle, a lane is idle: it makes no
+// promote calls, and the engine's idle lanes take turns probing their
+// heads, one probe per max idle for the whole engine (each lane at least
+// every 30 s), which catches a lost wake-up. When several movers run, the
+// one holding a lane's lease promotes it and the others check once per
+// lease period.
+//
+// The movers of a sharded queue's main lanes (see [WithShards]) instead
+// divide its shards: each registers in a registry of live movers in Redis,
+// renews its registration every third of the lease TTL (and at once when
+// another mover announces that it joined or left), and promotes the shards
+// i with i % N == k, where N is the number of live movers and k its rank
+// among their sorted tokens, without leases. A mover that cannot renew
+// promotes nothing once its view is a lease TTL old. Ownership only saves
+// work: promotion is one atomic script, so two movers that both promote a
+// shard during a rebalance never append a message twice.
 //
 // Failed calls are logged and retried with backoff; Run does not return on
 // them. Shutdown takes at most one in-flight promote call (bounded by a 5 s
-// timeout) plus a lease release of at most 1 s.
+// timeout) plus a lease release or registry leave of at most 1 s.
 func (m *Engine) Run(ctx context.Context) error {
 	if !m.running.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
 	defer m.running.Store(false)
 	log := m.cfg.logger.With(slog.String("queue", m.queue))
+	if err := m.checkShards(ctx, log); err != nil || ctx.Err() != nil {
+		return err
+	}
 	log.DebugContext(ctx, "mover started", slog.Int("lanes", len(m.lanes)))
 
-	chans := make([]string, len(m.lanes))
+	chans := make([]string, 0, len(m.lanes)+1)
 	byChan := make(map[string]*lane, len(m.lanes))
-	for i, l := range m.lanes {
-		chans[i] = l.keys.Wake
+	for _, l := range m.lanes {
+		chans = append(chans, l.keys.Wake)
 		byChan[l.keys.Wake] = l
 		l.wake = make(chan int64, 1)
 	}
+	if m.reg != nil {
+		chans = append(chans, m.reg.channel)
+	}
+	// One connection for every wake channel and the movers channel. On a
+	// Cluster, a classic PUBLISH reaches every node, so any node will do.
 	ps := m.rdb.Subscribe(ctx, chans...)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		// A lost wake-up costs at most the max idle (the idle probe), so a
-		// slow health check keeps the idle cost near one command per second.
+		// A lost wake-up costs at most a lane's idle probe period, so a
+		// slow health check keeps the idle cost low.
 		ch := ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(30 * time.Second))
 		for {
 			select {
@@ -152,6 +232,12 @@ func (m *Engine) Run(ctx context.Context) error {
 				}
 				switch msg := msg.(type) {
 				case *redis.Message:
+					if m.reg != nil && msg.Channel == m.reg.channel {
+						if msg.Payload != m.token { // not our own announcement
+							m.reg.announced()
+						}
+						continue
+					}
 					l := byChan[msg.Channel]
 					if l == nil {
 						continue
@@ -162,16 +248,28 @@ func (m *Engine) Run(ctx context.Context) error {
 					}
 					l.notify(due)
 				case *redis.Subscription:
-					// A (re)subscription: wake-ups published while the
+					if msg.Kind != "subscribe" {
+						continue
+					}
+					// A (re)subscription: messages published while the
 					// connection was down are lost, so look now rather
-					// than at the next idle probe.
-					if l := byChan[msg.Channel]; l != nil && msg.Kind == "subscribe" {
+					// than at the next idle probe or beat.
+					if m.reg != nil && msg.Channel == m.reg.channel {
+						m.reg.announced()
+					} else if l := byChan[msg.Channel]; l != nil {
 						l.notify(resubscribed)
 					}
 				}
 			}
 		}
 	})
+	g.Go(func() error { return m.probes.run(gctx) })
+	if m.reg != nil {
+		g.Go(func() error { return m.reg.run(gctx, log) })
+	} else {
+		m.looking.Store(true)
+		m.reportOwnership(m.all)
+	}
 	for _, l := range m.lanes {
 		g.Go(func() error { return l.run(gctx, log) })
 	}
@@ -180,8 +278,16 @@ func (m *Engine) Run(ctx context.Context) error {
 
 	relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	for _, l := range m.lanes {
-		l.release(relCtx)
+	if !m.noLeave.Load() {
+		for _, l := range m.lanes {
+			l.release(relCtx)
+		}
+	}
+	if m.reg != nil {
+		m.reg.stop(relCtx, !m.noLeave.Load())
+	} else {
+		m.looking.Store(false)
+		m.reportOwnership(nil)
 	}
 	log.DebugContext(ctx, "mover stopped")
 	if ctx.Err() != nil {
@@ -190,19 +296,115 @@ func (m *Engine) Run(ctx context.Context) error {
 	return err
 }
 
+// maxInFlight bounds the promote calls and probes an engine has in flight
+// at once, whatever its number of lanes, so that the connections it takes
+// from the client's pool do not grow with the shard count (a sharded
+// queue's lanes all call at once when Run starts or the pub/sub connection
+// comes back). Four calls in flight keep a Redis server busy: each moves a
+// batch in the server's single thread.
+const maxInFlight = 4
+
+// acquireCall waits for one of the engine's in-flight calls, or ctx.
+func (m *Engine) acquireCall(ctx context.Context) error {
+	select {
+	case m.inFlight <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// releaseCall gives back an in-flight call.
+func (m *Engine) releaseCall() { <-m.inFlight }
+
+// reportOwnership calls the OnOwnership hook.
+func (m *Engine) reportOwnership(owned []int) {
+	if h := m.cfg.hooks.OnOwnership; h != nil {
+		h(slices.Clone(owned))
+	}
+}
+
+// checkShards checks the queue's shard count recorded in Redis (recording
+// it if the queue is new), retrying with backoff while the check fails,
+// until ctx ends. It returns the error of a mismatch, nil otherwise.
+func (m *Engine) checkShards(ctx context.Context, log *slog.Logger) error {
+	backoff := 50 * time.Millisecond
+	var fails failing
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, m.cfg.callLimit)
+		err := m.guard.Check(cctx, m.rdb)
+		cancel()
+		switch {
+		case err == nil:
+			if fails.n > 0 {
+				log.InfoContext(ctx, "shard count check recovered", slog.Int("failures", fails.n),
+					slog.Duration("after", time.Since(fails.since)))
+			}
+			return nil
+		case errors.Is(err, stream.ErrShardCount):
+			return fmt.Errorf("mover %s: %w", m.queue, err)
+		case ctx.Err() != nil:
+			return nil
+		}
+		now := time.Now()
+		if fails.n == 0 {
+			fails.since = now
+		}
+		fails.n++
+		if fails.n == 1 || now.Sub(fails.logged) >= transientLogEvery {
+			log.WarnContext(ctx, "checking the queue's shard count failed; the mover waits",
+				slog.Any("err", err), slog.Int("failures", fails.n), slog.Duration("retry_in", backoff))
+			fails.logged = now
+		}
+		timer.Reset(backoff + time.Duration(mrand.Int64N(int64(backoff/2))))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, max(m.cfg.maxIdle, time.Second))
+	}
+}
+
 // lane promotes one delayed set into its stream.
 type lane struct {
-	m     *Engine
-	keys  stream.Lane
-	wake  chan int64   // due times from the wake channel; 0 = lease released
-	owner atomic.Bool  // whether this mover held the lease at the last call
-	until atomic.Int64 // due ms the lane sleeps until; noDue while awake or when nothing is due
+	m        *Engine
+	keys     stream.Lane
+	shard    int
+	token    string        // lease token for the promote script; "" = no lease
+	arrivals string        // channel on which the script announces appended entries; "" = none
+	shardArg string        // the payload of those announcements: the shard number
+	wake     chan int64    // due times from the wake channel; 0 = lease released
+	turn     chan struct{} // the lane's turn to probe its head (see idleProbes)
+	owner    atomic.Bool   // whether this mover held the lease at the last call
+	until    atomic.Int64  // due ms the lane sleeps until; noDue while awake or when nothing is due
 }
 
 func (m *Engine) newLane(keys stream.Lane) *lane {
-	l := &lane{m: m, keys: keys}
+	l := &lane{m: m, keys: keys, turn: make(chan struct{}, 1)}
 	l.until.Store(noDue) // keep wake-ups that arrive before the lane runs
 	return l
+}
+
+// owned reports whether this engine promotes the lane now.
+func (l *lane) owned() bool {
+	return l.m.reg == nil || l.m.reg.owns(l.shard)
+}
+
+// awaitOwnership waits until the lane is owned, and reports whether it is
+// (false: ctx ended). The registry wakes a lane whose ownership changes.
+func (l *lane) awaitOwnership(ctx context.Context) bool {
+	l.until.Store(noDue)
+	for !l.owned() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-l.wake:
+		}
+	}
+	return true
 }
 
 // notify wakes the lane when due is earlier than what it sleeps until, or
@@ -250,12 +452,16 @@ func (r result) redisAhead() time.Duration {
 
 // runOnce runs the promote script once.
 func (l *lane) runOnce(ctx context.Context) (result, error) {
+	if err := l.m.acquireCall(ctx); err != nil {
+		return result{}, err
+	}
+	defer l.m.releaseCall()
 	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.callLimit)
 	defer cancel()
 	start := time.Now()
 	reply, err := scripts.Promote.Run(ctx, l.m.rdb,
 		[]string{l.keys.Delayed, l.keys.Envelopes, l.keys.Stream, l.keys.Quarantine, l.keys.Lease},
-		l.m.cfg.batch, l.m.token, l.m.cfg.leaseTTL.Milliseconds(), wire.Header).Result()
+		l.promoteArgs()...).Result()
 	var v []int64
 	if err == nil {
 		v, err = scripts.Ints(reply)
@@ -292,6 +498,16 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 		}
 	}
 	return r, nil
+}
+
+// promoteArgs returns the promote script's ARGV for the lane: the arrivals
+// channel and shard number are passed only by the lanes of a sharded queue.
+func (l *lane) promoteArgs() []any {
+	args := []any{l.m.cfg.batch, l.token, l.m.cfg.leaseTTL.Milliseconds(), wire.Header}
+	if l.arrivals != "" {
+		args = append(args, l.arrivals, l.shardArg)
+	}
+	return args
 }
 
 // keyTypes lists the lane's keys with the types the promote script expects.
@@ -413,6 +629,13 @@ func (l *lane) run(ctx context.Context, log *slog.Logger) error {
 	backoff := 50 * time.Millisecond
 	var fails failing
 	for ctx.Err() == nil {
+		if !l.owned() {
+			// Another mover promotes this shard: no calls until it is ours.
+			if !l.awaitOwnership(ctx) {
+				return nil
+			}
+			continue
+		}
 		r, err := l.runOnce(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -429,7 +652,7 @@ func (l *lane) run(ctx context.Context, log *slog.Logger) error {
 		backoff = 50 * time.Millisecond
 		owner := r.leaseTTL == -1
 		standby := r.leaseTTL >= 0
-		if l.owner.Swap(owner) != owner {
+		if l.owner.Swap(owner) != owner && l.m.reg == nil { // a registry's lanes take no lease
 			log.DebugContext(ctx, "mover lease changed", slog.Bool("owner", owner))
 			if h := l.m.cfg.hooks.OnLease; h != nil {
 				h(l.keys.Stream, owner)
@@ -463,27 +686,41 @@ func (l *lane) idle(r result) bool {
 
 // sleepIdle waits, with nothing due within the max idle, until the lane's
 // head entry (due ms; -1 = none) is about to be due, a wake-up announces an
-// earlier entry, or a probe finds one. A probe, once per max idle, is one
-// ZRANGE of the delayed set's head instead of a promote call: it only
-// catches a lost wake-up, and decides nothing about due-ness (the promote
-// script that follows does). The lease is not renewed meanwhile: it lapses,
-// and whichever mover calls first when work arrives takes it.
+// earlier entry, or a probe finds one. A probe is one ZRANGE of the delayed
+// set's head instead of a promote call, taken when the engine's idle probe
+// budget gives the lane its turn (see idleProbes): about once per max idle
+// for an engine with one idle lane. It only catches a lost wake-up, and
+// decides nothing about due-ness (the promote script that follows does).
+// The lease is not renewed meanwhile: it lapses, and whichever mover calls
+// first when work arrives takes it.
 func (l *lane) sleepIdle(ctx context.Context, timer *time.Timer, head int64, redisAhead time.Duration, log *slog.Logger) {
 	maxIdle := l.m.cfg.maxIdle
 	defer l.until.Store(noDue)
+	l.m.probes.enter(l)
+	defer l.m.probes.leave(l)
 	for ctx.Err() == nil {
+		wait := time.Duration(-1) // until a turn or a wake-up
 		if head < 0 {
 			l.until.Store(noDue)
 		} else {
 			l.until.Store(head)
 			// Local time at which the head is due on the Redis clock.
-			if left := time.Until(time.UnixMilli(head).Add(-redisAhead)); left <= maxIdle {
+			left := time.Until(time.UnixMilli(head).Add(-redisAhead))
+			if left <= maxIdle {
+				l.m.probes.leave(l) // not idle any more
 				l.sleep(ctx, timer, max(0, left), false)
 				return
 			}
+			wait = left - maxIdle // then sleep to the head exactly
 		}
-		if l.sleep(ctx, timer, maxIdle, false) {
+		switch l.awaitTurn(ctx, timer, wait) {
+		case woken:
 			return
+		case elapsed:
+			continue
+		}
+		if !l.owned() {
+			return // the run loop waits until the lane is owned again
 		}
 		h, err := l.probe(ctx)
 		if err != nil {
@@ -496,8 +733,40 @@ func (l *lane) sleepIdle(ctx context.Context, timer *time.Timer, head int64, red
 	}
 }
 
+// What ended an idle lane's wait.
+const (
+	woken   = iota // a wake-up (or ctx ended)
+	elapsed        // the wait's duration
+	turned         // the lane's turn to probe
+)
+
+// awaitTurn waits for the lane's probe turn, d (d < 0: no limit), a
+// wake-up or ctx.
+func (l *lane) awaitTurn(ctx context.Context, timer *time.Timer, d time.Duration) int {
+	var tc <-chan time.Time
+	if d >= 0 {
+		timer.Reset(d)
+		defer timer.Stop()
+		tc = timer.C
+	}
+	select {
+	case <-ctx.Done():
+		return woken
+	case <-l.wake:
+		return woken
+	case <-tc:
+		return elapsed
+	case <-l.turn:
+		return turned
+	}
+}
+
 // probe returns the due ms of the lane's earliest entry, -1 if none.
 func (l *lane) probe(ctx context.Context) (int64, error) {
+	if err := l.m.acquireCall(ctx); err != nil {
+		return -1, err
+	}
+	defer l.m.releaseCall()
 	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.callLimit)
 	defer cancel()
 	zs, err := l.m.rdb.ZRangeWithScores(ctx, l.keys.Delayed, 0, 0).Result()
@@ -529,10 +798,10 @@ func (l *lane) sleep(ctx context.Context, timer *time.Timer, d time.Duration, st
 
 // release gives up the lane's lease if this mover holds it.
 func (l *lane) release(ctx context.Context) {
-	if l.m.token == "" || !l.owner.Load() {
+	if l.token == "" || !l.owner.Load() {
 		return
 	}
-	err := scripts.Release.Run(ctx, l.m.rdb, []string{l.keys.Lease}, l.m.token, l.keys.Wake).Err()
+	err := scripts.Release.Run(ctx, l.m.rdb, []string{l.keys.Lease}, l.token, l.keys.Wake).Err()
 	if err != nil {
 		l.m.cfg.logger.WarnContext(ctx, "releasing mover lease failed", slog.String("stream", l.keys.Stream), slog.Any("err", err))
 	}
@@ -541,3 +810,6 @@ func (l *lane) release(ctx context.Context) {
 
 // Prefix returns the key prefix the Engine was built with.
 func (m *Engine) Prefix() string { return m.cfg.prefix }
+
+// Shards returns the shard count the Engine was built with (see [WithShards]).
+func (m *Engine) Shards() int { return m.cfg.shards }

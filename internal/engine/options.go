@@ -31,6 +31,7 @@ type Config struct {
 	hooks     Hooks
 	callLimit time.Duration
 	retryOf   string // "" = main lane; else the group whose retry lane to promote
+	shards    int    // the queue's shard count; one lane per shard
 }
 
 // Defaults and bounds of the options.
@@ -50,13 +51,26 @@ type Hooks struct {
 	OnPromote func(lane string, moved, quarantined int, took time.Duration)
 	// OnLease is called when this mover gains (true) or loses (false) the
 	// lease of a lane. The lease is taken only for work: a lane that fell
-	// idle reports the loss at the mover's next promote call.
+	// idle reports the loss at the mover's next promote call. The main
+	// lanes of a sharded queue take no lease (see OnOwnership).
 	OnLease func(lane string, owner bool)
 	// OnError is called after every failed promote call. stuck reports an
 	// error that repeats until someone fixes the lane's keys or data (see
 	// [Counters].Stuck); a key of the wrong type arrives as an error
 	// wrapping a *stream.KeyTypeError that names it.
+	//
+	// The movers of a sharded queue also report here every failed beat of
+	// the registry of live movers, with lane set to the registry's key
+	// (stream.Layout.Movers): a mover that cannot beat owns no shard once
+	// its view is a lease TTL old.
 	OnError func(lane string, err error, stuck bool)
+	// OnOwnership is called with the shards this engine promotes (sorted)
+	// whenever that set changes; it is the new value of [Engine.Owned].
+	// The movers of a sharded queue's main lanes divide its shards between
+	// them (see [WithShards]) and report every rebalance; any other engine
+	// reports all of its shards when Run starts. Every engine reports an
+	// empty set when Run returns.
+	OnOwnership func(owned []int)
 }
 
 // WithPrefix sets the key prefix. Default stream.DefaultPrefix ("ds").
@@ -78,10 +92,13 @@ func WithBatchSize(n int) Option {
 }
 
 // WithMaxIdle sets how often an idle mover (nothing due within this long)
-// probes the head of each lane's delayed set (10 ms to 1 min). Default
+// probes the head of a lane's delayed set (10 ms to 1 min). Default
 // [DefaultMaxIdle] (1 s). It bounds lateness when a wake-up is lost and is
-// the idle cost: one ZRANGE per lane per interval. It must be shorter than
-// the lease TTL.
+// the idle cost: the probes of an engine share one budget of one ZRANGE
+// per interval, taken in turn by its idle lanes, so each of n idle lanes
+// is probed every n intervals, but at least every 30 s (or every interval
+// when that is longer). With one lane that is one probe per interval. It
+// must be shorter than the lease TTL.
 func WithMaxIdle(d time.Duration) Option {
 	return func(c *Config) error {
 		c.maxIdle = d
@@ -104,7 +121,8 @@ func WithLeaseTTL(d time.Duration) Option {
 // mover so configured runs the promote script on its own schedule. Promotion
 // stays exactly-once (the script is atomic), but Redis load grows with the
 // number of movers. Meant for tests and for a single mover that must not wait
-// out a dead predecessor's lease.
+// out a dead predecessor's lease. On a sharded queue it also keeps the mover
+// out of the registry of movers: it promotes every shard.
 func WithoutLease() Option {
 	return func(c *Config) error {
 		c.noLease = true
@@ -122,6 +140,24 @@ func WithRetryLaneOf(group string) Option {
 		}
 		c.retryOf = group
 		return nil
+	}
+}
+
+// WithShards sets the queue's shard count (1 to stream.MaxShards). Default
+// 1, an unsharded queue. The count is part of the queue: it is recorded in
+// Redis when the queue is first used, every part of the queue (producers,
+// movers, consumers) must use the same count, and Run returns an error
+// wrapping stream.ErrShardCount, having written nothing, when it differs.
+//
+// The engine builds one lane per shard: the main lanes, or with
+// [WithRetryLaneOf] the group's retry lane of every shard. The movers of
+// a sharded queue's main lanes divide the shards between them through a
+// registry of live movers in Redis, each promoting its share without
+// leases; retry lanes keep a lease per lane. See [Engine.Run].
+func WithShards(n int) Option {
+	return func(c *Config) error {
+		c.shards = n
+		return optcheck.Range(ErrInvalidOption, "shard count", n, 1, stream.MaxShards)
 	}
 }
 

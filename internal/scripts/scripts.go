@@ -44,6 +44,8 @@ var (
 	delConsumerSrc string
 	//go:embed meta.lua
 	metaSrc string
+	//go:embed movers.lua
+	moversSrc string
 )
 
 // The scripts. Those that read or write a delayed set by message id start
@@ -69,6 +71,8 @@ var (
 	Redrive     = redis.NewScript(redriveSrc)
 	DelConsumer = redis.NewScript(delConsumerSrc)
 	Meta        = redis.NewScript(metaSrc)
+	// Movers keeps the registry of a sharded queue's live movers.
+	Movers = redis.NewScript(moversSrc)
 )
 
 // Call is one invocation of a script in a pipeline.

@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// maxProbePeriod caps how long an idle lane goes without a probe of its
+// head when many lanes share an engine's probe budget (or the max idle,
+// when that is longer).
+const maxProbePeriod = 30 * time.Second
+
+// probeTiming returns, for n > 0 idle lanes, how often each is probed and
+// the shortest gap between two probes of the engine: n lanes share one
+// probe per max idle, so each is probed every n × maxIdle, but at least
+// every maxProbePeriod (or every maxIdle, when that is longer), in which
+// case the engine probes more often than once per max idle.
+func probeTiming(maxIdle time.Duration, n int) (period, gap time.Duration) {
+	period = min(maxIdle*time.Duration(n), max(maxProbePeriod, maxIdle))
+	return period, period / time.Duration(n)
+}
+
+// idleProbes is an engine's budget of idle probes. An idle lane (nothing
+// due within the max idle) probes the head of its delayed set only to
+// catch a wake-up that was lost; its probes are what an idle engine costs.
+// The lanes share the budget: turns come one gap apart (see probeTiming),
+// and each goes to the idle lane looked at longest ago, once a gap has
+// passed since it was. So an engine with one lane probes it once per max
+// idle, as an unshared probe would, and n idle lanes are probed in turn,
+// each about every n gaps, the engine about once per max idle in all. Its
+// methods are safe for concurrent use.
+type idleProbes struct {
+	maxIdle time.Duration
+	kick    chan struct{} // the idle set changed
+
+	mu    sync.Mutex
+	idle  map[*lane]time.Time // idle lanes -> when each was last looked at
+	given time.Time           // the last turn given
+}
+
+func newIdleProbes(maxIdle time.Duration) *idleProbes {
+	return &idleProbes{maxIdle: maxIdle, kick: make(chan struct{}, 1), idle: map[*lane]time.Time{}}
+}
+
+// enter counts l as idle from now, as just looked at (it has just called
+// the promote script).
+func (p *idleProbes) enter(l *lane) {
+	p.mu.Lock()
+	p.idle[l] = time.Now()
+	select { // a turn given before it left last time
+	case <-l.turn:
+	default:
+	}
+	p.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// leave stops counting l as idle. It is idempotent.
+func (p *idleProbes) leave(l *lane) {
+	p.mu.Lock()
+	delete(p.idle, l)
+	p.mu.Unlock()
+}
+
+// next returns the idle lane looked at longest ago, when it was, and how
+// many lanes are idle; nil if none is.
+func (p *idleProbes) next() (*lane, time.Time, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var (
+		pick  *lane
+		since time.Time
+	)
+	for l, t := range p.idle {
+		if pick == nil || t.Before(since) || t.Equal(since) && l.shard < pick.shard {
+			pick, since = l, t
+		}
+	}
+	return pick, since, len(p.idle)
+}
+
+// give gives l its turn if it is still idle and was last looked at at
+// since, and reports whether it did.
+func (p *idleProbes) give(l *lane, since time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t, ok := p.idle[l]; !ok || !t.Equal(since) {
+		return false
+	}
+	now := time.Now()
+	p.idle[l], p.given = now, now
+	select {
+	case l.turn <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// run gives the turns until ctx ends.
+func (p *idleProbes) run(ctx context.Context) error {
+	timer := time.NewTimer(0)
+	<-timer.C
+	defer timer.Stop()
+	for {
+		l, since, n := p.next()
+		var tc <-chan time.Time
+		if l != nil {
+			_, gap := probeTiming(p.maxIdle, n)
+			p.mu.Lock()
+			at := since.Add(gap)
+			if g := p.given.Add(gap); g.After(at) {
+				at = g
+			}
+			p.mu.Unlock()
+			timer.Reset(time.Until(at))
+			tc = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.kick:
+			timer.Stop()
+		case <-tc:
+			p.give(l, since)
+		}
+	}
+}
