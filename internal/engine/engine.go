@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/delaystream/delaystream/internal/heal"
 	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/shards"
@@ -335,6 +336,7 @@ func (m *Engine) checkShards(ctx context.Context, log *slog.Logger) error {
 	for {
 		cctx, cancel := context.WithTimeout(ctx, m.cfg.callLimit)
 		err := m.guard.Check(cctx, m.rdb)
+		heal.After(m.rdb, err)
 		cancel()
 		switch {
 		case err == nil:
@@ -470,6 +472,7 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 		err = errors.New("unexpected promote reply")
 	}
 	if err != nil {
+		heal.After(l.m.rdb, err)
 		stuck := persistent(err)
 		if stuck {
 			// A WRONGTYPE reply (or a script error wrapping one) does not
@@ -724,6 +727,7 @@ func (l *lane) sleepIdle(ctx context.Context, timer *time.Timer, head int64, red
 		}
 		h, err := l.probe(ctx)
 		if err != nil {
+			heal.After(l.m.rdb, err)
 			if ctx.Err() == nil {
 				log.DebugContext(ctx, "idle probe failed", slog.Any("err", err))
 			}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/delaystream/delaystream/internal/heal"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/stream"
 )
@@ -159,6 +160,7 @@ func (r *registry) run(ctx context.Context, log *slog.Logger) error {
 		last = time.Now()
 		tokens, err := r.beat(ctx, "beat")
 		if err != nil {
+			heal.After(r.m.rdb, err)
 			if ctx.Err() != nil {
 				return nil
 			}
