@@ -100,3 +100,23 @@ func ExampleWithPrefix() {
 	// <nil>
 	// true
 }
+
+// A queue sharded over a Redis Cluster's masters: every part of the Queue
+// (producer, mover, groups) gets the count, and every other process using
+// the queue must be built with the same. Compile-only: it needs a cluster
+// (the runnable version is examples/cluster).
+func ExampleWithShards() {
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:7000"}, MaxRedirects: 8})
+	defer rdb.Close()
+	q, err := delaystream.New(rdb, "reminders", delaystream.WithShards(16))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, err := q.Schedule(context.Background(), delaystream.Message{ID: "user:42:remind"}, delaystream.After(time.Hour))
+	if err != nil {
+		fmt.Println(err) // wraps stream.ErrShardCount if the queue was created with another count
+		return
+	}
+	fmt.Println(res.ID, "waits in shard", q.Layout().ShardOf(res.ID))
+}

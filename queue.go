@@ -70,11 +70,11 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Queue, error
 	if q.producer, err = delay.New(rdb, queue, popts...); err != nil {
 		return nil, fmt.Errorf("%w: producer: %w", ErrInvalidOption, err)
 	}
-	if q.producer.Keys() != layout.Shard(0) {
-		return nil, fmt.Errorf("%w: producer options set a prefix: use delaystream.WithPrefix", ErrInvalidOption)
-	}
 	if q.producer.Shards() != cfg.shards {
 		return nil, fmt.Errorf("%w: producer options set a shard count: use delaystream.WithShards", ErrInvalidOption)
+	}
+	if q.producer.Keys() != layout.Shard(0) {
+		return nil, fmt.Errorf("%w: producer options set a prefix: use delaystream.WithPrefix", ErrInvalidOption)
 	}
 	if reflect.TypeOf(q.producer.Codec()) != reflect.TypeOf(cfg.codec) {
 		return nil, fmt.Errorf("%w: producer options set a codec: use delaystream.WithCodec", ErrInvalidOption)
@@ -225,11 +225,11 @@ func (q *Queue) Handle(name string, h group.Handler, opts ...group.Option) (*gro
 	if err != nil {
 		return nil, fmt.Errorf("%w: group %s: %w", ErrInvalidOption, name, err)
 	}
-	if c.DeadLetters().Key() != q.layout.Shard(0).DeadLetters(name) {
-		return nil, fmt.Errorf("%w: group %s: options set a prefix: use delaystream.WithPrefix", ErrInvalidOption, name)
-	}
 	if c.Shards() != q.cfg.shards {
 		return nil, fmt.Errorf("%w: group %s: options set a shard count: use delaystream.WithShards", ErrInvalidOption, name)
+	}
+	if c.DeadLetters().Key() != q.layout.Shard(0).DeadLetters(name) {
+		return nil, fmt.Errorf("%w: group %s: options set a prefix: use delaystream.WithPrefix", ErrInvalidOption, name)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()

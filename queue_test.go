@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -172,6 +174,10 @@ func TestNewRefuses(t *testing.T) {
 		{"producer bad option", "q", []delaystream.Option{delaystream.WithProducerOptions(delay.WithMaxPayload(-1))}, "producer"},
 		{"mover prefix", "q", []delaystream.Option{delaystream.WithMoverOptions(mover.WithPrefix("other"))}, "mover options set a prefix"},
 		{"mover bad option", "q", []delaystream.Option{delaystream.WithMoverOptions(mover.WithBatchSize(0))}, "mover"},
+		{"shards", "q", []delaystream.Option{delaystream.WithShards(0)}, "shard count"},
+		{"too many shards", "q", []delaystream.Option{delaystream.WithShards(stream.MaxShards + 1)}, "shard count"},
+		{"producer shards", "q", []delaystream.Option{delaystream.WithShards(4), delaystream.WithProducerOptions(delay.WithShards(8))}, "producer options set a shard count"},
+		{"mover shards", "q", []delaystream.Option{delaystream.WithMoverOptions(mover.WithShards(2))}, "mover options set a shard count"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -190,6 +196,9 @@ func TestNewRefuses(t *testing.T) {
 	_, err = q.Handle("g", func(context.Context, *group.Message) error { return nil }, group.WithPrefix("other"))
 	require.ErrorIs(t, err, delaystream.ErrInvalidOption)
 	assert.Contains(t, err.Error(), "group g: options set a prefix")
+	_, err = q.Handle("g", func(context.Context, *group.Message) error { return nil }, group.WithShards(3))
+	require.ErrorIs(t, err, delaystream.ErrInvalidOption)
+	assert.Contains(t, err.Error(), "group g: options set a shard count")
 	_, err = q.Handle("g", nil)
 	require.ErrorIs(t, err, delaystream.ErrInvalidOption)
 
@@ -268,4 +277,70 @@ func TestQueueInspection(t *testing.T) {
 	require.Len(t, qs, 1)
 	assert.Equal(t, "orphan", qs[0].MessageID)
 	assert.Equal(t, stream.ReasonMissingEnvelope, qs[0].Reason)
+}
+
+// A sharded Queue: every part gets the count, messages of every shard
+// reach every group, and the quarantine is read across shards with
+// cursors that name the shard.
+func TestQueueSharded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	const shards = 4
+	q, err := delaystream.New(rdb, "orders", delaystream.WithPrefix(prefix), delaystream.WithShards(shards),
+		delaystream.WithDrainTimeout(time.Second), delaystream.WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, err)
+	require.Equal(t, shards, q.Layout().Shards())
+	require.Equal(t, shards, q.Producer().Shards())
+	require.Equal(t, shards, q.Mover().Shards())
+	var s seen
+	for _, g := range []string{"billing", "audit"} {
+		c, err := q.Handle(g, func(_ context.Context, m *group.Message) error {
+			s.add(g, m.ID, string(m.Payload))
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, shards, c.Shards())
+	}
+	// A foreign member in two shards' waiting sets: quarantined per shard.
+	for _, i := range []int{1, 3} {
+		require.NoError(t, rdb.ZAdd(ctx, q.Layout().Shard(i).Main().Delayed, redis.Z{Score: 1, Member: "\x07bad"}).Err())
+	}
+	want := map[string][]string{}
+	for i := range 40 {
+		msg := delaystream.Message{ID: fmt.Sprintf("order:%d", i), Payload: fmt.Appendf(nil, "p%d", i)}
+		if i%2 == 1 {
+			msg.ID = ""
+		}
+		res, err := q.Schedule(ctx, msg, delaystream.After(time.Duration(i)*5*time.Millisecond))
+		require.NoError(t, err)
+		want[res.ID] = []string{string(msg.Payload)}
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- q.Run(runCtx) }()
+	require.Eventually(t, func() bool { return s.count() == 2*len(want) }, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+	assert.Equal(t, want, s.got["billing"])
+	assert.Equal(t, want, s.got["audit"])
+	assert.Equal(t, uint64(len(want)), q.Mover().Counters().Promoted)
+
+	var got []stream.Quarantined
+	after := ""
+	for {
+		page, err := q.Quarantine(ctx, after, 1)
+		require.NoError(t, err)
+		if len(page) == 0 {
+			break
+		}
+		got = append(got, page...)
+		after = page[len(page)-1].EntryID
+	}
+	require.Len(t, got, 2)
+	assert.True(t, strings.HasSuffix(got[0].EntryID, "@1"), got[0].EntryID)
+	assert.True(t, strings.HasSuffix(got[1].EntryID, "@3"), got[1].EntryID)
+	_, err = q.Quarantine(ctx, "1-0", 1)
+	require.ErrorIs(t, err, delaystream.ErrInvalidOption, "an unqualified cursor on a sharded queue")
 }
