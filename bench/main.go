@@ -54,7 +54,7 @@ type config struct {
 	moverBatch int // 0 = library default
 }
 
-var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle"}
+var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "cluster"}
 
 func main() {
 	if len(os.Args) > 2 && os.Args[1] == childFlag {
@@ -209,11 +209,29 @@ func run(cfg config) error {
 			b.repeat(ctx, sc, sys, cfg.crashRuns, b.crash)
 		case "idle":
 			b.repeat(ctx, sc, systems, cfg.runs, b.idleCost)
+		case "cluster":
+			// delaystream only: the same queue unsharded and sharded, on a
+			// cluster of its own (or REDIS_CLUSTER_ADDRS with -allow-flush).
+			cl, err := openCluster(ctx, cfg)
+			if err != nil {
+				logf("cluster: %v", err)
+				b.res.note(sc, clusterSysName(clusterShardCounts[0]), "not run: "+err.Error())
+				continue
+			}
+			b.cl = cl
+			var sys []string
+			for _, s := range clusterShardCounts {
+				sys = append(sys, clusterSysName(s))
+			}
+			b.repeat(ctx, sc, sys, cfg.runs, b.clusterRun)
+			cl.Close()
+			b.cl = nil
 		}
 	}
 	logf("done in %s", time.Since(start).Round(time.Second))
 	fmt.Println()
 	printTable(os.Stdout, b.res, cfg)
+	printClusterTable(os.Stdout, b.res, cfg)
 	fmt.Printf("\nload average at end: %s\n", loadAvg())
 	if cfg.json {
 		b.res.printJSON(os.Stdout)

@@ -19,6 +19,7 @@ import (
 var ownCommands = map[string]bool{
 	"info": true, "config|resetstat": true, "config|get": true, "flushall": true,
 	"memory|usage": true, "memory|purge": true, "monitor": true, "dbsize": true,
+	"client|list": true,
 }
 
 // redisSnap is what INFO says at one instant.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -98,6 +99,52 @@ var metrics = []metricDef{
 	{scenario: "idle", key: "client_cmds_per_s", label: "  of which sent by clients (MONITOR)", unit: "/s", scale: 1, better: -1},
 	{scenario: "idle", key: "redis_cpu_per_s", label: "  Redis CPU while idle", unit: "ms/s", scale: 1e3, better: -1},
 	{scenario: "idle", key: "client_cpu_per_s", label: "  client CPU while idle (mover+consumer)", unit: "ms/s", scale: 1e3, better: -1},
+
+	// cluster: systems are the shard counts ("S=1", "S=16"), delaystream
+	// only; printed by printClusterTable. Costs are summed over the masters.
+	{scenario: "cluster", key: "burst_sched_rate", label: "burst: schedule rate (ScheduleBatch)", unit: "msg/s", scale: 1, better: +1},
+	{scenario: "cluster", key: "burst_e2e_rate", label: "burst: delivered msg/s (due -> last handled)", unit: "msg/s", scale: 1, better: +1},
+	{scenario: "cluster", key: "burst_deliver_rate", label: "  delivered msg/s (first -> last handled)", unit: "msg/s", scale: 1, better: +1},
+	{scenario: "cluster", key: "burst_last_after_due", label: "  due -> last handled", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "cluster", key: "burst_lat_p50", label: "burst: lateness p50", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "cluster", key: "burst_lat_p99", label: "burst: lateness p99", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "cluster", key: "burst_promote_p99", label: "  split p99: due -> appended to stream (movers)", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "cluster", key: "burst_consume_p99", label: "  split p99: appended -> handler (consumers)", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "cluster", key: "burst_early", label: "burst: early, worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "cluster", key: "burst_lost", label: "burst: lost, worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "cluster", key: "burst_dups", label: "burst: duplicates, worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "cluster", key: "burst_redis_cpu_per_msg", label: "burst: Redis CPU / delivered msg (sum over masters)", unit: "µs", scale: 1e6, better: -1},
+	{scenario: "cluster", key: "burst_cmds_per_msg", label: "burst: Redis commands / delivered msg (incl. in scripts)", unit: "", scale: 1, better: -1},
+	{scenario: "cluster", key: "burst_client_cpu_per_msg", label: "burst: client CPU / delivered msg", unit: "µs", scale: 1e6, better: -1},
+	{scenario: "cluster", key: "burst_share_min", label: "burst: least-loaded master's share of commands, % of even", unit: "%", scale: 1},
+	{scenario: "cluster", key: "burst_share_max", label: "burst: most-loaded master's share of commands, % of even", unit: "%", scale: 1},
+	{scenario: "cluster", key: "burst_conns_node_max", label: "burst: bench client's connections, busiest master (peak)", unit: "", scale: 1},
+	{scenario: "cluster", key: "burst_conns_total", label: "burst: bench client's connections, all masters (sum of peaks)", unit: "", scale: 1},
+	{scenario: "cluster", key: "trickle_lat_p50", label: "trickle: lateness p50", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "cluster", key: "trickle_lat_p99", label: "trickle: lateness p99", unit: "ms", scale: 1e3, better: -1, op: "<=", target: 5},
+	{scenario: "cluster", key: "trickle_lat_max", label: "trickle: lateness max", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "cluster", key: "trickle_promote_p50", label: "  split p50: due -> appended to stream (movers)", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "cluster", key: "trickle_promote_p99", label: "  split p99: due -> appended to stream (movers)", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "cluster", key: "trickle_consume_p50", label: "  split p50: appended -> handler (consumers)", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "cluster", key: "trickle_consume_p99", label: "  split p99: appended -> handler (consumers)", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "cluster", key: "trickle_early", label: "trickle: early (local clock), worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "cluster", key: "trickle_early_redis", label: "trickle: appended before due (Redis clock), worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "cluster", key: "trickle_lost", label: "trickle: lost, worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "cluster", key: "trickle_dups", label: "trickle: duplicates, worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "cluster", key: "trickle_redis_cpu_per_msg", label: "trickle: Redis CPU / msg (sum over masters)", unit: "µs", scale: 1e6, better: -1},
+	{scenario: "cluster", key: "trickle_cmds_per_msg", label: "trickle: Redis commands / msg (incl. in scripts)", unit: "", scale: 1, better: -1},
+	{scenario: "cluster", key: "trickle_client_cpu_per_msg", label: "trickle: client CPU / msg", unit: "µs", scale: 1e6, better: -1},
+	{scenario: "cluster", key: "trickle_share_min", label: "trickle: least-loaded master's share of commands, % of even", unit: "%", scale: 1},
+	{scenario: "cluster", key: "trickle_share_max", label: "trickle: most-loaded master's share of commands, % of even", unit: "%", scale: 1},
+	{scenario: "cluster", key: "trickle_conns_node_max", label: "trickle: bench client's connections, busiest master (peak)", unit: "", scale: 1},
+	{scenario: "cluster", key: "trickle_conns_total", label: "trickle: bench client's connections, all masters (sum of peaks)", unit: "", scale: 1},
+}
+
+// clusterCostKeys are the per-message costs whose S=16 / S=1 ratio is
+// judged against "within 20 %".
+var clusterCostKeys = map[string]bool{
+	"burst_redis_cpu_per_msg": true, "burst_cmds_per_msg": true,
+	"trickle_redis_cpu_per_msg": true, "trickle_cmds_per_msg": true,
 }
 
 // results collects run values and notes.
@@ -239,6 +286,13 @@ func (m metricDef) ratio(ds, as float64) string {
 }
 
 func printTable(w io.Writer, r *results, cfg config) {
+	other := false
+	for sc := range r.vals {
+		other = other || sc != "cluster"
+	}
+	if !other {
+		return
+	}
 	systems := []string{sysDS}
 	if cfg.asynq {
 		systems = append(systems, sysAsynq)
@@ -288,12 +342,68 @@ func printTable(w io.Writer, r *results, cfg config) {
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	tw.Flush()
-	if len(r.notes) > 0 {
-		fmt.Fprintln(w, "\nNotes:")
-		for _, n := range r.notes {
-			fmt.Fprintf(w, "  [%s/%s] %s\n", n.scenario, n.system, n.text)
+	printNotes(w, r, func(sc string) bool { return sc != "cluster" })
+}
+
+func printNotes(w io.Writer, r *results, keep func(scenario string) bool) {
+	head := false
+	for _, n := range r.notes {
+		if !keep(n.scenario) {
+			continue
 		}
+		if !head {
+			fmt.Fprintln(w, "\nNotes:")
+			head = true
+		}
+		fmt.Fprintf(w, "  [%s/%s] %s\n", n.scenario, n.system, n.text)
 	}
+}
+
+// printClusterTable prints the cluster scenario: one column per shard
+// count, and the ratio of the last to the first (for costs: > 1 = the
+// sharded queue costs more per message).
+func printClusterTable(w io.Writer, r *results, cfg config) {
+	if r.vals["cluster"] == nil && !slices.ContainsFunc(r.notes, func(n noteLine) bool { return n.scenario == "cluster" }) {
+		return
+	}
+	var systems []string
+	for _, s := range clusterShardCounts {
+		systems = append(systems, clusterSysName(s))
+	}
+	first, last := systems[0], systems[len(systems)-1]
+	fmt.Fprintf(w, "\nCluster (delaystream only; Redis Cluster of %d masters, no replicas): medians of %d runs; \"worst run\" rows show the maximum.\n", clusterMasters, cfg.runs)
+	fmt.Fprintf(w, "%s: 1 mover + 1 consumer; %s: 2 movers (sharing the shards) + 2 consumers; %d workers per consumer. Costs are summed over the masters;\n", first, last, cfg.workers)
+	fmt.Fprintf(w, "a master's share of commands is in %% of an even share (100 %% = 1/%d of all commands). Ratio = %s / %s (costs: > 1 = %s costs more per message).\n\n", clusterMasters, last, first, last)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	hdr := append([]string{"metric"}, systems...)
+	hdr = append(hdr, last+" / "+first, "within 20 %", "target", "met ("+last+")")
+	fmt.Fprintln(tw, strings.Join(hdr, "\t"))
+	for _, m := range metrics {
+		if m.scenario != "cluster" {
+			continue
+		}
+		row := []string{m.label}
+		for _, s := range systems {
+			v, _ := r.value(m, s)
+			row = append(row, fmtVal(v, m))
+		}
+		a, _ := r.value(m, first)
+		z, _ := r.value(m, last)
+		ratio, within := "", ""
+		if m.better != 0 && !math.IsNaN(a) && !math.IsNaN(z) && a != 0 {
+			ratio = fmt.Sprintf("%.2f", z/a)
+			if clusterCostKeys[m.key] {
+				within = "yes"
+				if z/a > 1.2 {
+					within = "NO"
+				}
+			}
+		}
+		row = append(row, ratio, within, m.targetString(), m.met(z))
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	tw.Flush()
+	printNotes(w, r, func(sc string) bool { return sc == "cluster" })
 }
 
 func (r *results) printJSON(w io.Writer) {
@@ -315,7 +425,7 @@ func (r *results) printJSON(w io.Writer) {
 				rs[i] = jsonNum(x)
 			}
 			line["runs"] = rs
-			if sys == sysDS && m.op != "" {
+			if (sys == sysDS || m.scenario == "cluster") && m.op != "" {
 				line["target"] = m.targetString()
 				line["met"] = m.met(v) == "yes"
 			}

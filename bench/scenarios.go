@@ -16,6 +16,7 @@ type bench struct {
 	addr  string
 	admin *redis.Client
 	res   *results
+	cl    *clusterEnv // the cluster scenario's cluster, while it runs
 }
 
 type scenarioFunc func(ctx context.Context, sys string, run int) (map[string]float64, error)
