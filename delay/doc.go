@@ -94,10 +94,27 @@
 // wrapping stream.ErrShardCount from every method that touches Redis and
 // writes nothing.
 //
+// # Durable writes
+//
+// Redis replicates asynchronously: a write acknowledged by the master is
+// lost if the master dies before a replica has it and that replica is
+// promoted. [WithReplicaAck] closes that window for the producer: every
+// write (schedule, cancel, reschedule) is followed, on the same connection
+// of the master that took it, by WAIT, and the call returns once the asked
+// number of replicas has the write or the timeout has passed. A nil error
+// then means the write is on the master and that many replicas; fewer
+// confirmations give the call's normal results with an error wrapping
+// [ErrNotReplicated] (the write stands on the master; under [Keep] a
+// message with its own id can be scheduled again safely). The cost is a
+// master-to-replica round trip per call (per master for a batch).
+// Promotion and consumption do not wait: after a failover a message the
+// replica had not received yet may be delivered again (at least once),
+// never lost once the producer's call was confirmed.
+//
 // # Concurrency and ownership
 //
-// A Queue is safe for concurrent use, starts no goroutines and holds no
-// resources of its own. It borrows the redis.UniversalClient it is given
+// A Queue is safe for concurrent use, starts no goroutines that outlive a
+// call and holds no resources of its own. It borrows the redis.UniversalClient it is given
 // (a single server, Sentinel or Cluster client) and never closes it. Every
 // key of a queue shard carries the shard's hash tag (see package stream),
 // so every script runs on Redis Cluster.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -213,4 +214,43 @@ func ExampleWithShards() {
 	// order:5002:cancel waits in ds:1:{orders:0.1}:z
 	// 4 shards, 3 waiting
 	// true
+}
+
+// Under WithReplicaAck every write waits (WAIT) until replicas of its
+// master have it, so that it survives a failover. A server without
+// replicas (here miniredis, whose WAIT answers 0 at once) cannot confirm:
+// the write is made and its result returned, with an error wrapping
+// ErrNotReplicated. Scheduling again with the same id under Keep is safe.
+func ExampleWithReplicaAck() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+
+	q, err := delay.New(rdb, "orders", delay.WithReplicaAck(1, 100*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	res, err := q.Schedule(ctx, delay.Message{ID: "order:5001:cancel"}, delay.After(30*time.Minute))
+	switch {
+	case errors.Is(err, delay.ErrNotReplicated):
+		// "... on master <addr>: 0 of 1 replicas confirmed within 100ms; the write is on the master but ..."
+		_, detail, _ := strings.Cut(err.Error(), mr.Addr()+": ")
+		detail, _, _ = strings.Cut(detail, ";")
+		fmt.Println(res.Outcome, "on the master, but", detail)
+	case err != nil:
+		fmt.Println(err)
+		return
+	}
+	_, err = q.Get(ctx, "order:5001:cancel")
+	fmt.Println("waiting:", err == nil)
+	// Output:
+	// created on the master, but 0 of 1 replicas confirmed within 100ms
+	// waiting: true
 }

@@ -22,6 +22,7 @@ type config struct {
 	policy     Policy
 	batchSize  int
 	shards     int
+	ack        ackConfig // WithReplicaAck; zero: writes do not wait for replicas
 }
 
 // Limits on what a producer accepts. They keep every script call bounded.

@@ -18,8 +18,9 @@ import (
 )
 
 // Queue schedules messages for later delivery. It is safe for concurrent
-// use, starts no goroutines and holds no resources of its own: it borrows
-// the Redis client and never closes it.
+// use, starts no goroutines that outlive a call (a durable batch over
+// several Cluster masters sends to them at once) and holds no resources of
+// its own: it borrows the Redis client and never closes it.
 //
 // A Queue of S shards (see [WithShards]) writes each message to the shard
 // of its id. Before its first call to Redis it checks that the shard count
@@ -61,6 +62,9 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Queue, error
 		shards:     1,
 	}
 	if err := optcheck.Apply(ErrInvalidOption, &cfg, opts); err != nil {
+		return nil, err
+	}
+	if err := checkAckClient(rdb, &cfg); err != nil {
 		return nil, err
 	}
 	layout, err := stream.NewLayout(cfg.prefix, queue, cfg.shards)
@@ -109,16 +113,22 @@ type Item struct {
 // is already waiting is handled by the duplicate policy; with [Reject] the
 // error is [ErrDuplicate]. Invalid input returns an error wrapping
 // [ErrInvalidMessage] and writes nothing; so does a shard count that
-// differs from the queue's (stream.ErrShardCount).
+// differs from the queue's (stream.ErrShardCount). Under [WithReplicaAck],
+// a write that too few replicas confirmed returns its Result with an error
+// wrapping [ErrNotReplicated].
 func (q *Queue) Schedule(ctx context.Context, msg Message, when When) (Result, error) {
 	res, err := q.ScheduleBatch(ctx, []Item{{Message: msg, When: when}})
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return Result{}, err
 	}
 	if res[0].Outcome == Rejected {
-		return res[0], fmt.Errorf("schedule %s: %w", res[0].ID, ErrDuplicate)
+		dup := fmt.Errorf("schedule %s: %w", res[0].ID, ErrDuplicate)
+		if err != nil {
+			return res[0], fmt.Errorf("%w; %w", dup, err)
+		}
+		return res[0], dup
 	}
-	return res[0], nil
+	return res[0], err // nil, or ErrNotReplicated with the result
 }
 
 // ScheduleBatch schedules many messages. Each message goes to the shard
@@ -137,8 +147,13 @@ func (q *Queue) Schedule(ctx context.Context, msg Message, when When) (Result, e
 // others are [Unknown], and the error names the first failed call. A
 // generated id is known once Redis has answered (its time part is the due
 // time): an [Unknown] result of a message without an id has an empty ID.
+// Under [WithReplicaAck] each master's calls are followed by WAIT on their
+// connection; if a master's replicas fall short, every result is still
+// filled in and the error wraps [ErrNotReplicated] (with a failed call's
+// error too, if one failed).
 func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, error) {
 	results := make([]Result, len(items))
+	var replErr error // under WithReplicaAck: the writes were not confirmed
 	p, err := q.plan(items, results)
 	if err != nil {
 		return nil, err
@@ -150,9 +165,12 @@ func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, erro
 	if err == nil {
 		calls, byScript := q.calls(items, results, &p)
 		var cmds []*redis.Cmd
-		if byScript == nil {
+		switch {
+		case q.cfg.ack.replicas > 0:
+			cmds, replErr = q.runAcked(ctx, func(c int) *redis.Script { return p.chunks[c].script() }, calls)
+		case byScript == nil:
 			cmds, err = scripts.RunPipelined(ctx, q.rdb, p.chunks[0].script(), calls)
-		} else {
+		default:
 			cmds, err = runPipelinedMixed(ctx, q.rdb, byScript, calls)
 		}
 		if err == nil {
@@ -164,9 +182,15 @@ func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, erro
 			results[i].ID = ""
 		}
 	}
-	if err != nil {
+	switch {
+	case err != nil && replErr != nil:
+		heal.After(q.rdb, err)
+		return results, fmt.Errorf("schedule %s: %w; %w", q.name, err, replErr)
+	case err != nil:
 		heal.After(q.rdb, err)
 		return results, fmt.Errorf("schedule %s: %w", q.name, err)
+	case replErr != nil:
+		return results, fmt.Errorf("schedule %s: %w", q.name, replErr)
 	}
 	return results, nil
 }
@@ -436,6 +460,8 @@ func (q *Queue) fillResults(items []Item, results []Result, p *batchPlan, cmds [
 // already cancelled, or already promoted to the stream). Cancel and
 // promotion are atomic with respect to each other: a message is either
 // cancelled or delivered, never both. It calls the shard of id only.
+// Under [WithReplicaAck], a cancel (true) that too few replicas confirmed
+// also returns an error wrapping [ErrNotReplicated].
 func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 	if err := ValidateID(id); err != nil {
 		return false, fmt.Errorf("cancel: %w", err)
@@ -444,10 +470,14 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 		return false, fmt.Errorf("cancel %s: %w", id, err)
 	}
 	l := &q.lanes[q.layout.ShardOf(id)]
-	n, err := scripts.Cancel.Run(ctx, q.rdb, l.lookup, id).Int64()
+	cmd, replErr := q.run(ctx, scripts.Cancel, l.lookup, id)
+	n, err := cmd.Int64()
 	if err != nil {
 		heal.After(q.rdb, err)
 		return false, fmt.Errorf("cancel %s: %w", id, err)
+	}
+	if n == 1 && replErr != nil {
+		return true, fmt.Errorf("cancel %s: %w", id, replErr)
 	}
 	return n == 1, nil
 }
@@ -455,7 +485,9 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 // Reschedule moves the due time of the waiting message id to when and
 // returns the new due time. It returns [ErrNotFound] if the message is not
 // waiting (for example because it is already due and promoted). It calls
-// the shard of id only.
+// the shard of id only. Under [WithReplicaAck], a move that too few
+// replicas confirmed returns the new due time with an error wrapping
+// [ErrNotReplicated].
 func (q *Queue) Reschedule(ctx context.Context, id string, when When) (time.Time, error) {
 	if err := ValidateID(id); err != nil {
 		return time.Time{}, fmt.Errorf("reschedule: %w", err)
@@ -468,13 +500,17 @@ func (q *Queue) Reschedule(ctx context.Context, id string, when When) (time.Time
 		return time.Time{}, fmt.Errorf("reschedule %s: %w", id, err)
 	}
 	l := &q.lanes[q.layout.ShardOf(id)]
-	due, err := scripts.Reschedule.Run(ctx, q.rdb, l.lookup, id, w, l.lane.Wake).Int64()
+	cmd, replErr := q.run(ctx, scripts.Reschedule, l.lookup, id, w, l.lane.Wake)
+	due, err := cmd.Int64()
 	if err != nil {
 		heal.After(q.rdb, err)
 		return time.Time{}, fmt.Errorf("reschedule %s: %w", id, err)
 	}
 	if due < 0 {
 		return time.Time{}, fmt.Errorf("reschedule %s: %w", id, ErrNotFound)
+	}
+	if replErr != nil {
+		return time.UnixMilli(due), fmt.Errorf("reschedule %s: %w", id, replErr)
 	}
 	return time.UnixMilli(due), nil
 }

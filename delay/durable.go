@@ -1,0 +1,388 @@
+package delay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delaystream/delaystream/internal/optcheck"
+	"github.com/delaystream/delaystream/internal/scripts"
+)
+
+// ErrNotReplicated is wrapped by the error of a write made under
+// [WithReplicaAck] when fewer replicas than asked confirmed it within the
+// timeout, or when their confirmation could not be read. The write itself
+// was made on the master and the call's other results (ids, due times,
+// outcomes) are valid; what is not known is whether it survives a failover:
+// if the master fails before a replica has the write, the promoted replica
+// does not have it and the message is lost. The error says how many
+// replicas of how many confirmed, on which master.
+//
+// Scheduling the same messages again with their own ids under the [Keep]
+// policy is safe (a message still waiting is kept, one that was lost is
+// written again); messages with generated ids would be scheduled twice.
+var ErrNotReplicated = errors.New("delay: write not confirmed by enough replicas")
+
+// Bounds of WithReplicaAck.
+const (
+	maxAckReplicas = 16
+	minAckTimeout  = time.Millisecond
+	maxAckTimeout  = time.Minute
+)
+
+// ackConfig is the replication a write waits for; replicas 0 = none.
+type ackConfig struct {
+	replicas int
+	timeout  time.Duration // whole milliseconds (WAIT's unit)
+}
+
+// WithReplicaAck makes every write of the producer (Schedule,
+// ScheduleBatch, Cancel, Reschedule; also through [Typed]) wait until at
+// least replicas replicas of the master that took it have confirmed it, or
+// until timeout, with Redis's WAIT: the write's script calls and a WAIT
+// are sent in one pipeline on one connection of that master (WAIT covers
+// only the writes of its own connection). replicas must be 1 to 16 and
+// timeout 1 ms to 1 min (rounded up to a whole millisecond). Default:
+// off, a write returns as soon as the master has it.
+//
+// Redis replicates asynchronously: without this option a write the master
+// acknowledged can be lost when the master dies and a replica that had not
+// received it yet is promoted. With it, a call that returns a nil error
+// has its write on at least replicas replicas, so it survives the failover
+// of its master (a promoted replica is one of them unless more replicas
+// fail). When fewer confirm within the timeout, the call returns its
+// normal results and an error wrapping [ErrNotReplicated]; it does not
+// undo the write. A call that reports nothing written (a Cancel that
+// returns false, a Reschedule of a message that is not waiting) does not
+// report it. WAIT does not make Redis strongly consistent: a write
+// confirmed by a replica can still be lost if that replica also fails, or
+// is not the one promoted.
+//
+// Cost: one master-to-replica round trip per call, added to every write
+// (measured with a local replica: p50 of a single Schedule about doubles;
+// see the integration test TestFailoverLossDurable). Batches pay it once
+// per master, not per message.
+//
+// The client must be a *redis.Client (a single server, or a Sentinel
+// client from redis.NewFailoverClient, which is a *redis.Client talking to
+// the current master) or a *redis.ClusterClient. With a Cluster client
+// each call goes to the master of its keys (ClusterClient.MasterForKey)
+// and a batch spanning several masters sends one pipeline per master, at
+// once, each ending with its WAIT; calls a master refuses with MOVED (its
+// slot moved, as after a failover) are sent again to the node the reply
+// names, with the cluster's slot map reloaded, up to 3 times (an ASK
+// reply, during a slot migration, is not followed: the call did not run
+// and fails with it). Those node
+// pipelines bypass hooks added to the ClusterClient itself (not those
+// added with its OnNewNode). Any other client (a redis.Ring, a wrapper)
+// cannot guarantee that WAIT follows the write on the same connection, so
+// New refuses it with an error wrapping [ErrInvalidOption].
+//
+// If the timeout does not fit in the client's ReadTimeout (with a second
+// to spare), the WAIT follows the pipeline as its own command on the same
+// connection, one more round trip. The record of the queue's shard count,
+// written once on the queue's first use, is not waited for.
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return func(c *config) error {
+		if err := optcheck.Range(ErrInvalidOption, "replicas to wait for", replicas, 1, maxAckReplicas); err != nil {
+			return err
+		}
+		if err := optcheck.Range(ErrInvalidOption, "replica wait timeout", timeout, minAckTimeout, maxAckTimeout); err != nil {
+			return err
+		}
+		if r := timeout % time.Millisecond; r != 0 {
+			timeout += time.Millisecond - r
+		}
+		c.ack = ackConfig{replicas: replicas, timeout: timeout}
+		return nil
+	}
+}
+
+// checkAckClient refuses, under WithReplicaAck, a client on which the
+// producer cannot send a WAIT on the connection of its writes.
+func checkAckClient(rdb redis.UniversalClient, c *config) error {
+	if c.ack.replicas == 0 {
+		return nil
+	}
+	switch rdb.(type) {
+	case *redis.Client, *redis.ClusterClient:
+		return nil
+	}
+	return fmt.Errorf("%w: WithReplicaAck needs a *redis.Client or *redis.ClusterClient (WAIT must follow the writes on their connection), got %T", ErrInvalidOption, rdb)
+}
+
+// maxAckRedirects bounds how often a durable write follows a MOVED reply.
+const maxAckRedirects = 3
+
+// pipelineSlack is the time a pipeline's replies other than WAIT's may
+// take: a WAIT goes inside the pipeline only if its timeout plus this fits
+// in the client's ReadTimeout, which bounds reading every reply.
+const pipelineSlack = time.Second
+
+// run runs script s once with keys and args, like s.Run; under
+// WithReplicaAck on the master of keys followed by a WAIT. The second
+// result is the replication error (wrapping ErrNotReplicated), reported
+// apart from the call's own.
+func (q *Queue) run(ctx context.Context, s *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
+	if q.cfg.ack.replicas == 0 {
+		return s.Run(ctx, q.rdb, keys, args...), nil
+	}
+	cmds, replErr := q.runAcked(ctx, func(int) *redis.Script { return s }, []scripts.Call{{Keys: keys, Args: args}})
+	return cmds[0], replErr
+}
+
+// waitResult is what the WAITs after one master's calls said.
+type waitResult struct {
+	addr      string
+	confirmed int64 // fewest replicas a counted WAIT confirmed; -1 when none counted
+	err       error // a counted WAIT failed
+}
+
+// runAcked runs call i with scriptOf(i), each call on the master of its
+// keys: every master's calls in one pipeline that ends with WAIT on the
+// same connection, the masters' pipelines at once. Calls a master refuses
+// with MOVED are sent again to the node the reply names, with the slot map
+// reloaded (Cluster client only, up to maxAckRedirects times). It returns each
+// call's reply (its error in it, as scripts.RunPipelined does) and an error
+// wrapping ErrNotReplicated when a master's WAIT fell short or failed.
+// A WAIT counts only if at least one call before it on its connection
+// succeeded: a round whose calls all failed wrote nothing to wait for.
+func (q *Queue) runAcked(ctx context.Context, scriptOf func(i int) *redis.Script, calls []scripts.Call) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(calls))
+	pending := make([]int, len(calls))
+	for i := range pending {
+		pending[i] = i
+	}
+	cluster, _ := q.rdb.(*redis.ClusterClient)
+	var (
+		waits []waitResult
+		moved map[int]string // call -> the address its last MOVED named
+	)
+	for attempt := 0; ; attempt++ {
+		nodes, idx := q.byMaster(ctx, calls, pending, cmds, q.redirects(ctx, cluster, moved))
+		res := make([]waitResult, len(nodes))
+		if len(nodes) == 1 {
+			res[0] = q.sendNode(ctx, nodes[0], scriptOf, calls, idx[0], cmds)
+		} else {
+			var wg sync.WaitGroup
+			for n := range nodes {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res[n] = q.sendNode(ctx, nodes[n], scriptOf, calls, idx[n], cmds)
+				}()
+			}
+			wg.Wait()
+		}
+		waits = append(waits, res...)
+		if cluster == nil || attempt == maxAckRedirects || ctx.Err() != nil {
+			break
+		}
+		pending = pending[:0]
+		moved = map[int]string{}
+		for _, ix := range idx {
+			for _, i := range ix {
+				// MOVED <slot> <addr>: refused, the call did not run.
+				if f := strings.Fields(errString(cmds[i].Err())); len(f) == 3 && f[0] == "MOVED" {
+					pending = append(pending, i)
+					moved[i] = f[2]
+				}
+			}
+		}
+		if len(pending) == 0 {
+			break
+		}
+	}
+	return cmds, q.replicationError(waits)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// redirects returns, for the calls of moved, the client of the node their
+// MOVED reply named, and reloads the cluster's slot map: ForEachShard
+// reloads it before it visits the nodes (ReloadState only schedules a
+// reload), so MasterForKey then answers from the new map too. The node
+// named is used even if the map, read from a node that has not heard of
+// the failover yet, still says otherwise. Nil when moved is empty.
+func (q *Queue) redirects(ctx context.Context, cluster *redis.ClusterClient, moved map[int]string) map[int]*redis.Client {
+	if len(moved) == 0 {
+		return nil
+	}
+	var mu sync.Mutex
+	byAddr := map[string]*redis.Client{}
+	_ = cluster.ForEachShard(ctx, func(_ context.Context, node *redis.Client) error {
+		mu.Lock()
+		byAddr[node.Options().Addr] = node
+		mu.Unlock()
+		return nil
+	})
+	out := make(map[int]*redis.Client, len(moved))
+	for i, addr := range moved {
+		if node := byAddr[addr]; node != nil {
+			out[i] = node
+		}
+	}
+	return out
+}
+
+// byMaster groups the calls pending by the master of their keys (or the
+// node in to, where a MOVED reply named one): idx[n] holds the calls of
+// nodes[n], in order. A call whose master cannot be found gets the error
+// as its reply and is left out.
+func (q *Queue) byMaster(ctx context.Context, calls []scripts.Call, pending []int, cmds []*redis.Cmd, to map[int]*redis.Client) (nodes []*redis.Client, idx [][]int) {
+	switch c := q.rdb.(type) {
+	case *redis.Client:
+		return []*redis.Client{c}, [][]int{append([]int(nil), pending...)}
+	case *redis.ClusterClient:
+		at := map[*redis.Client]int{}
+		for _, i := range pending {
+			node := to[i]
+			if node == nil {
+				var err error
+				if node, err = c.MasterForKey(ctx, calls[i].Keys[0]); err != nil {
+					cmds[i] = failedCmd(ctx, fmt.Errorf("master of %s: %w", calls[i].Keys[0], err))
+					continue
+				}
+			}
+			n, ok := at[node]
+			if !ok {
+				n = len(nodes)
+				at[node] = n
+				nodes = append(nodes, node)
+				idx = append(idx, nil)
+			}
+			idx[n] = append(idx[n], i)
+		}
+		return nodes, idx
+	}
+	// New refuses other clients under WithReplicaAck.
+	for _, i := range pending {
+		cmds[i] = failedCmd(ctx, fmt.Errorf("%w: client %T", ErrInvalidOption, q.rdb))
+	}
+	return nil, nil
+}
+
+func failedCmd(ctx context.Context, err error) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	cmd.SetErr(err)
+	return cmd
+}
+
+// sendNode sends the calls idx to node, followed by WAIT. EVALSHA does not
+// fall back to EVAL inside a pipeline: calls answered NOSCRIPT (they did
+// not run: the node never saw the script, or its cache was flushed) are
+// sent again with EVAL, which carries the script (and caches it), with
+// their own WAIT, as Script.Run falls back for scripts.RunPipelined.
+func (q *Queue) sendNode(ctx context.Context, node *redis.Client, scriptOf func(int) *redis.Script, calls []scripts.Call, idx []int, cmds []*redis.Cmd) waitResult {
+	res := waitResult{addr: node.Options().Addr, confirmed: -1}
+	q.sendRound(ctx, node, scriptOf, calls, idx, cmds, &res, false)
+	var retry []int
+	for _, i := range idx {
+		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+			retry = append(retry, i)
+		}
+	}
+	if len(retry) > 0 {
+		q.sendRound(ctx, node, scriptOf, calls, retry, cmds, &res, true)
+	}
+	return res
+}
+
+// sendRound sends the calls idx (with EVALSHA, or EVAL if eval) and a
+// WAIT on one connection of node and notes in res what the WAIT said, if
+// it counts.
+func (q *Queue) sendRound(ctx context.Context, node *redis.Client, scriptOf func(int) *redis.Script, calls []scripts.Call, idx []int, cmds []*redis.Cmd, res *waitResult, eval bool) {
+	fill := func(p redis.Pipeliner) error {
+		for _, i := range idx {
+			if eval {
+				cmds[i] = scriptOf(i).Eval(ctx, p, calls[i].Keys, calls[i].Args...)
+			} else {
+				cmds[i] = scriptOf(i).EvalSha(ctx, p, calls[i].Keys, calls[i].Args...)
+			}
+		}
+		return nil
+	}
+	ack := q.cfg.ack
+	var wait *redis.IntCmd
+	if rt := node.Options().ReadTimeout; rt <= 0 || ack.timeout+pipelineSlack <= rt {
+		// A *redis.Client pipeline is written and read on one connection.
+		pipe := node.Pipeline()
+		_ = fill(pipe)
+		// Pipeliner lacks Wait; the reply is read under the pipeline's deadline.
+		wait = redis.NewIntCmd(ctx, "wait", ack.replicas, ack.timeout.Milliseconds())
+		_ = pipe.Process(ctx, wait)
+		_, _ = pipe.Exec(ctx) // each reply keeps its error
+	} else {
+		// The WAIT would outlast the pipeline's read deadline: send it
+		// alone (with its own deadline) on the same, pinned connection.
+		conn := node.Conn()
+		defer conn.Close()
+		_, _ = conn.Pipelined(ctx, fill)
+		if !anySucceeded(idx, cmds) {
+			return
+		}
+		wait = conn.Wait(ctx, ack.replicas, ack.timeout)
+	}
+	if !anySucceeded(idx, cmds) {
+		return
+	}
+	n, err := wait.Result()
+	switch {
+	case err != nil:
+		if res.err == nil {
+			res.err = err
+		}
+	case res.confirmed < 0 || n < res.confirmed:
+		res.confirmed = n
+	}
+}
+
+func anySucceeded(idx []int, cmds []*redis.Cmd) bool {
+	for _, i := range idx {
+		if cmds[i].Err() == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// replicationError returns an error wrapping ErrNotReplicated describing
+// the masters whose WAIT fell short or failed, nil when there are none.
+func (q *Queue) replicationError(waits []waitResult) error {
+	want := int64(q.cfg.ack.replicas)
+	masters := map[string]bool{}
+	var short []waitResult
+	for _, w := range waits {
+		if w.err == nil && w.confirmed < 0 {
+			continue // nothing written there
+		}
+		masters[w.addr] = true
+		if w.err != nil || w.confirmed < want {
+			short = append(short, w)
+		}
+	}
+	if len(short) == 0 {
+		return nil
+	}
+	where := "master " + short[0].addr
+	if len(masters) > 1 {
+		where = fmt.Sprintf("%d of %d masters, the first %s", len(short), len(masters), short[0].addr)
+	}
+	const lost = "the write is on the master but is lost if the master fails before a replica has it"
+	if w := short[0]; w.err != nil {
+		return fmt.Errorf("%w: on %s: WAIT failed (%d of %d replicas confirmed as far as known); %s: %w",
+			ErrNotReplicated, where, max(w.confirmed, 0), want, lost, w.err)
+	}
+	return fmt.Errorf("%w: on %s: %d of %d replicas confirmed within %s; %s",
+		ErrNotReplicated, where, short[0].confirmed, want, q.cfg.ack.timeout, lost)
+}
