@@ -26,6 +26,10 @@ import (
 // Scheduling the same messages again with their own ids under the [Keep]
 // policy is safe (a message still waiting is kept, one that was lost is
 // written again); messages with generated ids would be scheduled twice.
+// A retry that finds its message waiting (Kept) writes nothing, so its
+// WAIT covers only what its connection wrote before: for a confirmation
+// that covers the message itself, retry with [Replace] and the due time
+// the first call returned ([At]), which rewrites the same message.
 var ErrNotReplicated = errors.New("delay: write not confirmed by enough replicas")
 
 // Bounds of WithReplicaAck.
@@ -63,10 +67,13 @@ type ackConfig struct {
 // confirmed by a replica can still be lost if that replica also fails, or
 // is not the one promoted.
 //
-// Cost: one master-to-replica round trip per call, added to every write
-// (measured with a local replica: p50 of a single Schedule about doubles;
-// see the integration test TestFailoverLossDurable). Batches pay it once
-// per master, not per message.
+// Cost: the master's round trip to its replicas, added to every call;
+// a batch pays it once per master, not per message. Measured on 2 cores
+// with Redis 7.0, a Cluster master and its replica on the same host, one
+// caller: a single Schedule took p50 170 µs, p99 560 µs, against 100 µs
+// and 330 µs without; with 32 concurrent callers, both about 2 ms at p50
+// (the integration test TestFailoverLossDurable logs both). Over a network
+// add the replica's round trip.
 //
 // The client must be a *redis.Client (a single server, or a Sentinel
 // client from redis.NewFailoverClient, which is a *redis.Client talking to
@@ -77,11 +84,11 @@ type ackConfig struct {
 // slot moved, as after a failover) are sent again to the node the reply
 // names, with the cluster's slot map reloaded, up to 3 times (an ASK
 // reply, during a slot migration, is not followed: the call did not run
-// and fails with it). Those node
-// pipelines bypass hooks added to the ClusterClient itself (not those
-// added with its OnNewNode). Any other client (a redis.Ring, a wrapper)
-// cannot guarantee that WAIT follows the write on the same connection, so
-// New refuses it with an error wrapping [ErrInvalidOption].
+// and fails with it). Those node pipelines bypass hooks added to the
+// ClusterClient itself (not those added with its OnNewNode). Any other
+// client (a redis.Ring, a wrapper) cannot guarantee that WAIT follows the
+// write on the same connection, so New refuses it with an error wrapping
+// [ErrInvalidOption].
 //
 // If the timeout does not fit in the client's ReadTimeout (with a second
 // to spare), the WAIT follows the pipeline as its own command on the same
