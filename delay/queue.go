@@ -75,7 +75,7 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Queue, error
 		lanes: make([]laneArgs, layout.Shards()), cfg: cfg}
 	for i := range q.lanes {
 		l := layout.Shard(i).Main()
-		q.lanes[i] = laneArgs{lane: l, zset: []string{l.Delayed}, lookup: []string{l.Delayed, l.Envelopes}, wake: l.Wake}
+		q.lanes[i] = laneArgs{lane: l, zset: []string{l.Delayed}, lookup: []string{l.Delayed, l.Envelopes}, wake: scripts.Channel(l.Wake, l.Sharded)}
 	}
 	return q, nil
 }
@@ -500,7 +500,7 @@ func (q *Queue) Reschedule(ctx context.Context, id string, when When) (time.Time
 		return time.Time{}, fmt.Errorf("reschedule %s: %w", id, err)
 	}
 	l := &q.lanes[q.layout.ShardOf(id)]
-	cmd, replErr := q.run(ctx, scripts.Reschedule, l.lookup, id, w, l.lane.Wake)
+	cmd, replErr := q.run(ctx, scripts.Reschedule, l.lookup, id, w, l.wake)
 	due, err := cmd.Int64()
 	if err != nil {
 		heal.After(q.rdb, err)

@@ -324,7 +324,8 @@ func (d *DeadLetters) redrive(ctx context.Context, delay time.Duration, entryIDs
 				continue
 			}
 			if args == nil {
-				args = []any{delay.Milliseconds(), d.shards[shard].retry.Wake, string([]byte{wire.Magic, wire.Version})}
+				retry := d.shards[shard].retry
+				args = []any{delay.Milliseconds(), scripts.Channel(retry.Wake, retry.Sharded), string([]byte{wire.Magic, wire.Version})}
 			}
 			env := ""
 			if dl, ok := dls[entryIDs[i]]; ok && dl.Decoded {

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/delaystream/delaystream/internal/heal"
+	"github.com/delaystream/delaystream/internal/shardsub"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -79,46 +79,37 @@ func (a *arrivals) take(from, max int, out []int) []int {
 	return out
 }
 
-// listen marks the streams announced on the queue's and the group's
-// arrivals channels until ctx ends or ps is closed.
-func (rd *reader) listen(ctx context.Context, ps *redis.PubSub, a *arrivals) {
+// listen marks the streams announced on the arrivals channels of every
+// shard's main lane and of the group's retry lanes until ctx ends. The
+// channels are shard channels, subscribed with one connection per node
+// that holds shards; every (re)subscription marks every stream, since
+// announcements made while it was down are lost.
+func (rd *reader) listen(ctx context.Context, a *arrivals) error {
 	c := rd.r.c
-	mainCh := c.layout.Arrivals("")
-	ch := ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(arrivalsPoll))
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case msg, ok := <-ch:
-			if !ok {
-				return
-			}
-			switch msg := msg.(type) {
-			case *redis.Message:
-				i, err := strconv.Atoi(msg.Payload)
-				if err != nil || i < 0 || i >= len(c.shards) {
-					continue // not ours to read
-				}
-				if msg.Channel == mainCh {
-					a.mark(2 * i)
-				} else {
-					a.mark(2*i + 1)
-				}
-			case *redis.Subscription:
-				// A (re)subscription: announcements made while the
-				// connection was down are lost, so read everything.
-				if msg.Kind == "subscribe" {
-					a.markAll()
-				}
-			}
-		}
+	byChan := make(map[string]int, 2*len(c.shards))
+	groups := make([][]string, 0, len(c.shards))
+	for _, sh := range c.shards {
+		byChan[sh.main.Arrivals] = 2 * sh.i
+		byChan[sh.retry.Arrivals] = 2*sh.i + 1
+		groups = append(groups, []string{sh.main.Arrivals, sh.retry.Arrivals})
 	}
+	return shardsub.Run(ctx, c.rdb, shardsub.Config{
+		Groups: groups,
+		OnMessage: func(ch, _ string) {
+			if i, ok := byChan[ch]; ok {
+				a.mark(i)
+			}
+		},
+		OnReset: a.markAll,
+		Health:  arrivalsPoll,
+		Logger:  rd.r.log,
+	})
 }
 
 // readShards is the intake of a sharded queue. XREADGROUP can block on
 // several streams only within one slot, and a blocking read per shard
 // would hold a connection per shard; so the reader waits for the movers'
-// announcements (one pub/sub connection), then reads the announced
+// announcements (one pub/sub connection per node), then reads the announced
 // streams without blocking, in one pipeline (one round trip per node),
 // sharing the room between them: a shard with a backlog gets its share
 // and is read again next round, and cannot starve the others.
@@ -127,11 +118,10 @@ func (rd *reader) readShards(ctx context.Context) error {
 	streams := c.streams()
 	a := newArrivals(len(streams))
 	a.markAll()
-	ps := c.rdb.Subscribe(ctx, c.layout.Arrivals(""), c.layout.Arrivals(c.group))
-	defer ps.Close()
 	lctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go rd.listen(lctx, ps, a)
+	listened := make(chan struct{})
+	defer func() { stop(); <-listened }()
+	go func() { defer close(listened); _ = rd.listen(lctx, a) }()
 
 	poll := time.NewTicker(arrivalsPoll)
 	defer poll.Stop()

@@ -70,7 +70,7 @@ func (s *settler) retry(ctx context.Context, m *Message, env *codec.Envelope, he
 	due, err := scripts.Retry.Run(ctx, c.rdb,
 		[]string{m.Stream, lane.Delayed, lane.Envelopes},
 		c.group, m.EntryID, wire.RetryMember(m.ID, m.EntryID), wire.MarshalEnvelope(&next),
-		wait.Milliseconds(), lane.Wake).Int64()
+		wait.Milliseconds(), scripts.Channel(lane.Wake, lane.Sharded)).Int64()
 	if err != nil {
 		// The entry stays pending; it is reclaimed after the visibility timeout.
 		heal.After(c.rdb, err)

@@ -104,7 +104,7 @@ func TestShardedMovers(t *testing.T) {
 		pipe.HSet(ctx, lane.Envelopes, id, wire.MarshalEnvelope(&codec.Envelope{Payload: []byte(id), Attempt: 1}))
 	}
 	for i := range n {
-		pipe.Publish(ctx, layout.Shard(i).Main().Wake, due)
+		pipe.SPublish(ctx, layout.Shard(i).Main().Wake, due) // a sharded lane's wake channel is a shard channel
 	}
 	_, err = pipe.Exec(ctx)
 	require.NoError(t, err)

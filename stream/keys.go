@@ -46,8 +46,9 @@ func ValidateName(what, s string) error {
 // Keys names the Redis keys of one shard of a queue. Build it with [NewKeys];
 // the zero value is not usable.
 type Keys struct {
-	base string // "<prefix>:1:{<tag>}"
-	tag  string
+	base    string // "<prefix>:1:{<tag>}"
+	tag     string
+	sharded bool // a shard of a queue with more than one
 }
 
 // NewKeys returns the keys of shard i of a queue split into n shards
@@ -63,11 +64,11 @@ func NewKeys(prefix, queue string, i, n int) (Keys, error) {
 	if n < 1 || n > MaxShards || i < 0 || i >= n {
 		return Keys{}, fmt.Errorf("%w: shard %d of %d (1 to %d shards)", ErrInvalidName, i, n, MaxShards)
 	}
-	return newKeys(prefix, shardTag(queue, i, n)), nil
+	return newKeys(prefix, shardTag(queue, i, n), n > 1), nil
 }
 
-func newKeys(prefix, tag string) Keys {
-	return Keys{base: prefix + ":" + LayoutVersion + ":{" + tag + "}", tag: tag}
+func newKeys(prefix, tag string, sharded bool) Keys {
+	return Keys{base: prefix + ":" + LayoutVersion + ":{" + tag + "}", tag: tag, sharded: sharded}
 }
 
 // MaxShards is the most shards a queue may have.
@@ -122,14 +123,19 @@ func (k Keys) Retry(group string) Lane { return k.lane(k.base + ":r:" + group) }
 func (k Keys) DeadLetters(group string) string { return k.base + ":d:" + group }
 
 func (k Keys) lane(p string) Lane {
-	return Lane{
+	l := Lane{
 		Delayed:    p + ":z",
 		Envelopes:  p + ":m",
 		Stream:     p + ":s",
 		Quarantine: p + ":x",
 		Lease:      p + ":l",
 		Wake:       p + ":w",
+		Sharded:    k.sharded,
 	}
+	if k.sharded {
+		l.Arrivals = p + ":n"
+	}
+	return l
 }
 
 // Lane is one delayed set and the stream it is promoted into. A queue shard
@@ -142,4 +148,16 @@ type Lane struct {
 	Quarantine string // STREAM: entries that could not be promoted, with a reason
 	Lease      string // STRING: token of the mover that promotes this lane
 	Wake       string // pub/sub channel: due time of a newly scheduled earlier entry
+	// Arrivals is the channel on which the movers of a sharded queue
+	// announce entries appended to the lane's stream (payload: the shard
+	// number), so that consumers read the streams that have work instead of
+	// polling them all; "" in an unsharded queue, whose consumers block on
+	// its one stream.
+	Arrivals string
+	// Sharded reports that the lane belongs to a shard of a queue with more
+	// than one. Its channels (Wake, Arrivals) are then shard channels
+	// (SPUBLISH / SSUBSCRIBE, Redis 7.0), which a Cluster delivers from the
+	// node that holds the shard instead of relaying to every node; an
+	// unsharded lane's Wake is a classic channel (PUBLISH / SUBSCRIBE).
+	Sharded bool
 }

@@ -34,7 +34,7 @@ func NewLayout(prefix, queue string, n int) (*Layout, error) {
 		return l, nil
 	}
 	for i := range n {
-		l.shards[i] = newKeys(prefix, shardTag(queue, i, n))
+		l.shards[i] = newKeys(prefix, shardTag(queue, i, n), true)
 	}
 	return l, nil
 }
@@ -69,18 +69,6 @@ func (l *Layout) Movers() string { return l.home.base + ":o" }
 // queue announce that they joined or left, so that the others rebalance at
 // once.
 func (l *Layout) MoversChannel() string { return l.home.base + ":o:w" }
-
-// Arrivals returns the pub/sub channel on which movers of a sharded queue
-// announce entries appended to a shard's stream (payload: the shard
-// number), so that consumers read the shards that have work instead of
-// polling them all. group "" names the main lane's channel; otherwise the
-// channel of group's retry lanes.
-func (l *Layout) Arrivals(group string) string {
-	if group == "" {
-		return l.home.base + ":n"
-	}
-	return l.home.base + ":n:" + group
-}
 
 // ErrShardCount is wrapped by the error a part of a queue returns at its
 // first call when the shard count it was built with differs from the one

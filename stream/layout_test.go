@@ -22,8 +22,18 @@ func TestLayoutUnshardedIsTheOldLayout(t *testing.T) {
 	assert.Equal(t, 0, l.ShardOf("anything"))
 	assert.Equal(t, "ds:1:{orders}:q", l.Meta())
 	assert.Equal(t, "ds:1:{orders}:o", l.Movers())
-	assert.Equal(t, "ds:1:{orders}:n", l.Arrivals(""))
-	assert.Equal(t, "ds:1:{orders}:n:billing", l.Arrivals("billing"))
+	assert.Empty(t, l.Shard(0).Main().Arrivals, "an unsharded queue announces no arrivals")
+	assert.False(t, l.Shard(0).Main().Sharded)
+
+	s, err := stream.NewLayout("ds", "orders", 4)
+	require.NoError(t, err)
+	k3 := s.Shard(3)
+	main, retry := k3.Main(), k3.Retry("billing")
+	assert.True(t, main.Sharded && retry.Sharded)
+	assert.Equal(t, "ds:1:{"+k3.Tag()+"}:n", main.Arrivals)
+	assert.Equal(t, "ds:1:{"+k3.Tag()+"}:r:billing:n", retry.Arrivals)
+	assert.Equal(t, wire.Slot(main.Stream), wire.Slot(main.Arrivals), "a lane's channels are in its shard's slot")
+	assert.Equal(t, wire.Slot(main.Stream), wire.Slot(retry.Wake))
 }
 
 // Shard i's tag hashes near the centre of the i-th of n equal slot ranges, so that the

@@ -20,6 +20,7 @@ import (
 	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/shards"
+	"github.com/delaystream/delaystream/internal/shardsub"
 	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/stream"
 )
@@ -128,7 +129,7 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Engine, erro
 			// Consumers of a sharded queue wait for these announcements
 			// instead of polling every shard. An unsharded queue's lane
 			// publishes nothing: its consumers block on its stream.
-			l.arrivals, l.shardArg = layout.Arrivals(cfg.retryOf), strconv.Itoa(i)
+			l.arrivals, l.shardArg = scripts.Channel(keys.Arrivals, true), strconv.Itoa(i)
 		}
 		m.lanes[i] = l
 		m.all[i] = i
@@ -204,66 +205,103 @@ func (m *Engine) Run(ctx context.Context) error {
 	}
 	log.DebugContext(ctx, "mover started", slog.Int("lanes", len(m.lanes)))
 
-	chans := make([]string, 0, len(m.lanes)+1)
+	var (
+		chans  []string   // classic channels
+		groups [][]string // shard channels, one slot per group
+	)
 	byChan := make(map[string]*lane, len(m.lanes))
 	for _, l := range m.lanes {
-		chans = append(chans, l.keys.Wake)
+		if l.keys.Sharded {
+			groups = append(groups, []string{l.keys.Wake})
+		} else {
+			chans = append(chans, l.keys.Wake)
+		}
 		byChan[l.keys.Wake] = l
 		l.wake = make(chan int64, 1)
 	}
 	if m.reg != nil {
 		chans = append(chans, m.reg.channel)
 	}
-	// One connection for every wake channel and the movers channel. On a
-	// Cluster, a classic PUBLISH reaches every node, so any node will do.
-	ps := m.rdb.Subscribe(ctx, chans...)
+	// One connection for the classic channels (an unsharded lane's wake
+	// channel, the movers channel); on a Cluster a classic PUBLISH reaches
+	// every node, so any node will do. A sharded queue's wake channels are
+	// shard channels, with one connection per node that holds shards.
+	var ps *redis.PubSub
+	if len(chans) > 0 {
+		ps = m.rdb.Subscribe(ctx, chans...)
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		// A lost wake-up costs at most a lane's idle probe period, so a
-		// slow health check keeps the idle cost low.
-		ch := ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(30 * time.Second))
-		for {
-			select {
-			case <-gctx.Done():
-				return nil
-			case msg, ok := <-ch:
-				if !ok {
-					return nil
-				}
-				switch msg := msg.(type) {
-				case *redis.Message:
-					if m.reg != nil && msg.Channel == m.reg.channel {
-						if msg.Payload != m.token { // not our own announcement
-							m.reg.announced()
+	if len(groups) > 0 {
+		g.Go(func() error {
+			return shardsub.Run(gctx, m.rdb, shardsub.Config{
+				Groups: groups,
+				OnMessage: func(ch, payload string) {
+					if l := byChan[ch]; l != nil {
+						if due, err := strconv.ParseInt(payload, 10, 64); err == nil {
+							l.notify(due)
 						}
-						continue
 					}
-					l := byChan[msg.Channel]
-					if l == nil {
-						continue
-					}
-					due, err := strconv.ParseInt(msg.Payload, 10, 64)
-					if err != nil {
-						continue
-					}
-					l.notify(due)
-				case *redis.Subscription:
-					if msg.Kind != "subscribe" {
-						continue
-					}
-					// A (re)subscription: messages published while the
-					// connection was down are lost, so look now rather
-					// than at the next idle probe or beat.
-					if m.reg != nil && msg.Channel == m.reg.channel {
-						m.reg.announced()
-					} else if l := byChan[msg.Channel]; l != nil {
+				},
+				// Wake-ups published while the subscriptions were down
+				// are lost: look now rather than at the next idle probe.
+				OnReset: func() {
+					for _, l := range m.lanes {
 						l.notify(resubscribed)
+					}
+				},
+				Health: 30 * time.Second,
+				Logger: log,
+			})
+		})
+	}
+	if len(chans) > 0 {
+		g.Go(func() error {
+			// A lost wake-up costs at most a lane's idle probe period, so a
+			// slow health check keeps the idle cost low.
+			ch := ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(30 * time.Second))
+			for {
+				select {
+				case <-gctx.Done():
+					return nil
+				case msg, ok := <-ch:
+					if !ok {
+						return nil
+					}
+					switch msg := msg.(type) {
+					case *redis.Message:
+						if m.reg != nil && msg.Channel == m.reg.channel {
+							if msg.Payload != m.token { // not our own announcement
+								m.reg.announced()
+							}
+							continue
+						}
+						l := byChan[msg.Channel]
+						if l == nil {
+							continue
+						}
+						due, err := strconv.ParseInt(msg.Payload, 10, 64)
+						if err != nil {
+							continue
+						}
+						l.notify(due)
+					case *redis.Subscription:
+						if msg.Kind != "subscribe" {
+							continue
+						}
+						// A (re)subscription: messages published while the
+						// connection was down are lost, so look now rather
+						// than at the next idle probe or beat.
+						if m.reg != nil && msg.Channel == m.reg.channel {
+							m.reg.announced()
+						} else if l := byChan[msg.Channel]; l != nil {
+							l.notify(resubscribed)
+						}
 					}
 				}
 			}
-		}
-	})
+		})
+	}
 	g.Go(func() error { return m.probes.run(gctx) })
 	if m.reg != nil {
 		g.Go(func() error { return m.reg.run(gctx, log) })
@@ -275,7 +313,9 @@ func (m *Engine) Run(ctx context.Context) error {
 		g.Go(func() error { return l.run(gctx, log) })
 	}
 	err := g.Wait()
-	_ = ps.Close()
+	if ps != nil {
+		_ = ps.Close()
+	}
 
 	relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
@@ -805,7 +845,7 @@ func (l *lane) release(ctx context.Context) {
 	if l.token == "" || !l.owner.Load() {
 		return
 	}
-	err := scripts.Release.Run(ctx, l.m.rdb, []string{l.keys.Lease}, l.token, l.keys.Wake).Err()
+	err := scripts.Release.Run(ctx, l.m.rdb, []string{l.keys.Lease}, l.token, scripts.Channel(l.keys.Wake, l.keys.Sharded)).Err()
 	if err != nil {
 		l.m.cfg.logger.WarnContext(ctx, "releasing mover lease failed", slog.String("stream", l.keys.Stream), slog.Any("err", err))
 	}

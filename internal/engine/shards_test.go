@@ -92,13 +92,13 @@ func TestPromoteArgs(t *testing.T) {
 		{"one shard, retry lane", []Option{WithRetryLaneOf("g")}, 0, func(m *Engine) []any { return []any{256, m.token, int64(1250), hdr} }},
 		{"one shard, without lease", []Option{WithoutLease()}, 0, func(m *Engine) []any { return []any{256, "", int64(1250), hdr} }},
 		{"sharded main lane", []Option{WithShards(4)}, 2, func(m *Engine) []any {
-			return []any{256, "", int64(1250), hdr, layout.Arrivals(""), "2"}
+			return []any{256, "", int64(1250), hdr, " "+layout.Shard(2).Main().Arrivals, "2"}
 		}},
 		{"sharded retry lane", []Option{WithShards(4), WithRetryLaneOf("g")}, 3, func(m *Engine) []any {
-			return []any{256, m.token, int64(1250), hdr, layout.Arrivals("g"), "3"}
+			return []any{256, m.token, int64(1250), hdr, " "+layout.Shard(3).Retry("g").Arrivals, "3"}
 		}},
 		{"sharded, without lease", []Option{WithShards(4), WithoutLease()}, 1, func(m *Engine) []any {
-			return []any{256, "", int64(1250), hdr, layout.Arrivals(""), "1"}
+			return []any{256, "", int64(1250), hdr, " "+layout.Shard(1).Main().Arrivals, "1"}
 		}},
 	}
 	for _, tt := range tests {
@@ -439,7 +439,7 @@ func put(t *testing.T, rdb redis.UniversalClient, layout *stream.Layout, msgs []
 	// After the writes: a Cluster pipeline sends to each node at once, and
 	// a wake-up that overtook its entry would be lost.
 	for i, h := range head {
-		pipe.Publish(ctx, layout.Shard(i).Main().Wake, strconv.FormatInt(h, 10))
+		pipe.SPublish(ctx, layout.Shard(i).Main().Wake, strconv.FormatInt(h, 10))
 	}
 	_, err = pipe.Exec(ctx)
 	require.NoError(t, err)
@@ -633,9 +633,9 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// The lanes of a sharded queue announce appended entries on the queue's
-// arrivals channel, with their shard number: the main lanes on the main
-// channel, retry lanes on their group's. Retry lanes keep a lease per lane.
+// The lanes of a sharded queue announce appended entries on their arrivals
+// channel, a shard channel (SPUBLISH), with their shard number. Retry lanes
+// keep a lease per lane.
 func TestShardsArrivals(t *testing.T) {
 	t.Parallel()
 	for _, group := range []string{"", "g"} {
@@ -646,15 +646,14 @@ func TestShardsArrivals(t *testing.T) {
 			prefix := redistest.Prefix(t)
 			layout, err := stream.NewLayout(prefix, "q", 4)
 			require.NoError(t, err)
-			ps := rdb.Subscribe(ctx, layout.Arrivals(group))
-			t.Cleanup(func() { _ = ps.Close() })
-			_, err = ps.Receive(ctx)
-			require.NoError(t, err)
-
 			lane := layout.Shard(2).Main()
 			if group != "" {
 				lane = layout.Shard(2).Retry(group)
 			}
+			ps := rdb.SSubscribe(ctx, lane.Arrivals)
+			t.Cleanup(func() { _ = ps.Close() })
+			_, err = ps.Receive(ctx)
+			require.NoError(t, err)
 			env := wire.MarshalEnvelope(&codec.Envelope{Payload: []byte("x"), Attempt: 1})
 			require.NoError(t, rdb.ZAdd(ctx, lane.Delayed, redis.Z{Member: "x", Score: 1}).Err())
 			require.NoError(t, rdb.HSet(ctx, lane.Envelopes, "x", env).Err())
@@ -683,8 +682,12 @@ func TestShardsArrivals(t *testing.T) {
 				assert.False(t, ok, "the main lanes of a sharded queue take no lease")
 			} else {
 				assert.Equal(t, []int{0, 1, 2, 3}, m.Owned(), "a retry engine looks at every shard")
-				owner, ok := leases.Load(lane.Stream)
-				assert.True(t, ok && owner.(bool), "a retry lane takes its lease for work")
+				// The hook runs after the call returns, which may be after
+				// the announcement arrived.
+				assert.Eventually(t, func() bool {
+					owner, ok := leases.Load(lane.Stream)
+					return ok && owner.(bool)
+				}, 5*time.Second, time.Millisecond, "a retry lane takes its lease for work")
 				reg, err := rdb.Exists(ctx, layout.Movers()).Result()
 				require.NoError(t, err)
 				assert.Zero(t, reg, "retry lanes use no registry")

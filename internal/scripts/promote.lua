@@ -153,7 +153,7 @@ if n > 0 then
   end
 end
 if moved > 0 and ARGV[5] and ARGV[5] ~= '' then
-  redis.call('PUBLISH', ARGV[5], ARGV[6])
+  publish(ARGV[5], ARGV[6])
 end
 local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local nextDue = -1

@@ -49,6 +49,6 @@ for i = 4, #ARGV, 2 do
   end
 end
 if earliest then
-  redis.call('PUBLISH', ARGV[2], due)
+  publish(ARGV[2], due)
 end
 return out

@@ -8,7 +8,7 @@
 -- Returns 1 if the lease was released, 0 if the caller did not hold it.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], '0')
+  publish(ARGV[2], '0')
   return 1
 end
 return 0

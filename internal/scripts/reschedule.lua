@@ -28,7 +28,7 @@ redis.call('ZADD', KEYS[1], score, id)
 if ARGV[3] ~= '' then
   local head = redis.call('ZRANGE', KEYS[1], 0, 0)
   if head[1] == id then
-    redis.call('PUBLISH', ARGV[3], score)
+    publish(ARGV[3], score)
   end
 end
 return due

@@ -23,6 +23,6 @@ local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 redis.call('ZADD', KEYS[2], due, ARGV[3])
 redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
 if head[2] == nil or due < tonumber(head[2]) then
-  redis.call('PUBLISH', ARGV[6], due)
+  publish(ARGV[6], due)
 end
 return due

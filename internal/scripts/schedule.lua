@@ -157,6 +157,6 @@ send('ZREM', KEYS[1], zrem, nr)
 send('ZADD', KEYS[1], zargs, nz)
 send('HSET', KEYS[2], hargs, nh)
 if ARGV[1] ~= '' and earliest and (headDue == nil or earliest < headDue) then
-  redis.call('PUBLISH', ARGV[1], string.format('%d', earliest))
+  publish(ARGV[1], string.format('%d', earliest))
 end
 return out

@@ -46,6 +46,6 @@ for i = 1, 2 * n, 2000 do
   redis.call('ZADD', KEYS[1], unpack(zargs, i, math.min(i + 1999, 2 * n)))
 end
 if ARGV[1] ~= '' and earliest and (head[2] == nil or earliest < tonumber(head[2])) then
-  redis.call('PUBLISH', ARGV[1], string.format('%d', earliest))
+  publish(ARGV[1], string.format('%d', earliest))
 end
 return out

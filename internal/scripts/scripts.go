@@ -14,6 +14,8 @@ import (
 var (
 	//go:embed ids.lua
 	idsSrc string
+	//go:embed publish.lua
+	publishSrc string
 	//go:embed schedule.lua
 	scheduleSrc string
 	//go:embed schedule_generated.lua
@@ -53,27 +55,38 @@ var (
 // packed) and the functions that find a message by id. Run them with Script.Run (EVALSHA with EVAL fallback); inside a
 // pipeline use [RunPipelined], which loads them first.
 var (
-	Schedule = redis.NewScript(idsSrc + scheduleSrc)
+	Schedule = redis.NewScript(publishSrc + idsSrc + scheduleSrc)
 	// ScheduleGenerated is Schedule's fast path for calls in which every
 	// message has a generated id.
-	ScheduleGenerated = redis.NewScript(scheduleGeneratedSrc)
-	Promote           = redis.NewScript(idsSrc + promoteSrc)
-	Release           = redis.NewScript(releaseSrc)
+	ScheduleGenerated = redis.NewScript(publishSrc + scheduleGeneratedSrc)
+	Promote           = redis.NewScript(publishSrc + idsSrc + promoteSrc)
+	Release           = redis.NewScript(publishSrc + releaseSrc)
 	Cancel            = redis.NewScript(idsSrc + cancelSrc)
-	Reschedule        = redis.NewScript(idsSrc + rescheduleSrc)
+	Reschedule        = redis.NewScript(publishSrc + idsSrc + rescheduleSrc)
 	Get               = redis.NewScript(idsSrc + getSrc)
 	Stats             = redis.NewScript(statsSrc)
 
-	Retry       = redis.NewScript(retrySrc)
+	Retry       = redis.NewScript(publishSrc + retrySrc)
 	Dead        = redis.NewScript(deadSrc)
 	Extend      = redis.NewScript(extendSrc)
 	Trim        = redis.NewScript(trimSrc)
-	Redrive     = redis.NewScript(redriveSrc)
+	Redrive     = redis.NewScript(publishSrc + redriveSrc)
 	DelConsumer = redis.NewScript(delConsumerSrc)
 	Meta        = redis.NewScript(metaSrc)
 	// Movers keeps the registry of a sharded queue's live movers.
 	Movers = redis.NewScript(moversSrc)
 )
+
+// Channel returns the script argument that names a lane's pub/sub channel:
+// the name itself, or, for a shard channel (a sharded queue's lanes, see
+// stream.Lane.Sharded), the name after a space, which publish.lua sends
+// with SPUBLISH. "" stays "" (publish nothing).
+func Channel(name string, shard bool) string {
+	if !shard || name == "" {
+		return name
+	}
+	return " " + name
+}
 
 // Call is one invocation of a script in a pipeline.
 type Call struct {

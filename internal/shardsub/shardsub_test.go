@@ -1,0 +1,194 @@
+package shardsub
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+
+// recorder collects what Run reports.
+type recorder struct {
+	mu     sync.Mutex
+	msgs   map[string][]string
+	resets int
+}
+
+func newRecorder() *recorder { return &recorder{msgs: map[string][]string{}} }
+
+func (r *recorder) config(groups [][]string) Config {
+	return Config{
+		Groups: groups,
+		OnMessage: func(ch, p string) {
+			r.mu.Lock()
+			r.msgs[ch] = append(r.msgs[ch], p)
+			r.mu.Unlock()
+		},
+		OnReset: func() {
+			r.mu.Lock()
+			r.resets++
+			r.mu.Unlock()
+		},
+		Health: time.Second,
+	}
+}
+
+func (r *recorder) got(ch string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.msgs[ch]...)
+}
+
+func (r *recorder) resetCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.resets
+}
+
+// groupsOf returns n groups of two channels each, one hash tag per group.
+func groupsOf(prefix string, n int) [][]string {
+	var gs [][]string
+	for i := range n {
+		tag := fmt.Sprintf("{%s:%d}", prefix, i)
+		gs = append(gs, []string{tag + ":a", tag + ":b"})
+	}
+	return gs
+}
+
+// start runs Run until the test ends and waits for every node's first
+// reset (all subscribed).
+func start(t *testing.T, rdb redis.UniversalClient, cfg Config, r *recorder, nodes int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, rdb, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Error("Run did not return within 5 s of its context's end")
+		}
+	})
+	require.Eventually(t, func() bool { return r.resetCount() >= nodes }, 10*time.Second, 5*time.Millisecond)
+}
+
+// publishAll publishes tag i's two channels, with pub.
+func publishAll(t *testing.T, ctx context.Context, groups [][]string, pub func(ch, msg string) error, round int) {
+	t.Helper()
+	for _, g := range groups {
+		for _, ch := range g {
+			require.NoError(t, pub(ch, fmt.Sprint(round)))
+		}
+	}
+}
+
+func waitAll(t *testing.T, r *recorder, groups [][]string, want int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, g := range groups {
+			for _, ch := range g {
+				if len(r.got(ch)) < want {
+					return false
+				}
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond)
+}
+
+func TestStandaloneResubscribesAfterKill(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	groups := groupsOf(prefix, 5)
+	r := newRecorder()
+	start(t, rdb, r.config(groups), r, 1)
+	require.Equal(t, 1, r.resetCount())
+
+	pub := func(ch, m string) error { return rdb.SPublish(ctx, ch, m).Err() }
+	publishAll(t, ctx, groups, pub, 1)
+	waitAll(t, r, groups, 1)
+
+	// Kill the subscriber's connection: Run resubscribes and reports a reset.
+	n, err := rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Int()
+	require.NoError(t, err)
+	require.Positive(t, n)
+	require.Eventually(t, func() bool { return r.resetCount() >= 2 }, 10*time.Second, 5*time.Millisecond)
+	publishAll(t, ctx, groups, pub, 2)
+	waitAll(t, r, groups, 2)
+	for _, g := range groups {
+		for _, ch := range g {
+			require.Equal(t, "2", r.got(ch)[len(r.got(ch))-1], ch)
+		}
+	}
+}
+
+func TestClusterOneConnectionPerNode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, err := redistest.SpawnCluster(3, 0)
+	require.NoError(t, err, "a local cluster needs redis-server (apt-get install -y redis-server)")
+	t.Cleanup(c.Stop)
+	rdb := c.Client()
+	groups := groupsOf("q", 24) // 24 slots spread over the 3 masters
+	nodesUsed := map[string]bool{}
+	for _, g := range groups {
+		m, err := rdb.MasterForKey(ctx, g[0])
+		require.NoError(t, err)
+		nodesUsed[m.Options().Addr] = true
+	}
+	require.Len(t, nodesUsed, 3, "the groups' slots should cover every master")
+
+	r := newRecorder()
+	start(t, rdb, r.config(groups), r, 3)
+	pub := func(ch, m string) error { return rdb.SPublish(ctx, ch, m).Err() }
+	publishAll(t, ctx, groups, pub, 1)
+	waitAll(t, r, groups, 1)
+
+	// One pub/sub connection on each master, whatever the number of slots.
+	err = rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		list, err := m.ClientList(ctx).Result()
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, line := range strings.Split(list, "\n") {
+			if strings.Contains(line, "ssub=") && !strings.Contains(line, "ssub=0") {
+				n++
+			}
+		}
+		if n != 1 {
+			return fmt.Errorf("%s: %d connections with shard subscriptions, want 1", m.Options().Addr, n)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}
+
+func TestClassicFallbackWithoutShardChannels(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	groups := groupsOf("q", 3)
+	r := newRecorder()
+	start(t, rdb, r.config(groups), r, 1)
+	pub := func(ch, m string) error { return rdb.Publish(ctx, ch, m).Err() }
+	publishAll(t, ctx, groups, pub, 7)
+	waitAll(t, r, groups, 1)
+	require.Equal(t, []string{"7"}, r.got(groups[2][1]))
+}
