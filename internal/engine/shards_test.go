@@ -92,13 +92,13 @@ func TestPromoteArgs(t *testing.T) {
 		{"one shard, retry lane", []Option{WithRetryLaneOf("g")}, 0, func(m *Engine) []any { return []any{256, m.token, int64(1250), hdr} }},
 		{"one shard, without lease", []Option{WithoutLease()}, 0, func(m *Engine) []any { return []any{256, "", int64(1250), hdr} }},
 		{"sharded main lane", []Option{WithShards(4)}, 2, func(m *Engine) []any {
-			return []any{256, "", int64(1250), hdr, " "+layout.Shard(2).Main().Arrivals, "2"}
+			return []any{256, "", int64(1250), hdr, " " + layout.Shard(2).Main().Arrivals, "2"}
 		}},
 		{"sharded retry lane", []Option{WithShards(4), WithRetryLaneOf("g")}, 3, func(m *Engine) []any {
-			return []any{256, m.token, int64(1250), hdr, " "+layout.Shard(3).Retry("g").Arrivals, "3"}
+			return []any{256, m.token, int64(1250), hdr, " " + layout.Shard(3).Retry("g").Arrivals, "3"}
 		}},
 		{"sharded, without lease", []Option{WithShards(4), WithoutLease()}, 1, func(m *Engine) []any {
-			return []any{256, "", int64(1250), hdr, " "+layout.Shard(1).Main().Arrivals, "1"}
+			return []any{256, "", int64(1250), hdr, " " + layout.Shard(1).Main().Arrivals, "1"}
 		}},
 	}
 	for _, tt := range tests {
