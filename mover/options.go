@@ -43,8 +43,9 @@ type Hooks struct {
 	//
 	// The movers of a sharded queue also report here every failed beat of
 	// the registry of live movers, with lane set to the registry's key
-	// (stream.Layout.Movers): a mover that cannot beat promotes no shard
-	// once its view is a lease TTL old.
+	// (stream.Layout.Movers): a mover that cannot beat keeps promoting the
+	// shards of its last view (every shard if it never had one) until a
+	// beat succeeds.
 	OnError func(lane string, err error, stuck bool)
 	// OnOwnership is called with the shards this mover promotes (sorted)
 	// whenever that set changes; it is the new value of [Mover.Owned]. The

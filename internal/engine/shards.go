@@ -49,7 +49,8 @@ type registry struct {
 
 // ownership is a mover's view of its share: valid until a lease TTL after
 // the beat that returned it was sent (its own registration lasts at least
-// that long), unless a later beat renews it.
+// that long), unless a later beat renews it; when no beat succeeded for
+// that long, the view is kept until one does (see run).
 type ownership struct {
 	shards []int  // owned, sorted
 	has    []bool // has[i]: shard i owned
@@ -60,6 +61,19 @@ type ownership struct {
 func newRegistry(m *Engine, layout *stream.Layout) *registry {
 	return &registry{m: m, key: layout.Movers(), channel: layout.MoversChannel(), ttl: m.cfg.leaseTTL,
 		poke: make(chan struct{}, 1)}
+}
+
+// noLapse is the end of a view kept while the registry is unreachable:
+// it holds until a beat succeeds.
+var noLapse = time.Unix(1<<40, 0)
+
+// all returns every shard.
+func (r *registry) all() []int {
+	out := make([]int, len(r.m.lanes))
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 // valid reports whether v is the view in force at now.
@@ -132,8 +146,8 @@ func (r *registry) run(ctx context.Context, log *slog.Logger) error {
 	every := r.ttl / 3
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	lapse := time.NewTimer(time.Hour)
-	lapse.Stop()
+	// Until a first beat succeeds, or a TTL after the last one did.
+	lapse := time.NewTimer(r.ttl)
 	defer lapse.Stop()
 	backoff := min(50*time.Millisecond, every)
 	var last time.Time // when the last beat was sent
@@ -149,11 +163,20 @@ func (r *registry) run(ctx context.Context, log *slog.Logger) error {
 			}
 			continue
 		case <-lapse.C:
-			// No beat succeeded for a TTL: others may have taken over this
-			// mover's shards; promote none until a beat succeeds.
-			log.WarnContext(ctx, "mover registration not renewed for a lease TTL: promoting no shard until it is",
-				slog.String("registry", r.key), slog.Duration("ttl", r.ttl))
-			r.apply(ctx, log, nil, 0, time.Time{})
+			// No beat succeeded for a TTL: the registry is unreachable (its
+			// node failed, a network split) or broken. Others may have
+			// taken over this mover's shards, or may be in the same state;
+			// keep promoting the last known share (every shard if none was
+			// ever known) until a beat succeeds, so that the shards whose
+			// nodes are healthy stay promoted. Two movers on one shard cost
+			// calls, never a duplicate: each promotion is one atomic script.
+			keep, movers := r.all(), 0
+			if v := r.view.Load(); v != nil {
+				keep, movers = v.shards, v.movers
+			}
+			log.WarnContext(ctx, "mover registration not renewed for a lease TTL: promoting the last known share of shards until it is",
+				slog.String("registry", r.key), slog.Duration("ttl", r.ttl), slog.Int("shards", len(keep)))
+			r.apply(ctx, log, keep, movers, noLapse)
 			continue
 		case <-timer.C:
 		}
@@ -203,7 +226,7 @@ func (r *registry) failed(ctx context.Context, log *slog.Logger, err error, retr
 	f.n++
 	switch {
 	case stuck && (!f.stuck || now.Sub(f.logged) >= stuckLogEvery):
-		log.ErrorContext(ctx, "mover registry stuck: beats fail until its key is fixed, and this mover promotes no shard",
+		log.ErrorContext(ctx, "mover registry stuck: beats fail until its key is fixed; this mover promotes its last known share meanwhile",
 			slog.String("registry", r.key), slog.Any("err", err), slog.Int("failures", f.n), slog.Time("since", f.since))
 		f.stuck, f.logged = true, now
 	case !stuck && (f.n == 1 || now.Sub(f.logged) >= transientLogEvery):
