@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -125,22 +126,104 @@ func (rd *reader) readShards(ctx context.Context) error {
 
 	poll := time.NewTicker(arrivalsPoll)
 	defer poll.Stop()
+	// Streams whose read failed (their node is down, failing over) leave
+	// the shared pipeline, whose reply waits for its slowest node: after a
+	// backoff a goroutine checks them with XLEN, and those that answer are
+	// read again; the others go on being read meanwhile.
 	backoff := 50 * time.Millisecond
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
 	var (
-		from  int
-		picks []int
+		from     int
+		picks    []int
+		deferred []int
+		failing  = make([]bool, len(streams)) // the last read of stream i failed
+		nfailing int
 	)
+	type probe struct {
+		ok, still []int // deferred streams that answered, that did not
+		err       error // the first failure
+	}
+	probed := make(chan probe, 1)
+	probing := false
+	defer func() {
+		if probing {
+			<-probed
+		}
+	}()
+	again := func() {
+		if probing || len(deferred) == 0 {
+			return
+		}
+		probing = true
+		check := slices.Clone(deferred)
+		deferred = deferred[:0]
+		go func() {
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+			defer cancel()
+			pipe := c.rdb.Pipeline()
+			cmds := make([]*redis.IntCmd, len(check))
+			for k, i := range check {
+				cmds[k] = pipe.XLen(pctx, streams[i])
+			}
+			_, _ = pipe.Exec(pctx)
+			var p probe
+			for k, i := range check {
+				if err := cmds[k].Err(); err != nil {
+					p.still = append(p.still, i)
+					if p.err == nil {
+						p.err = err
+					}
+				} else {
+					p.ok = append(p.ok, i)
+				}
+			}
+			probed <- p
+		}()
+	}
+	checked := func(p probe) {
+		probing = false
+		for _, i := range p.ok {
+			failing[i] = false
+			nfailing--
+			a.mark(i)
+		}
+		deferred = append(deferred, p.still...)
+		if len(p.still) > 0 {
+			heal.After(c.rdb, p.err)
+			retry.Reset(backoff)
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}
 	for ctx.Err() == nil {
 		n := rd.waitRoom(ctx)
 		if n == 0 {
 			return nil
 		}
+		select {
+		case <-retry.C:
+			again()
+		case p := <-probed:
+			checked(p)
+		default:
+		}
 		picks = a.take(from, int(n), picks)
+		if nfailing > 0 && len(picks) > 0 {
+			// A failing stream is read again once its check answers.
+			if picks = slices.DeleteFunc(picks, func(i int) bool { return failing[i] }); len(picks) == 0 {
+				continue // take the other dirty streams, if any
+			}
+		}
 		if len(picks) == 0 {
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-a.kick:
+			case <-retry.C:
+				again()
+			case p := <-probed:
+				checked(p)
 			case <-poll.C:
 				a.markAll()
 			}
@@ -166,9 +249,17 @@ func (rd *reader) readShards(ctx context.Context) error {
 		for k, i := range picks {
 			res, err := cmds[k].Result()
 			if err != nil && !errors.Is(err, redis.Nil) {
-				a.mark(i) // read it again after the backoff
+				deferred = append(deferred, i) // read it again after the backoff
 				failed = err
+				if !failing[i] {
+					failing[i] = true
+					nfailing++
+				}
 				continue
+			}
+			if failing[i] {
+				failing[i] = false
+				nfailing--
 			}
 			for _, s := range res {
 				if int64(len(s.Messages)) >= per {
@@ -178,7 +269,9 @@ func (rd *reader) readShards(ctx context.Context) error {
 			}
 		}
 		if failed == nil {
-			backoff = 50 * time.Millisecond
+			if nfailing == 0 {
+				backoff = 50 * time.Millisecond
+			}
 			continue
 		}
 		heal.After(c.rdb, failed)
@@ -190,7 +283,7 @@ func (rd *reader) readShards(ctx context.Context) error {
 		} else if ctx.Err() == nil {
 			r.log.WarnContext(ctx, "xreadgroup failed", slog.Any("err", failed), slog.Duration("retry_in", backoff))
 		}
-		sleepCtx(ctx, backoff)
+		retry.Reset(backoff)
 		backoff = min(2*backoff, 2*time.Second)
 	}
 	return nil

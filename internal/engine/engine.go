@@ -10,6 +10,7 @@ import (
 	mrand "math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,7 +45,8 @@ type Engine struct {
 	probes *idleProbes // the idle probes' shared budget
 	all    []int       // every shard number
 
-	inFlight chan struct{} // a slot per promote call or probe in flight (maxInFlight)
+	flightMu sync.Mutex
+	inFlight map[string]chan struct{} // by node address: a slot per promote call or probe in flight (maxInFlight)
 
 	// noLeave makes Run return without releasing its leases or leaving
 	// the registry, as a mover that crashed would (tests only).
@@ -105,7 +107,7 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Engine, erro
 	_, _ = rand.Read(tok[:])
 	m := &Engine{rdb: rdb, queue: queue, cfg: cfg, token: hex.EncodeToString(tok[:]),
 		layout: layout, guard: shards.NewGuard(layout, "mover"), probes: newIdleProbes(cfg.maxIdle),
-		inFlight: make(chan struct{}, maxInFlight)}
+		inFlight: map[string]chan struct{}{}}
 	sharded := cfg.shards > 1
 	// The main lanes of a sharded queue are divided between its movers by
 	// the registry, and promoted without leases; WithoutLease opts out of
@@ -338,25 +340,38 @@ func (m *Engine) Run(ctx context.Context) error {
 }
 
 // maxInFlight bounds the promote calls and probes an engine has in flight
-// at once, whatever its number of lanes, so that the connections it takes
-// from the client's pool do not grow with the shard count (a sharded
-// queue's lanes all call at once when Run starts or the pub/sub connection
-// comes back). Four calls in flight keep a Redis server busy: each moves a
-// batch in the server's single thread.
+// at once on each node, whatever its number of lanes, so that the
+// connections it takes from the client's pool do not grow with the shard
+// count (a sharded queue's lanes all call at once when Run starts or the
+// pub/sub connection comes back). Four calls in flight keep a Redis server
+// busy: each moves a batch in the server's single thread. The bound is
+// per node so that the calls to a node that failed, which can hang for the
+// client's retries, do not hold up the lanes on the healthy nodes.
 const maxInFlight = 4
 
-// acquireCall waits for one of the engine's in-flight calls, or ctx.
-func (m *Engine) acquireCall(ctx context.Context) error {
+// acquireCall waits for one of the in-flight calls of the node that holds
+// key, or ctx, and returns the function that gives it back.
+func (m *Engine) acquireCall(ctx context.Context, key string) (release func(), err error) {
+	addr := ""
+	if cc, ok := m.rdb.(*redis.ClusterClient); ok {
+		if c, err := cc.MasterForKey(ctx, key); err == nil {
+			addr = c.Options().Addr
+		}
+	}
+	m.flightMu.Lock()
+	slots := m.inFlight[addr]
+	if slots == nil {
+		slots = make(chan struct{}, maxInFlight)
+		m.inFlight[addr] = slots
+	}
+	m.flightMu.Unlock()
 	select {
-	case m.inFlight <- struct{}{}:
-		return nil
+	case slots <- struct{}{}:
+		return func() { <-slots }, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 }
-
-// releaseCall gives back an in-flight call.
-func (m *Engine) releaseCall() { <-m.inFlight }
 
 // reportOwnership calls the OnOwnership hook.
 func (m *Engine) reportOwnership(owned []int) {
@@ -421,7 +436,13 @@ type lane struct {
 	wake     chan int64    // due times from the wake channel; 0 = lease released
 	turn     chan struct{} // the lane's turn to probe its head (see idleProbes)
 	owner    atomic.Bool   // whether this mover held the lease at the last call
-	until    atomic.Int64  // due ms the lane sleeps until; noDue while awake or when nothing is due
+	// failing: the lane's last promote call failed. Its calls then do not
+	// count against the engine's in-flight bound: calls to a failed node
+	// can hang for the client's retries and dial timeouts, and must not
+	// hold up the lanes of the healthy nodes (a sharded queue's master
+	// failing over).
+	failing atomic.Bool
+	until   atomic.Int64 // due ms the lane sleeps until; noDue while awake or when nothing is due
 }
 
 func (m *Engine) newLane(keys stream.Lane) *lane {
@@ -494,10 +515,13 @@ func (r result) redisAhead() time.Duration {
 
 // runOnce runs the promote script once.
 func (l *lane) runOnce(ctx context.Context) (result, error) {
-	if err := l.m.acquireCall(ctx); err != nil {
-		return result{}, err
+	if !l.failing.Load() {
+		release, err := l.m.acquireCall(ctx, l.keys.Delayed)
+		if err != nil {
+			return result{}, err
+		}
+		defer release()
 	}
-	defer l.m.releaseCall()
 	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.callLimit)
 	defer cancel()
 	start := time.Now()
@@ -685,12 +709,14 @@ func (l *lane) run(ctx context.Context, log *slog.Logger) error {
 				return nil
 			}
 			fails.failed(ctx, log, err, backoff)
+			l.failing.Store(true)
 			l.sleep(ctx, timer, backoff+time.Duration(mrand.Int64N(int64(backoff/2))), false)
 			backoff = min(2*backoff, l.m.cfg.maxIdle)
 			continue
 		}
 		if fails.n > 0 {
 			fails.succeeded(ctx, log)
+			l.failing.Store(false)
 		}
 		backoff = 50 * time.Millisecond
 		owner := r.leaseTTL == -1
@@ -807,10 +833,13 @@ func (l *lane) awaitTurn(ctx context.Context, timer *time.Timer, d time.Duration
 
 // probe returns the due ms of the lane's earliest entry, -1 if none.
 func (l *lane) probe(ctx context.Context) (int64, error) {
-	if err := l.m.acquireCall(ctx); err != nil {
-		return -1, err
+	if !l.failing.Load() {
+		release, err := l.m.acquireCall(ctx, l.keys.Delayed)
+		if err != nil {
+			return -1, err
+		}
+		defer release()
 	}
-	defer l.m.releaseCall()
 	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.callLimit)
 	defer cancel()
 	zs, err := l.m.rdb.ZRangeWithScores(ctx, l.keys.Delayed, 0, 0).Result()

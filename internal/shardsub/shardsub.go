@@ -12,8 +12,9 @@
 // all of a connection's shard channels in one call after a reconnection,
 // which a Cluster refuses (CROSSSLOT). So this package does not use
 // go-redis's reconnection: it subscribes slot by slot on one connection per
-// node, checks each connection's health with PING, and rebuilds every
-// subscription (finding the nodes anew) after any failure, calling the reset
+// node, checks each connection's health with PING, and after a failure
+// rebuilds that connection's subscriptions only (finding their nodes anew:
+// a failover moves slots to the promoted replica), calling the reset
 // function because messages may have been lost meanwhile.
 //
 // A server without shard channels (miniredis, which tests use) gets the same
@@ -28,6 +29,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/delaystream/delaystream/internal/heal"
@@ -52,9 +54,11 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Run keeps the subscriptions until ctx ends, rebuilding them after any
-// failure with a jittered backoff (100 ms doubling to 5 s). It returns nil
-// when ctx ends.
+// Run keeps the subscriptions until ctx ends and returns nil then. Each
+// node's connection is kept on its own: a node's failure rebuilds only
+// the subscriptions of its slots (with a jittered backoff, 100 ms doubling
+// to 5 s), found anew on whichever nodes serve them by then, while the
+// other nodes' connections go on.
 func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) error {
 	if cfg.Health <= 0 {
 		cfg.Health = 30 * time.Second
@@ -62,37 +66,71 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	s := &sub{rdb: rdb, cfg: cfg}
+	s.spawn(ctx, cfg.Groups)
+	s.wg.Wait()
+	return nil
+}
+
+// sub is one Run.
+type sub struct {
+	rdb     redis.UniversalClient
+	cfg     Config
+	wg      sync.WaitGroup
+	classic atomic.Bool // the server has no shard channels
+}
+
+func (s *sub) spawn(ctx context.Context, groups [][]string) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.keep(ctx, groups)
+	}()
+}
+
+// keep subscribes groups until ctx ends. While one node serves them all,
+// they share a connection, rebuilt after each failure; when they turn out
+// to be served by several nodes (at the start, or after a failover or a
+// resharding), each node's share gets a keeper of its own.
+func (s *sub) keep(ctx context.Context, groups [][]string) {
 	backoff := 100 * time.Millisecond
 	var lastLog time.Time
-	classic := false
 	for ctx.Err() == nil {
+		ns, err := nodes(ctx, s.rdb, groups)
+		if err == nil && len(ns) > 1 {
+			for _, n := range ns {
+				s.spawn(ctx, n.groups)
+			}
+			return
+		}
 		start := time.Now()
-		err := runOnce(ctx, rdb, cfg, classic)
-		if ctx.Err() != nil {
-			return nil
+		if err == nil {
+			err = ns[0].run(ctx, s.cfg, s.classic.Load())
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, errNoShardChannels) {
+				s.classic.Store(true)
+				continue
+			}
 		}
-		if errors.Is(err, errNoShardChannels) {
-			classic = true
-			continue
-		}
-		heal.After(rdb, err)
+		heal.After(s.rdb, err)
 		if time.Since(start) > time.Minute {
 			backoff = 100 * time.Millisecond // it ran well for a while
 		}
 		if time.Since(lastLog) >= 10*time.Second {
 			lastLog = time.Now()
-			cfg.Logger.WarnContext(ctx, "shard channel subscription failed; resubscribing",
+			s.cfg.Logger.WarnContext(ctx, "shard channel subscription failed; resubscribing",
 				slog.Any("err", err), slog.Duration("retry_in", backoff))
 		}
 		d := backoff/2 + rand.N(backoff/2+1)
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-time.After(d):
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
-	return nil
 }
 
 var errNoShardChannels = errors.New("shardsub: server has no shard channels")
@@ -130,33 +168,6 @@ func nodes(ctx context.Context, rdb redis.UniversalClient, groups [][]string) ([
 		out[i].groups = append(out[i].groups, g)
 	}
 	return out, nil
-}
-
-// runOnce subscribes on every node and returns the first failure.
-func runOnce(ctx context.Context, rdb redis.UniversalClient, cfg Config, classic bool) error {
-	ns, err := nodes(ctx, rdb, cfg.Groups)
-	if err != nil {
-		return err
-	}
-	nctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		once  sync.Once
-		first error
-		wg    sync.WaitGroup
-	)
-	for _, n := range ns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := n.run(nctx, cfg, classic); err != nil {
-				once.Do(func() { first = err })
-				cancel()
-			}
-		}()
-	}
-	wg.Wait()
-	return first
 }
 
 // run subscribes the node's groups on one connection and reads it until

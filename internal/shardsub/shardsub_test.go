@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -159,23 +160,54 @@ func TestClusterOneConnectionPerNode(t *testing.T) {
 	waitAll(t, r, groups, 1)
 
 	// One pub/sub connection on each master, whatever the number of slots.
-	err = rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		list, err := m.ClientList(ctx).Result()
-		if err != nil {
-			return err
-		}
-		n := 0
-		for _, line := range strings.Split(list, "\n") {
-			if strings.Contains(line, "ssub=") && !strings.Contains(line, "ssub=0") {
-				n++
+	subscribers := func() map[string][]string {
+		out := map[string][]string{}
+		var mu sync.Mutex
+		err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			list, err := m.ClientList(ctx).Result()
+			if err != nil {
+				return err
 			}
+			for _, line := range strings.Split(list, "\n") {
+				if strings.Contains(line, "ssub=") && !strings.Contains(line, "ssub=0") {
+					mu.Lock()
+					out[m.Options().Addr] = append(out[m.Options().Addr], strings.Fields(line)[0]) // id=N
+					mu.Unlock()
+				}
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		return out
+	}
+	before := subscribers()
+	require.Len(t, before, 3)
+	for addr, ids := range before {
+		require.Len(t, ids, 1, addr)
+	}
+
+	// A connection that fails is rebuilt alone: the other nodes' stay.
+	var victim string
+	for addr := range before {
+		victim = addr
+		break
+	}
+	m := redis.NewClient(&redis.Options{Addr: victim})
+	t.Cleanup(func() { _ = m.Close() })
+	require.NoError(t, m.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
+	require.Eventually(t, func() bool { return r.resetCount() >= 4 }, 10*time.Second, 5*time.Millisecond)
+	defer func() { assert.Equal(t, 4, r.resetCount(), "only the rebuilt connection reports a reset") }()
+	after := subscribers()
+	for addr, ids := range after {
+		require.Len(t, ids, 1, addr)
+		if addr == victim {
+			require.NotEqual(t, before[addr], ids, "the killed connection was replaced")
+		} else {
+			require.Equal(t, before[addr], ids, "the other nodes' connections were kept")
 		}
-		if n != 1 {
-			return fmt.Errorf("%s: %d connections with shard subscriptions, want 1", m.Options().Addr, n)
-		}
-		return nil
-	})
-	require.NoError(t, err)
+	}
+	publishAll(t, ctx, groups, pub, 2)
+	waitAll(t, r, groups, 2)
 }
 
 func TestClassicFallbackWithoutShardChannels(t *testing.T) {
