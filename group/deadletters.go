@@ -497,6 +497,7 @@ func compareIDs(a, b string) int {
 }
 
 func splitID(id string) (uint64, uint64) {
+	id, _, _ = strings.Cut(id, "@") // a sharded queue's "<ms>-<seq>@<shard>"
 	i := strings.IndexByte(id, '-')
 	if i < 0 {
 		ms, _ := strconv.ParseUint(id, 10, 64)

@@ -4,9 +4,12 @@
 // shards has S main lanes and S retry lanes per group, and an engine runs
 // one loop per shard. Each loop runs promote.lua on its lane in bounded
 // batches, sleeps to the next due time on a Go timer and wakes early on the
-// lane's pub/sub channel (one subscription for all of an engine's lanes);
-// at most maxInFlight (4) of an engine's calls run at once, so its
-// connections do not grow with its lanes.
+// lane's pub/sub channel (one connection for an unsharded queue's lane; a
+// sharded queue's wake channels are shard channels, subscribed with one
+// connection per node through internal/shardsub); at most maxInFlight (4)
+// of an engine's calls run at once on each node, so its connections do not
+// grow with its lanes, and a lane whose last call failed calls outside
+// that bound, so a failed node's hanging calls do not hold up the others.
 // An idle lane (nothing due within the max idle) makes no promote calls;
 // the engine's idle lanes share one budget of head probes (idle.go), one
 // per max idle for the whole engine, each lane at least every 30 s, so the
@@ -22,7 +25,8 @@
 // the mover of rank k among N live tokens owns the shards i with
 // i % N == k, and joins and leaves are announced on a pub/sub channel so
 // that the others rebalance at once; owned lanes are promoted without a
-// lease. Neither way is needed for correctness: promote.lua is atomic, so a
+// lease. A mover whose beats fail keeps its last share (all shards if it
+// never had one) until a beat succeeds. Neither way is needed for correctness: promote.lua is atomic, so a
 // lane promoted by two engines at once never appends a message twice.
 //
 // Before anything else, Run checks the queue's shard count recorded in
