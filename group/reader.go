@@ -38,6 +38,7 @@ type reader struct {
 	ahead              atomic.Int64
 	minAhead, maxAhead int64
 	handled, busy      atomic.Int64 // entries handled and the time they took (ns), for adapt
+	act                *activity    // a sharded queue's streams that may have pending entries (reclaimshards.go); nil unsharded
 	seenN, seenBusy    int64        // handled and busy at the last adapt; the reader's
 }
 
@@ -53,6 +54,9 @@ func newReader(r *runState, settle *settler) *reader {
 	}
 	rd.ahead.Store(rd.minAhead)
 	rd.jobs = make(chan *flight, rd.workers+rd.maxAhead)
+	if len(c.shards) > 1 {
+		rd.act = newActivity(2 * len(c.shards))
+	}
 	return rd
 }
 

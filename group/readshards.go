@@ -99,9 +99,13 @@ func (rd *reader) listen(ctx context.Context, a *arrivals) error {
 		OnMessage: func(ch, _ string) {
 			if i, ok := byChan[ch]; ok {
 				a.mark(i)
+				rd.act.touch(i)
 			}
 		},
-		OnReset: a.markAll,
+		OnReset: func() {
+			a.markAll()
+			rd.act.touchAll()
+		},
 		Health:  arrivalsPoll,
 		Logger:  rd.r.log,
 	})
@@ -264,6 +268,9 @@ func (rd *reader) readShards(ctx context.Context) error {
 			for _, s := range res {
 				if int64(len(s.Messages)) >= per {
 					a.mark(i) // a full read: there may be more
+				}
+				if len(s.Messages) > 0 {
+					rd.act.touch(i) // maybe not announced: now pending
 				}
 				rd.enqueue(ctx, streams[i], s.Messages, nil)
 			}

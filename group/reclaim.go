@@ -30,9 +30,13 @@ func (rc *reclaimer) loop(ctx context.Context) error {
 	// crash-redelivery default is visibility + interval).
 	tick := time.NewTicker(c.cfg.reclaimEvery)
 	defer tick.Stop()
+	streams := c.streams()
+	if len(streams) > 2 {
+		return rc.loopShards(ctx, tick)
+	}
 	for ctx.Err() == nil {
-		for _, s := range c.streams() {
-			if err := rc.once(ctx, s); err != nil && ctx.Err() == nil {
+		for _, s := range streams {
+			if err := rc.once(ctx, s, "0-0"); err != nil && ctx.Err() == nil {
 				heal.After(c.rdb, err)
 				r.log.WarnContext(ctx, "reclaim failed", slog.String("stream", s), slog.Any("err", err))
 			}
@@ -50,9 +54,8 @@ func (rc *reclaimer) loop(ctx context.Context) error {
 // reclaimBatch (or the number of workers, if more), and at most 16 passes:
 // a crashed consumer's whole read-ahead is taken in one round, while one
 // pass scans at most ten times its count of the group's pending entries.
-func (rc *reclaimer) once(ctx context.Context, streamKey string) error {
+func (rc *reclaimer) once(ctx context.Context, streamKey, cursor string) error {
 	c, rd := rc.r.c, rc.rd
-	cursor := "0-0"
 	for pass := 0; pass < 16 && ctx.Err() == nil; pass++ {
 		n := min(rd.free(), max(rd.workers, reclaimBatch))
 		if n <= 0 {
@@ -62,22 +65,28 @@ func (rc *reclaimer) once(ctx context.Context, streamKey string) error {
 		if err != nil {
 			return err
 		}
-		if len(res.deleted) > 0 {
-			rc.recordDeleted(ctx, streamKey, res.deleted)
-		}
-		if len(res.msgs) > 0 {
-			c.ctr.reclaimed.Add(uint64(len(res.msgs)))
-			rd.enqueue(ctx, streamKey, res.msgs, rc.deliveryCounts(ctx, streamKey, res.msgs))
-		}
-		if h := c.cfg.hooks.OnReclaimed; h != nil && (len(res.msgs) > 0 || len(res.deleted) > 0) {
-			h(streamKey, len(res.msgs), len(res.deleted))
-		}
+		rc.took(ctx, streamKey, res)
 		cursor = res.next
 		if cursor == "0-0" {
 			return nil
 		}
 	}
 	return nil
+}
+
+// took queues what one XAUTOCLAIM took and records what it found deleted.
+func (rc *reclaimer) took(ctx context.Context, streamKey string, res claimResult) {
+	c := rc.r.c
+	if len(res.deleted) > 0 {
+		rc.recordDeleted(ctx, streamKey, res.deleted)
+	}
+	if len(res.msgs) > 0 {
+		c.ctr.reclaimed.Add(uint64(len(res.msgs)))
+		rc.rd.enqueue(ctx, streamKey, res.msgs, rc.deliveryCounts(ctx, streamKey, res.msgs))
+	}
+	if h := c.cfg.hooks.OnReclaimed; h != nil && (len(res.msgs) > 0 || len(res.deleted) > 0) {
+		h(streamKey, len(res.msgs), len(res.deleted))
+	}
 }
 
 // deliveryCounts returns the delivery count of each claimed entry, read
@@ -168,6 +177,11 @@ func xautoclaim(ctx context.Context, rdb redis.UniversalClient, key, group, cons
 	if err != nil {
 		return claimResult{}, fmt.Errorf("xautoclaim %s: %w", key, err)
 	}
+	return parseClaim(key, v)
+}
+
+// parseClaim reads an XAUTOCLAIM reply.
+func parseClaim(key string, v []any) (claimResult, error) {
 	if len(v) < 2 {
 		return claimResult{}, fmt.Errorf("xautoclaim %s: reply has %d elements", key, len(v))
 	}

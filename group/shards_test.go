@@ -272,7 +272,9 @@ func TestShardedConsumerCountMismatch(t *testing.T) {
 }
 
 // An idle consumer of a 64-shard queue holds a few connections, not one per
-// shard, and does not poll the shards while nothing arrives.
+// shard, and does not poll the shards while nothing arrives: no reads, and
+// once its reclaimer found every stream's pending list empty, no reclaim
+// calls either.
 func TestShardedIdleConsumerIsQuiet(t *testing.T) {
 	t.Parallel()
 	const shards = 64
@@ -283,6 +285,14 @@ func TestShardedIdleConsumerIsQuiet(t *testing.T) {
 		return len(args) > 0 && strings.EqualFold(fmt.Sprint(args[0]), "xreadgroup")
 	}}}
 	rdb.AddHook(reads)
+	claims := &pipelineCounter{cmdCounter{match: func(args []any) bool {
+		if len(args) == 0 {
+			return false
+		}
+		name := fmt.Sprint(args[0])
+		return strings.EqualFold(name, "xautoclaim") || strings.EqualFold(name, "xpending")
+	}}}
+	rdb.AddHook(claims)
 	_, err := h.q.Schedule(context.Background(), delay.Message{ID: "later"}, delay.After(time.Hour))
 	require.NoError(t, err)
 	rec := newRecorder()
@@ -291,13 +301,17 @@ func TestShardedIdleConsumerIsQuiet(t *testing.T) {
 	// The first round reads all 128 streams (main and retry lane per
 	// shard); afterwards nothing arrives, so nothing is read.
 	waitFor(t, 10*time.Second, func() bool { return reads.n.Load() >= 2*shards })
-	time.Sleep(200 * time.Millisecond)
-	base := reads.n.Load()
+	// The reclaimer passes over every stream, then finds them untouched
+	// for a tick and their pending lists empty (XPENDING): quiet.
+	waitFor(t, 10*time.Second, func() bool { return claims.n.Load() >= 2*2*shards })
+	time.Sleep(group.DefaultReclaimEvery + 200*time.Millisecond)
+	base, claimBase := reads.n.Load(), claims.n.Load()
 	time.Sleep(2 * time.Second)
-	idleReads := reads.n.Load() - base
+	idleReads, idleClaims := reads.n.Load()-base, claims.n.Load()-claimBase
 	conns := rdb.PoolStats().TotalConns
-	t.Logf("idle 2 s on %d shards: %d reads, %d pooled connections", shards, idleReads, conns)
+	t.Logf("idle 2 s on %d shards: %d reads, %d reclaim calls, %d pooled connections", shards, idleReads, idleClaims, conns)
 	assert.Zero(t, idleReads, "an idle sharded consumer polled")
+	assert.Zero(t, idleClaims, "an idle sharded consumer kept reclaiming")
 	assert.LessOrEqual(t, conns, uint32(8), "connections grow with the shard count")
 
 	// An arrival is announced and read at once.

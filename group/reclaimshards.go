@@ -1,0 +1,182 @@
+package group
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/delaystream/delaystream/internal/heal"
+	"github.com/redis/go-redis/v9"
+)
+
+// reclaimSweep is how often the reclaimer of a sharded queue passes over
+// every stream, quiet or not: a safety net for entries that became
+// pending without the consumer seeing an announcement (a foreign reader
+// of the group, say).
+const reclaimSweep = time.Minute
+
+// activity tracks which streams of a sharded queue may have entries
+// pending in the group. A stream's pending list gains entries only when
+// entries appended to the stream are read, and the movers announce every
+// append; so a stream whose pending list was found empty stays empty
+// until its next announcement (or a read of this consumer that found
+// entries, or a resubscription, after which anything may have been
+// missed). The reclaimer skips such quiet streams: an idle consumer of a
+// sharded queue makes no reclaim calls. Its methods are safe for
+// concurrent use.
+type activity struct {
+	mu    sync.Mutex
+	gen   []uint64 // bumped whenever stream i may have gained pending entries
+	quiet []bool   // stream i's pending list was found empty at gen[i]
+}
+
+func newActivity(streams int) *activity {
+	return &activity{gen: make([]uint64, streams), quiet: make([]bool, streams)}
+}
+
+// touch notes that stream i may have gained pending entries.
+func (a *activity) touch(i int) {
+	a.mu.Lock()
+	a.gen[i]++
+	a.quiet[i] = false
+	a.mu.Unlock()
+}
+
+// touchAll notes that every stream may have gained pending entries.
+func (a *activity) touchAll() {
+	a.mu.Lock()
+	for i := range a.gen {
+		a.gen[i]++
+		a.quiet[i] = false
+	}
+	a.mu.Unlock()
+}
+
+// state returns stream i's generation and whether it is quiet.
+func (a *activity) state(i int) (uint64, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.gen[i], a.quiet[i]
+}
+
+// settle marks stream i quiet if nothing touched it since generation gen.
+func (a *activity) settle(i int, gen uint64) {
+	a.mu.Lock()
+	if a.gen[i] == gen {
+		a.quiet[i] = true
+	}
+	a.mu.Unlock()
+}
+
+// loopShards is the reclaim loop of a sharded queue. Each tick it runs a
+// first XAUTOCLAIM on every stream that is not quiet in one pipeline (one
+// round trip per node, the room shared between them), continues alone
+// with each stream that had more, and checks with XPENDING the streams
+// that were not touched for a whole tick: those whose pending list is
+// empty become quiet and are skipped until they are touched again.
+func (rc *reclaimer) loopShards(ctx context.Context, tick *time.Ticker) error {
+	r, c := rc.r, rc.r.c
+	streams := c.streams()
+	act := rc.rd.act
+	last := make([]uint64, len(streams)) // each stream's generation at the previous tick
+	for i := range last {
+		last[i] = ^uint64(0) // not seen yet
+	}
+	sweep := time.Now()
+	var todo, idle []int
+	gens := make([]uint64, len(streams))
+	for ctx.Err() == nil {
+		if time.Since(sweep) >= reclaimSweep {
+			act.touchAll()
+			sweep = time.Now()
+		}
+		todo, idle = todo[:0], idle[:0]
+		for i := range streams {
+			gen, quiet := act.state(i)
+			if quiet {
+				continue
+			}
+			todo = append(todo, i)
+			if gen == last[i] {
+				idle = append(idle, i) // untouched for a tick: maybe nothing pending
+				gens[i] = gen
+			}
+			last[i] = gen
+		}
+		if len(todo) > 0 {
+			if err := rc.passShards(ctx, streams, todo); err != nil && ctx.Err() == nil {
+				heal.After(c.rdb, err)
+				r.log.WarnContext(ctx, "reclaim failed", slog.Any("err", err))
+			}
+		}
+		if len(idle) > 0 && ctx.Err() == nil {
+			rc.settleIdle(ctx, streams, idle, gens)
+		}
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// passShards runs the first XAUTOCLAIM of the streams todo in one
+// pipeline, and continues with each stream whose pass did not finish.
+func (rc *reclaimer) passShards(ctx context.Context, streams []string, todo []int) error {
+	c, rd := rc.r.c, rc.rd
+	n := min(rd.free(), max(rd.workers, reclaimBatch))
+	if n <= 0 {
+		return nil // busy: leave the entries for another consumer
+	}
+	per := max(n/int64(len(todo)), 1)
+	pctx, cancel := context.WithTimeout(ctx, opTimeout)
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(todo))
+	for k, i := range todo {
+		cmds[k] = pipe.Do(pctx, "XAUTOCLAIM", streams[i], c.group, c.cfg.consumer, c.cfg.visibility.Milliseconds(), "0-0", "COUNT", per)
+	}
+	_, _ = pipe.Exec(pctx) // errors are per command
+	cancel()
+	var first error
+	for k, i := range todo {
+		v, err := cmds[k].Slice()
+		var res claimResult
+		if err == nil {
+			res, err = parseClaim(streams[i], v)
+		}
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		rc.took(ctx, streams[i], res)
+		if res.next != "0-0" && ctx.Err() == nil {
+			if err := rc.once(ctx, streams[i], res.next); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+// settleIdle asks for the pending count of the streams idle (untouched
+// for a tick) in one pipeline, and marks quiet those with none, unless
+// they were touched meanwhile (gens holds their generations).
+func (rc *reclaimer) settleIdle(ctx context.Context, streams []string, idle []int, gens []uint64) {
+	c := rc.r.c
+	pctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.XPendingCmd, len(idle))
+	for k, i := range idle {
+		cmds[k] = pipe.XPending(pctx, streams[i], c.group)
+	}
+	_, _ = pipe.Exec(pctx)
+	for k, i := range idle {
+		if p, err := cmds[k].Result(); err == nil && p.Count == 0 {
+			rc.rd.act.settle(i, gens[i])
+		}
+	}
+}
