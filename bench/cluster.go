@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,20 +23,105 @@ import (
 )
 
 // The cluster scenario: the same queue unsharded (S=1) and over 16 shards
-// (S=16) on a Redis Cluster of 3 masters, burst and trickle, with Redis CPU
-// and commands summed over the masters, each master's share of the
-// commands, and the bench client's connections per master.
+// (S=16) on a Redis Cluster of 3 masters, each with 1 mover + 1 consumer
+// and with 2 movers + 2 consumers, burst and trickle, with Redis CPU and
+// commands summed over the masters, each master's share of the commands,
+// and the bench client's connections per master.
 
 const (
 	clusterMasters    = 3
 	clusterClientName = "dsbench" // CLIENT SETNAME of every connection of the systems' client
 )
 
-// clusterShardCounts are the shard counts compared, in this order; the
-// ratio column is the last over the first.
-var clusterShardCounts = []int{1, 16}
+// clusterSpec is one deployment of the queue the cluster scenario runs: its
+// shard count and how many movers and consumers serve it.
+type clusterSpec struct {
+	shards, movers, consumers int
+}
 
-func clusterSysName(shards int) string { return fmt.Sprintf("S=%d", shards) }
+// name is the system's name in the table and the JSON lines, e.g. "S=16 2+2".
+func (s clusterSpec) name() string {
+	return fmt.Sprintf("S=%d %s", s.shards, s.team())
+}
+
+// team is "<movers>+<consumers>".
+func (s clusterSpec) team() string { return fmt.Sprintf("%d+%d", s.movers, s.consumers) }
+
+// describe says what runs, for the table's header.
+func (s clusterSpec) describe() string {
+	q := "unsharded"
+	if s.shards > 1 {
+		q = fmt.Sprintf("%d shards", s.shards)
+	}
+	mv := fmt.Sprintf("%d mover", s.movers)
+	switch {
+	case s.movers > 1 && s.shards > 1:
+		mv = fmt.Sprintf("%d movers (splitting the shards)", s.movers)
+	case s.movers > 1:
+		mv = fmt.Sprintf("%d movers (taking turns by lease)", s.movers)
+	}
+	c := fmt.Sprintf("%d consumer", s.consumers)
+	if s.consumers > 1 {
+		c = fmt.Sprintf("%d consumers of the group", s.consumers)
+	}
+	return fmt.Sprintf("%s: %s, %s + %s", s.name(), q, mv, c)
+}
+
+// clusterSpecs are the deployments compared, in column order: each team
+// (movers + consumers) unsharded, then sharded, so that each pair differs
+// only in the shard count and the two pairs only in the team.
+var clusterSpecs = []clusterSpec{
+	{shards: 1, movers: 1, consumers: 1},
+	{shards: 16, movers: 1, consumers: 1},
+	{shards: 1, movers: 2, consumers: 2},
+	{shards: 16, movers: 2, consumers: 2},
+}
+
+// clusterSystems returns the names of clusterSpecs, in order.
+func clusterSystems() []string {
+	var out []string
+	for _, s := range clusterSpecs {
+		out = append(out, s.name())
+	}
+	return out
+}
+
+// clusterSpecNamed returns the spec whose name is name.
+func clusterSpecNamed(name string) (clusterSpec, error) {
+	for _, s := range clusterSpecs {
+		if s.name() == name {
+			return s, nil
+		}
+	}
+	return clusterSpec{}, fmt.Errorf("unknown cluster system %q", name)
+}
+
+// clusterPair is a ratio column of the table: a sharded system over the
+// unsharded one with the same team.
+type clusterPair struct {
+	label    string
+	num, den clusterSpec
+}
+
+// clusterPairs pairs, for each team in clusterSpecs' order, the unsharded
+// spec with each sharded spec of that team.
+func clusterPairs() []clusterPair {
+	var out []clusterPair
+	for _, den := range clusterSpecs {
+		if den.shards != 1 {
+			continue
+		}
+		for _, num := range clusterSpecs {
+			if num.shards > 1 && num.movers == den.movers && num.consumers == den.consumers {
+				out = append(out, clusterPair{
+					label: fmt.Sprintf("S=%d / S=%d (%s)", num.shards, den.shards, den.team()),
+					num:   num, den: den,
+				})
+			}
+		}
+	}
+	return out
+}
 
 // clusterEnv is the cluster the scenario runs on, and one admin client per
 // master (INFO, FLUSHALL, CLIENT LIST: not counted).
@@ -236,44 +322,51 @@ func (s *connSampler) finish() (peak, sub map[string]int) {
 }
 
 // clusterSys is delaystream on the cluster: a producer, and once started
-// the movers and consumers, all sharing one ClusterClient.
+// the movers and consumers of its spec, all sharing one ClusterClient.
 type clusterSys struct {
+	spec     clusterSpec
 	rdb      *redis.ClusterClient
 	q        *delay.Queue
-	shards   int
 	workers  int
 	batch    int
 	movers   []*mover.Mover
+	promoted []*atomic.Int64 // entries each mover appended to the streams (Hooks.OnPromote)
 	stops    []func()
 	failures chan error
 }
 
-func newClusterSys(e *clusterEnv, shards int, cfg config) (*clusterSys, error) {
+func newClusterSys(e *clusterEnv, spec clusterSpec, cfg config) (*clusterSys, error) {
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: e.seeds, ClientName: clusterClientName})
-	q, err := delay.New(rdb, benchQueue, delay.WithShards(shards))
+	q, err := delay.New(rdb, benchQueue, delay.WithShards(spec.shards))
 	if err != nil {
 		rdb.Close()
 		return nil, err
 	}
-	return &clusterSys{rdb: rdb, q: q, shards: shards, workers: cfg.workers, batch: cfg.batch, failures: make(chan error, 16)}, nil
+	return &clusterSys{spec: spec, rdb: rdb, q: q, workers: cfg.workers, batch: cfg.batch, failures: make(chan error, 16)}, nil
 }
 
-// start runs movers movers and consumers consumers (cfg.workers workers
-// each), and waits until every shard's stream has the group and, with
-// several movers, until they have split the shards.
-func (s *clusterSys) start(ctx context.Context, movers, consumers int, h handler) error {
-	for range movers {
-		mv, err := mover.New(s.rdb, benchQueue, mover.WithShards(s.shards))
+// start runs the spec's movers and consumers (cfg.workers workers each),
+// and waits until every shard's stream has the group and, for a sharded
+// queue with several movers, until they have split the shards. The movers
+// of an unsharded queue each own its one shard and take turns by its
+// lease, so there is nothing to wait for.
+func (s *clusterSys) start(ctx context.Context, h handler) error {
+	for range s.spec.movers {
+		n := new(atomic.Int64)
+		mv, err := mover.New(s.rdb, benchQueue, mover.WithShards(s.spec.shards), mover.WithHooks(mover.Hooks{
+			OnPromote: func(_ string, moved, _ int, _ time.Duration) { n.Add(int64(moved)) },
+		}))
 		if err != nil {
 			return err
 		}
 		s.movers = append(s.movers, mv)
+		s.promoted = append(s.promoted, n)
 		s.goRun(ctx, "mover", mv.Run)
 	}
-	for range consumers {
+	for range s.spec.consumers {
 		c, err := group.New(s.rdb, benchQueue, benchGroup, func(ctx context.Context, m *group.Message) error {
 			return h(ctx, delivery{payload: m.Payload, due: m.Due, appended: stream.EntryTime(m.EntryID)})
-		}, group.WithWorkers(s.workers), group.WithShards(s.shards))
+		}, group.WithWorkers(s.workers), group.WithShards(s.spec.shards))
 		if err != nil {
 			return err
 		}
@@ -293,18 +386,18 @@ func (s *clusterSys) start(ctx context.Context, movers, consumers int, h handler
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	if len(s.movers) > 1 {
+	if s.spec.shards > 1 && len(s.movers) > 1 {
 		for {
 			owned, each := 0, true
 			for _, mv := range s.movers {
 				owned += len(mv.Owned())
 				each = each && len(mv.Owned()) > 0
 			}
-			if owned == s.shards && each {
+			if owned == s.spec.shards && each {
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("movers did not split the %d shards within 10 s (owned: %v)", s.shards, s.owned())
+				return fmt.Errorf("movers did not split the %d shards within 10 s (owned: %v)", s.spec.shards, s.owned())
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -320,13 +413,22 @@ func (s *clusterSys) owned() [][]int {
 	return out
 }
 
+// promotedBy returns the entries each mover appended so far, in start order.
+func (s *clusterSys) promotedBy() []int64 {
+	var out []int64
+	for _, n := range s.promoted {
+		out = append(out, n.Load())
+	}
+	return out
+}
+
 func (s *clusterSys) goRun(ctx context.Context, what string, f func(context.Context) error) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if err := f(ctx); err != nil {
-			logf("cluster S=%d %s: %v", s.shards, what, err)
+			logf("cluster %s %s: %v", s.spec.name(), what, err)
 			select {
 			case s.failures <- fmt.Errorf("%s: %w", what, err):
 			default:
@@ -384,36 +486,27 @@ func (s *clusterSys) shardsByMaster(ctx context.Context) (map[string][]int, erro
 	return out, nil
 }
 
-// clusterRun runs burst then trickle for one shard count ("S=<n>").
+// clusterRun runs burst then trickle for one system of clusterSpecs.
 func (b *bench) clusterRun(ctx context.Context, sysName string, run int) (map[string]float64, error) {
-	var shards int
-	if _, err := fmt.Sscanf(sysName, "S=%d", &shards); err != nil {
+	spec, err := clusterSpecNamed(sysName)
+	if err != nil {
 		return nil, err
 	}
 	v := map[string]float64{}
-	if err := b.clusterBurst(ctx, shards, run, v); err != nil {
+	if err := b.clusterBurst(ctx, spec, run, v); err != nil {
 		return nil, fmt.Errorf("burst: %w", err)
 	}
-	if err := b.clusterTrickle(ctx, shards, run, v); err != nil {
+	if err := b.clusterTrickle(ctx, spec, run, v); err != nil {
 		return nil, fmt.Errorf("trickle: %w", err)
 	}
 	return v, nil
 }
 
-// clusterParts is how many movers and consumers run for a shard count: one
-// of each unsharded, two of each sharded (so the movers split the shards).
-func clusterParts(shards int) (movers, consumers int) {
-	if shards == 1 {
-		return 1, 1
-	}
-	return 2, 2
-}
-
-func (b *bench) clusterFresh(ctx context.Context, shards int, run int, phase string) (*clusterSys, error) {
+func (b *bench) clusterFresh(ctx context.Context, spec clusterSpec, run int, phase string) (*clusterSys, error) {
 	if err := b.cl.flush(ctx); err != nil {
 		return nil, err
 	}
-	sys, err := newClusterSys(b.cl, shards, b.cfg)
+	sys, err := newClusterSys(b.cl, spec, b.cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -432,37 +525,36 @@ func (b *bench) clusterFresh(ctx context.Context, shards int, run int, phase str
 		if err == nil {
 			h = home.Options().Addr
 		}
-		b.res.note("cluster", clusterSysName(shards), fmt.Sprintf("shards per master: %s; the queue's own keys (record, movers registry, channels) on %s", strings.Join(parts, ", "), h))
+		b.res.note("cluster", spec.name(), fmt.Sprintf("shards per master: %s; the queue's own keys (record, movers registry, channels) on %s", strings.Join(parts, ", "), h))
 	}
 	return sys, nil
 }
 
-func (b *bench) clusterBurst(ctx context.Context, shards, run int, v map[string]float64) error {
+func (b *bench) clusterBurst(ctx context.Context, spec clusterSpec, run int, v map[string]float64) error {
 	n := b.cfg.n
 	lead := time.Second + time.Duration(float64(n)/25000*float64(time.Second))
 	for attempt := 0; attempt < 3; attempt++ {
-		late, err := b.clusterBurstOnce(ctx, shards, run, lead, v)
+		late, err := b.clusterBurstOnce(ctx, spec, run, lead, v)
 		if err != nil || !late {
 			return err
 		}
-		logf("cluster S=%d burst: scheduling did not finish before the due time; retrying with a longer lead", shards)
+		logf("cluster %s burst: scheduling did not finish before the due time; retrying with a longer lead", spec.name())
 		lead *= 3
 	}
 	return errors.New("scheduling never finished before the due time")
 }
 
-func (b *bench) clusterBurstOnce(ctx context.Context, shards, run int, lead time.Duration, v map[string]float64) (bool, error) {
+func (b *bench) clusterBurstOnce(ctx context.Context, spec clusterSpec, run int, lead time.Duration, v map[string]float64) (bool, error) {
 	n := b.cfg.n
-	name := clusterSysName(shards)
-	sys, err := b.clusterFresh(ctx, shards, run, "burst")
+	name := spec.name()
+	sys, err := b.clusterFresh(ctx, spec, run, "burst")
 	if err != nil {
 		return false, err
 	}
 	defer sys.close()
 	tr := newTracker(n)
 	conns := b.cl.sampleConns(ctx)
-	movers, consumers := clusterParts(shards)
-	if err := sys.start(ctx, movers, consumers, tr.handler); err != nil {
+	if err := sys.start(ctx, tr.handler); err != nil {
 		conns.finish()
 		return false, err
 	}
@@ -529,23 +621,22 @@ func (b *bench) clusterBurstOnce(ctx context.Context, shards, run int, lead time
 	b.noteOnce("cluster", name, run, "burst per master: "+b.cl.shareLine(cost, dn, "per delivered msg"))
 	b.noteOnce("cluster", name, run, "burst peak connections of the bench's client per master (CLIENT LIST, name="+clusterClientName+"; of which pub/sub): "+connLine(b.cl.masters, peak, sub))
 	if len(sys.movers) > 1 {
-		b.noteOnce("cluster", name, run, fmt.Sprintf("burst: shards owned by the %d movers: %v", len(sys.movers), sys.owned()))
+		b.noteOnce("cluster", name, run, fmt.Sprintf("burst: shards owned by the %d movers: %v; entries each appended (start -> end of burst): %v", len(sys.movers), sys.owned(), sys.promotedBy()))
 	}
 	return false, nil
 }
 
-func (b *bench) clusterTrickle(ctx context.Context, shards, run int, v map[string]float64) error {
-	name := clusterSysName(shards)
+func (b *bench) clusterTrickle(ctx context.Context, spec clusterSpec, run int, v map[string]float64) error {
+	name := spec.name()
 	n := int(float64(b.cfg.rate) * b.cfg.duration.Seconds())
-	sys, err := b.clusterFresh(ctx, shards, run, "trickle")
+	sys, err := b.clusterFresh(ctx, spec, run, "trickle")
 	if err != nil {
 		return err
 	}
 	defer sys.close()
 	tr := newTracker(n)
 	conns := b.cl.sampleConns(ctx)
-	movers, consumers := clusterParts(shards)
-	if err := sys.start(ctx, movers, consumers, tr.handler); err != nil {
+	if err := sys.start(ctx, tr.handler); err != nil {
 		conns.finish()
 		return err
 	}
@@ -607,6 +698,9 @@ func (b *bench) clusterTrickle(ctx context.Context, shards, run int, v map[strin
 	b.noteOnce("cluster", name, run, "trickle commands (all masters): "+cost.sum.top(10, dn, "per msg"))
 	b.noteOnce("cluster", name, run, "trickle per master: "+b.cl.shareLine(cost, dn, "per msg"))
 	b.noteOnce("cluster", name, run, "trickle peak connections of the bench's client per master (CLIENT LIST; of which pub/sub): "+connLine(b.cl.masters, peak, sub))
+	if len(sys.movers) > 1 {
+		b.noteOnce("cluster", name, run, fmt.Sprintf("trickle: entries each of the %d movers appended (start -> end of trickle): %v", len(sys.movers), sys.promotedBy()))
+	}
 	return nil
 }
 

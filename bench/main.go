@@ -210,20 +210,17 @@ func run(cfg config) error {
 		case "idle":
 			b.repeat(ctx, sc, systems, cfg.runs, b.idleCost)
 		case "cluster":
-			// delaystream only: the same queue unsharded and sharded, on a
+			// delaystream only: the same queue unsharded and sharded, each
+			// with 1 mover + 1 consumer and 2 + 2 (clusterSpecs), on a
 			// cluster of its own (or REDIS_CLUSTER_ADDRS with -allow-flush).
 			cl, err := openCluster(ctx, cfg)
 			if err != nil {
 				logf("cluster: %v", err)
-				b.res.note(sc, clusterSysName(clusterShardCounts[0]), "not run: "+err.Error())
+				b.res.note(sc, clusterSpecs[0].name(), "not run: "+err.Error())
 				continue
 			}
 			b.cl = cl
-			var sys []string
-			for _, s := range clusterShardCounts {
-				sys = append(sys, clusterSysName(s))
-			}
-			b.repeat(ctx, sc, sys, cfg.runs, b.clusterRun)
+			b.repeat(ctx, sc, clusterSystems(), cfg.runs, b.clusterRun)
 			cl.Close()
 			b.cl = nil
 		}

@@ -100,8 +100,9 @@ var metrics = []metricDef{
 	{scenario: "idle", key: "redis_cpu_per_s", label: "  Redis CPU while idle", unit: "ms/s", scale: 1e3, better: -1},
 	{scenario: "idle", key: "client_cpu_per_s", label: "  client CPU while idle (mover+consumer)", unit: "ms/s", scale: 1e3, better: -1},
 
-	// cluster: systems are the shard counts ("S=1", "S=16"), delaystream
-	// only; printed by printClusterTable. Costs are summed over the masters.
+	// cluster: systems are the deployments of clusterSpecs ("S=1 1+1",
+	// "S=16 1+1", "S=1 2+2", "S=16 2+2"), delaystream only; printed by
+	// printClusterTable. Costs are summed over the masters.
 	{scenario: "cluster", key: "burst_sched_rate", label: "burst: schedule rate (ScheduleBatch)", unit: "msg/s", scale: 1, better: +1},
 	{scenario: "cluster", key: "burst_e2e_rate", label: "burst: delivered msg/s (due -> last handled)", unit: "msg/s", scale: 1, better: +1},
 	{scenario: "cluster", key: "burst_deliver_rate", label: "  delivered msg/s (first -> last handled)", unit: "msg/s", scale: 1, better: +1},
@@ -140,8 +141,8 @@ var metrics = []metricDef{
 	{scenario: "cluster", key: "trickle_conns_total", label: "trickle: bench client's connections, all masters (sum of peaks)", unit: "", scale: 1},
 }
 
-// clusterCostKeys are the per-message costs whose S=16 / S=1 ratio is
-// judged against "within 20 %".
+// clusterCostKeys are the per-message costs whose sharded / unsharded
+// ratios (clusterPairs) are judged against "within 20 %".
 var clusterCostKeys = map[string]bool{
 	"burst_redis_cpu_per_msg": true, "burst_cmds_per_msg": true,
 	"trickle_redis_cpu_per_msg": true, "trickle_cmds_per_msg": true,
@@ -359,24 +360,43 @@ func printNotes(w io.Writer, r *results, keep func(scenario string) bool) {
 	}
 }
 
-// printClusterTable prints the cluster scenario: one column per shard
-// count, and the ratio of the last to the first (for costs: > 1 = the
-// sharded queue costs more per message).
+// printClusterTable prints the cluster scenario: one column per system of
+// clusterSpecs, then for each team (movers + consumers) the ratio of the
+// sharded to the unsharded system (for costs: > 1 = the sharded queue
+// costs more per message) with, for Redis CPU and commands per message,
+// whether it stays within 20 %, then the target and whether each sharded
+// system meets it.
 func printClusterTable(w io.Writer, r *results, cfg config) {
 	if r.vals["cluster"] == nil && !slices.ContainsFunc(r.notes, func(n noteLine) bool { return n.scenario == "cluster" }) {
 		return
 	}
-	var systems []string
-	for _, s := range clusterShardCounts {
-		systems = append(systems, clusterSysName(s))
+	systems := clusterSystems()
+	pairs := clusterPairs()
+	var sharded []string
+	for _, s := range clusterSpecs {
+		if s.shards > 1 {
+			sharded = append(sharded, s.name())
+		}
 	}
-	first, last := systems[0], systems[len(systems)-1]
 	fmt.Fprintf(w, "\nCluster (delaystream only; Redis Cluster of %d masters, no replicas): medians of %d runs; \"worst run\" rows show the maximum.\n", clusterMasters, cfg.runs)
-	fmt.Fprintf(w, "%s: 1 mover + 1 consumer; %s: 2 movers (sharing the shards) + 2 consumers; %d workers per consumer. Costs are summed over the masters;\n", first, last, cfg.workers)
-	fmt.Fprintf(w, "a master's share of commands is in %% of an even share (100 %% = 1/%d of all commands). Ratio = %s / %s (costs: > 1 = %s costs more per message).\n\n", clusterMasters, last, first, last)
+	for _, s := range clusterSpecs {
+		fmt.Fprintf(w, "  %s\n", s.describe())
+	}
+	fmt.Fprintf(w, "%d workers per consumer. Costs are summed over the masters; a master's share of commands is in %% of an even share (100 %% = 1/%d of all commands).\n", cfg.workers, clusterMasters)
+	var ratios []string
+	for _, p := range pairs {
+		ratios = append(ratios, fmt.Sprintf("%s = %s / %s", p.label, p.num.name(), p.den.name()))
+	}
+	fmt.Fprintf(w, "Ratios: %s (costs: > 1 = the sharded queue costs more per message; same movers and consumers on both sides).\n\n", strings.Join(ratios, "; "))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	hdr := append([]string{"metric"}, systems...)
-	hdr = append(hdr, last+" / "+first, "within 20 %", "target", "met ("+last+")")
+	for _, p := range pairs {
+		hdr = append(hdr, p.label, "within 20 %")
+	}
+	hdr = append(hdr, "target")
+	for _, s := range sharded {
+		hdr = append(hdr, "met ("+s+")")
+	}
 	fmt.Fprintln(tw, strings.Join(hdr, "\t"))
 	for _, m := range metrics {
 		if m.scenario != "cluster" {
@@ -387,23 +407,37 @@ func printClusterTable(w io.Writer, r *results, cfg config) {
 			v, _ := r.value(m, s)
 			row = append(row, fmtVal(v, m))
 		}
-		a, _ := r.value(m, first)
-		z, _ := r.value(m, last)
-		ratio, within := "", ""
-		if m.better != 0 && !math.IsNaN(a) && !math.IsNaN(z) && a != 0 {
-			ratio = fmt.Sprintf("%.2f", z/a)
-			if clusterCostKeys[m.key] {
-				within = "yes"
-				if z/a > 1.2 {
-					within = "NO"
-				}
-			}
+		for _, p := range pairs {
+			a, _ := r.value(m, p.den.name())
+			z, _ := r.value(m, p.num.name())
+			ratio, within := clusterRatio(m, a, z)
+			row = append(row, ratio, within)
 		}
-		row = append(row, ratio, within, m.targetString(), m.met(z))
+		row = append(row, m.targetString())
+		for _, s := range sharded {
+			v, _ := r.value(m, s)
+			row = append(row, m.met(v))
+		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	tw.Flush()
 	printNotes(w, r, func(sc string) bool { return sc == "cluster" })
+}
+
+// clusterRatio returns z / a (sharded over unsharded) for a metric with a
+// direction, and for the costs of clusterCostKeys whether it is within 20 %.
+func clusterRatio(m metricDef, a, z float64) (ratio, within string) {
+	if m.better == 0 || math.IsNaN(a) || math.IsNaN(z) || a == 0 {
+		return "", ""
+	}
+	ratio = fmt.Sprintf("%.2f", z/a)
+	if clusterCostKeys[m.key] {
+		within = "yes"
+		if z/a > 1.2 {
+			within = "NO"
+		}
+	}
+	return ratio, within
 }
 
 func (r *results) printJSON(w io.Writer) {

@@ -106,8 +106,8 @@ func (rd *reader) listen(ctx context.Context, a *arrivals) error {
 			a.markAll()
 			rd.act.touchAll()
 		},
-		Health:  arrivalsPoll,
-		Logger:  rd.r.log,
+		Health: arrivalsPoll,
+		Logger: rd.r.log,
 	})
 }
 
