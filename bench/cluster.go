@@ -53,8 +53,10 @@ func (s clusterSpec) describe() string {
 	if s.shards > 1 {
 		q = fmt.Sprintf("%d shards", s.shards)
 	}
-	mv := fmt.Sprintf("%d mover", s.movers)
+	mv := "1 mover"
 	switch {
+	case s.movers == 1 && s.shards > 1:
+		mv = "1 mover (all the shards)"
 	case s.movers > 1 && s.shards > 1:
 		mv = fmt.Sprintf("%d movers (splitting the shards)", s.movers)
 	case s.movers > 1:

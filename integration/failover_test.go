@@ -236,13 +236,14 @@ func (l *foLog) summary(zero time.Time) string {
 type foDeliveries struct {
 	mu     sync.Mutex
 	first  map[string]time.Time
+	added  map[string]time.Time // when the first delivered entry was appended (its stream id, Redis clock)
 	count  map[string]int
 	target int
 	done   chan struct{}
 }
 
 func newFoDeliveries(target int) *foDeliveries {
-	return &foDeliveries{first: map[string]time.Time{}, count: map[string]int{}, target: target, done: make(chan struct{})}
+	return &foDeliveries{first: map[string]time.Time{}, added: map[string]time.Time{}, count: map[string]int{}, target: target, done: make(chan struct{})}
 }
 
 func (d *foDeliveries) handle(_ context.Context, m *group.Message) error {
@@ -251,6 +252,10 @@ func (d *foDeliveries) handle(_ context.Context, m *group.Message) error {
 	defer d.mu.Unlock()
 	if d.count[m.ID] == 0 {
 		d.first[m.ID] = now
+		ms, _, _ := strings.Cut(m.EntryID, "-")
+		if v, err := strconv.ParseInt(ms, 10, 64); err == nil {
+			d.added[m.ID] = time.UnixMilli(v)
+		}
 		if len(d.first) == d.target {
 			close(d.done)
 		}
@@ -402,7 +407,7 @@ func (sc foScenario) run(t *testing.T) {
 	dups := 0
 	var missing []string
 	var missingFailed int
-	var healthyLate []time.Duration // lateness of the other shards' messages due during the failover
+	var healthyLate, healthyPromote, healthyRead []time.Duration // lateness of the other shards' messages due during the failover, and its split
 	for id, d := range due {
 		n := rec.count[id]
 		if n == 0 {
@@ -417,6 +422,10 @@ func (sc foScenario) run(t *testing.T) {
 		if !failed[layout.ShardOf(id)] {
 			if d.After(since) && d.Before(promoted) {
 				healthyLate = append(healthyLate, at.Sub(d))
+				if added, ok := rec.added[id]; ok {
+					healthyPromote = append(healthyPromote, added.Sub(d))
+					healthyRead = append(healthyRead, at.Sub(added))
+				}
 			}
 			continue
 		}
@@ -456,6 +465,7 @@ func (sc foScenario) run(t *testing.T) {
 		}
 		t.Logf("healthy shards' messages due between the failure and the promotion: lateness %s; the movers' registry %s on the failed master",
 			distOf(healthyLate), map[bool]string{true: "was", false: "was not"}[onVictim(layout.Movers())])
+		t.Logf("  split: due -> appended %s; appended -> handler %s", distOf(healthyPromote), distOf(healthyRead))
 	}
 	t.Logf("lost (never delivered): %d (%d of them in the failed shards); duplicates: %d; mover counters %+v (%d errors reported)",
 		len(missing), missingFailed, dups, mv.Counters(), moverErrs.Load())
