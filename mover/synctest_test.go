@@ -151,14 +151,17 @@ func TestFakeClockIdleCost(t *testing.T) {
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		// The shard-count check when Run starts (meta.lua), a first call
-		// within the 20 ms start stagger and one when the subscription is
-		// confirmed; then one probe per second.
-		assert.Equal(t, int64(3), calls.evals.Load(), "script calls")
+		// within the 20 ms start stagger, and one more if the subscription
+		// was confirmed after that call started (a confirmation before it
+		// is answered by it); then one probe per second.
+		evals := calls.evals.Load()
+		assert.GreaterOrEqual(t, evals, int64(2), "script calls")
+		assert.LessOrEqual(t, evals, int64(3), "script calls")
 		probes := calls.probes.Load()
 		assert.GreaterOrEqual(t, probes, int64(58))
 		assert.LessOrEqual(t, probes, int64(60))
 		// Besides them: one EVAL that loads the script. Nothing else.
-		assert.Equal(t, probes+4, calls.cmds.Load(), "commands in a minute")
+		assert.Equal(t, probes+evals+1, calls.cmds.Load(), "commands in a minute")
 		assert.Zero(t, m.Counters().Promoted)
 	})
 }
@@ -260,8 +263,11 @@ func TestFakeClockBurst(t *testing.T) {
 		assert.Equal(t, uint64(1000), c.Promoted)
 		assert.Equal(t, uint64(10), c.Batches, "ten full batches of 100")
 		// The shard-count check, the first call (nothing due yet), one when
-		// the subscription is confirmed, ten full batches, one empty call.
-		assert.Equal(t, int64(14), calls.evals.Load())
+		// the subscription is confirmed unless that came before the first
+		// call (which answers it), ten full batches, one empty call.
+		evals := calls.evals.Load()
+		assert.GreaterOrEqual(t, evals, int64(13))
+		assert.LessOrEqual(t, evals, int64(14))
 	})
 }
 

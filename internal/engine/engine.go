@@ -703,6 +703,12 @@ func (l *lane) run(ctx context.Context, log *slog.Logger) error {
 			}
 			continue
 		}
+		// A wake-up that arrived before this call is answered by it: the
+		// call promotes everything due and returns the next due time.
+		select {
+		case <-l.wake:
+		default:
+		}
 		r, err := l.runOnce(ctx)
 		if err != nil {
 			if ctx.Err() != nil {

@@ -27,8 +27,9 @@ const minBeatGap = 20 * time.Millisecond
 // rank k among their N sorted tokens owns the shards i with i % N == k.
 // A mover that joins, leaves or finds lapsed registrations announces it on
 // the movers channel, and the others beat at once, so a rebalance takes a
-// round trip; a crashed mover's registration lapses within the TTL, and
-// the next beat of any mover removes it and announces it.
+// round trip; a crashed mover's registration lapses two beat periods after
+// its last beat, and the next beat of any mover removes it and announces
+// it, so its shards are taken over within one TTL.
 //
 // Ownership only saves work: each owned lane runs the atomic promote script
 // without a lease, so two movers that both own a shard for a moment (one
@@ -38,6 +39,11 @@ type registry struct {
 	key     string // the registry ZSET
 	channel string // join and leave announcements
 	ttl     time.Duration
+	// window is how long a registration lasts unless renewed: two beat
+	// periods (2/3 of the TTL), so that one late beat is tolerated and a
+	// crashed mover, whose registration lapses a window after its last
+	// beat, is dropped by another's next beat within one TTL.
+	window time.Duration
 
 	view atomic.Pointer[ownership] // the last view; nil before the first beat
 	poke chan struct{}             // an announcement arrived: beat now
@@ -47,7 +53,7 @@ type registry struct {
 	fails    failing
 }
 
-// ownership is a mover's view of its share: valid until a lease TTL after
+// ownership is a mover's view of its share: valid until a window after
 // the beat that returned it was sent (its own registration lasts at least
 // that long), unless a later beat renews it; when no beat succeeded for
 // that long, the view is kept until one does (see run).
@@ -59,7 +65,8 @@ type ownership struct {
 }
 
 func newRegistry(m *Engine, layout *stream.Layout) *registry {
-	return &registry{m: m, key: layout.Movers(), channel: layout.MoversChannel(), ttl: m.cfg.leaseTTL,
+	ttl := m.cfg.leaseTTL
+	return &registry{m: m, key: layout.Movers(), channel: layout.MoversChannel(), ttl: ttl, window: ttl - ttl/3,
 		poke: make(chan struct{}, 1)}
 }
 
@@ -122,7 +129,7 @@ func assign(tokens []string, me string, n int) (owned []int, movers int) {
 func (r *registry) beat(ctx context.Context, op string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, min(r.m.cfg.callLimit, max(r.ttl, time.Second)))
 	defer cancel()
-	reply, err := scripts.Movers.Run(ctx, r.m.rdb, []string{r.key}, r.m.token, r.ttl.Milliseconds(), op, r.channel).Result()
+	reply, err := scripts.Movers.Run(ctx, r.m.rdb, []string{r.key}, r.m.token, r.window.Milliseconds(), op, r.channel).Result()
 	if err != nil {
 		return nil, fmt.Errorf("movers %s %s: %w", op, r.key, err)
 	}
@@ -141,13 +148,13 @@ func (r *registry) beat(ctx context.Context, op string) ([]string, error) {
 
 // run beats until ctx ends: every third of the TTL, at once after an
 // announcement (at most one per minBeatGap), and with backoff after a
-// failure; the view lapses a TTL after the last successful beat was sent.
+// failure; the view lapses a window after the last successful beat was sent.
 func (r *registry) run(ctx context.Context, log *slog.Logger) error {
 	every := r.ttl / 3
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	// Until a first beat succeeds, or a TTL after the last one did.
-	lapse := time.NewTimer(r.ttl)
+	// Until a first beat succeeds, or a window after the last one did.
+	lapse := time.NewTimer(r.window)
 	defer lapse.Stop()
 	backoff := min(50*time.Millisecond, every)
 	var last time.Time // when the last beat was sent
@@ -163,7 +170,7 @@ func (r *registry) run(ctx context.Context, log *slog.Logger) error {
 			}
 			continue
 		case <-lapse.C:
-			// No beat succeeded for a TTL: the registry is unreachable (its
+			// No beat succeeded for a window: the registry is unreachable (its
 			// node failed, a network split) or broken. Others may have
 			// taken over this mover's shards, or may be in the same state;
 			// keep promoting the last known share (every shard if none was
@@ -174,8 +181,8 @@ func (r *registry) run(ctx context.Context, log *slog.Logger) error {
 			if v := r.view.Load(); v != nil {
 				keep, movers = v.shards, v.movers
 			}
-			log.WarnContext(ctx, "mover registration not renewed for a lease TTL: promoting the last known share of shards until it is",
-				slog.String("registry", r.key), slog.Duration("ttl", r.ttl), slog.Int("shards", len(keep)))
+			log.WarnContext(ctx, "mover registration not renewed in time: promoting the last known share of shards until it is",
+				slog.String("registry", r.key), slog.Duration("window", r.window), slog.Int("shards", len(keep)))
 			r.apply(ctx, log, keep, movers, noLapse)
 			continue
 		case <-timer.C:
@@ -196,7 +203,7 @@ func (r *registry) run(ctx context.Context, log *slog.Logger) error {
 			r.succeeded(ctx, log)
 		}
 		backoff = min(50*time.Millisecond, every)
-		until := last.Add(r.ttl)
+		until := last.Add(r.window)
 		owned, movers := assign(tokens, r.m.token, len(r.m.lanes))
 		r.apply(ctx, log, owned, movers, until)
 		lapse.Reset(time.Until(until))
