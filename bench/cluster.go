@@ -60,7 +60,7 @@ func (s clusterSpec) describe() string {
 	case s.movers > 1 && s.shards > 1:
 		mv = fmt.Sprintf("%d movers (splitting the shards)", s.movers)
 	case s.movers > 1:
-		mv = fmt.Sprintf("%d movers (taking turns by lease)", s.movers)
+		mv = fmt.Sprintf("%d movers (one lease: the holder promotes, the others stand by)", s.movers)
 	}
 	c := fmt.Sprintf("%d consumer", s.consumers)
 	if s.consumers > 1 {
@@ -697,7 +697,8 @@ func (b *bench) clusterTrickle(ctx context.Context, spec clusterSpec, run int, v
 	v["trickle_client_cpu_per_msg"] = (c1 - c0).Seconds() / dn
 	v["trickle_share_min"], v["trickle_share_max"] = b.cl.shares(cost)
 	b.connVals(v, "trickle", peak)
-	b.noteOnce("cluster", name, run, "trickle commands (all masters): "+cost.sum.top(10, dn, "per msg"))
+	b.noteOnce("cluster", name, run, "trickle commands (all masters): "+cost.sum.top(16, dn, "per msg"))
+	b.noteOnce("cluster", name, run, "trickle Redis µs by command (all masters; EVALSHA's include the commands its scripts run): "+cost.sum.topUsec(8, dn, "µs per msg"))
 	b.noteOnce("cluster", name, run, "trickle per master: "+b.cl.shareLine(cost, dn, "per msg"))
 	b.noteOnce("cluster", name, run, "trickle peak connections of the bench's client per master (CLIENT LIST; of which pub/sub): "+connLine(b.cl.masters, peak, sub))
 	if len(sys.movers) > 1 {
