@@ -79,7 +79,7 @@
 // them with a registry of live movers kept in Redis (a ZSET under the
 // queue's own hash tag; no other infrastructure): each mover registers
 // with a token and renews its registration every third of the lease TTL
-// (default every 417 ms; it lapses after the TTL, 1.25 s), and the mover of
+// (default every 417 ms; it lapses after two periods, 833 ms), and the mover of
 // rank k among the N live tokens, sorted, owns the shards i with
 // i % N == k, an even split ([Mover.Owned], [Hooks].OnOwnership). A mover
 // promotes only the shards it owns, without leases, and makes no calls at
@@ -88,9 +88,8 @@
 // others renew at once, so a join or a leave settles within milliseconds
 // (about 20 ms in the tests; the target is 2 s); a mover that crashes is
 // dropped by the next renewal of another mover after its registration
-// lapsed, so its shards are taken over within the lease TTL plus one
-// renewal period (1.25 to 1.67 s measured; 1.67 s at most at the
-// defaults). A mover that cannot renew (the registry's node failed, a
+// lapsed, so its shards are taken over within the lease TTL (0.83 s
+// measured; 1.25 s at most at the defaults). A mover that cannot renew (the registry's node failed, a
 // network split, a broken registry key) keeps promoting the shards of its
 // last view, or every shard if it never had one, until a renewal succeeds:
 // the shards on healthy nodes stay promoted through the registry node's
