@@ -39,4 +39,8 @@ type Envelope struct {
 	Attempt int               // 1 for the first delivery, +1 per retry
 	Created time.Time         // when the message was first scheduled (producer clock, ms)
 	Due     time.Time         // when it was due (Redis clock, ms)
+	// Deadline is when the message expires if no group has handled it
+	// (producer clock, ms); zero for never. A consumer that gets it later
+	// dead-letters it with the reason "expired" instead of handling it.
+	Deadline time.Time
 }

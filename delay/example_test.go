@@ -254,3 +254,34 @@ func ExampleWithReplicaAck() {
 	// created on the master, but 0 of 1 replicas confirmed within 100ms
 	// waiting: true
 }
+
+// A reminder that is worthless an hour after it was due: a consumer that
+// gets it later dead-letters it with the reason "expired" instead of
+// handling it. WithExpireAfter gives every message without a Deadline one.
+func ExampleWithExpireAfter() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+
+	q, _ := delay.New(rdb, "reminders", delay.WithExpireAfter(time.Hour))
+	ctx := context.Background()
+	due := time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
+	_, _ = q.Schedule(ctx, delay.Message{ID: "standup"}, delay.At(due))
+	_, _ = q.Schedule(ctx, delay.Message{ID: "report", Deadline: due.Add(24 * time.Hour)}, delay.At(due))
+
+	for _, id := range []string{"standup", "report"} {
+		e, _ := q.Get(ctx, id)
+		fmt.Println(id, "expires", e.Deadline.UTC().Format(time.DateTime))
+	}
+	_, err := q.Schedule(ctx, delay.Message{ID: "late", Deadline: due}, delay.At(due))
+	fmt.Println(errors.Is(err, delay.ErrInvalidMessage))
+	// Output:
+	// standup expires 2030-01-01 10:00:00
+	// report expires 2030-01-02 09:00:00
+	// true
+}

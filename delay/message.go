@@ -44,6 +44,17 @@ type Message struct {
 	// OnDuplicate overrides the queue's duplicate policy for this message.
 	// The zero value uses the queue's policy.
 	OnDuplicate Policy
+	// Deadline, if set, is when the message expires: a consumer that gets
+	// it later (by its own clock) does not run its handler but moves it to
+	// the group's dead letters with the reason "expired", where it is
+	// counted, listed and can be redriven. It must be after the due time
+	// (for After, as the producer's clock estimates it when the call
+	// starts). Zero: the queue's [WithExpireAfter] default, or never. A
+	// retry keeps the deadline; Reschedule keeps it too. Consumers and
+	// movers must be of a release that reads deadlines before producers set
+	// them: earlier movers quarantine such messages as "unknown envelope
+	// format".
+	Deadline time.Time
 }
 
 // Policy says what happens when a message is scheduled with the id of a
@@ -213,6 +224,28 @@ func (w When) millis() (ms int64, relative bool, err error) {
 		return max(ms, 0), false, nil
 	}
 	return 0, false, fmt.Errorf("%w: zero When (use delay.After or delay.At)", ErrInvalidMessage)
+}
+
+// estimate returns the due time w gives a message scheduled at now: exact
+// for At, the producer's estimate for After (Redis resolves it by its own
+// clock).
+func (w When) estimate(now time.Time) time.Time {
+	if w.kind == 1 {
+		return now.Add(w.delay)
+	}
+	return w.at
+}
+
+// checkDeadline refuses a deadline that is not after the due time.
+func checkDeadline(m *Message, w When, now time.Time) error {
+	if m.Deadline.IsZero() {
+		return nil
+	}
+	if due := w.estimate(now); !m.Deadline.After(due) {
+		return fmt.Errorf("%w: deadline %s is not after the due time %s", ErrInvalidMessage,
+			m.Deadline.Format(time.RFC3339Nano), due.Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // validate checks m against the queue's limits.

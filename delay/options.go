@@ -3,6 +3,7 @@ package delay
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/optcheck"
@@ -22,7 +23,8 @@ type config struct {
 	policy     Policy
 	batchSize  int
 	shards     int
-	ack        ackConfig // WithReplicaAck; zero: writes do not wait for replicas
+	ack        ackConfig     // WithReplicaAck; zero: writes do not wait for replicas
+	expire     time.Duration // WithExpireAfter; 0: messages never expire by default
 }
 
 // Limits on what a producer accepts. They keep every script call bounded.
@@ -94,6 +96,21 @@ func WithBatchSize(n int) Option {
 	return func(c *config) error {
 		c.batchSize = n
 		return optcheck.Range(ErrInvalidOption, "batch size", n, 1, MaxBatchSize)
+	}
+}
+
+// WithExpireAfter gives every message scheduled without a Deadline the
+// deadline d after its due time (for After, as the producer's clock
+// estimates the due time): a consumer that gets it later dead-letters it
+// with the reason "expired" instead of handling it (see
+// [Message].Deadline). d must be positive. Default: messages never expire.
+func WithExpireAfter(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: expire after %s: must be positive", ErrInvalidOption, d)
+		}
+		c.expire = d
+		return nil
 	}
 }
 

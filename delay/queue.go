@@ -249,12 +249,16 @@ func (q *Queue) plan(items []Item, results []Result) (batchPlan, error) {
 		shardOf = make([]uint16, len(items))
 	}
 	var ids idGen
+	now := time.Now()
 	for i := range items {
 		it := &items[i]
 		if err := validate(&it.Message, q.cfg.maxPayload); err != nil {
 			return batchPlan{}, itemError(len(items), i, err)
 		}
 		if _, _, err := it.When.millis(); err != nil {
+			return batchPlan{}, itemError(len(items), i, err)
+		}
+		if err := checkDeadline(&it.Message, it.When, now); err != nil {
 			return batchPlan{}, itemError(len(items), i, err)
 		}
 		if it.Message.ID == "" {
@@ -370,7 +374,8 @@ func (q *Queue) calls(items []Item, results []Result, p *batchPlan) (calls []scr
 			if it.Message.ID == "" {
 				args = append(args, "", q.packed(it, results[i].ID, created), when, pol)
 			} else {
-				env := codec.Envelope{Payload: it.Message.Payload, Headers: it.Message.Headers, Attempt: 1, Created: created}
+				env := codec.Envelope{Payload: it.Message.Payload, Headers: it.Message.Headers, Attempt: 1, Created: created,
+					Deadline: q.deadline(it, created)}
 				args = append(args, it.Message.ID, wire.MarshalEnvelope(&env), when, pol)
 			}
 		}
@@ -384,10 +389,20 @@ func (q *Queue) calls(items []Item, results []Result, p *batchPlan) (calls []scr
 // (see internal/scripts/ids.lua), and the id is its due time's part
 // followed by random.
 func (q *Queue) packed(it *Item, random string, created time.Time) []byte {
-	env := codec.Envelope{Payload: it.Message.Payload, Headers: it.Message.Headers, Attempt: 1, Created: created}
+	env := codec.Envelope{Payload: it.Message.Payload, Headers: it.Message.Headers, Attempt: 1, Created: created,
+		Deadline: q.deadline(it, created)}
 	val := make([]byte, 0, 1+len(random)+wire.EnvelopeSize(&env))
 	val = append(append(val, wire.PackedKind), random...)
 	return wire.AppendEnvelope(val, &env)
+}
+
+// deadline returns the deadline of the message it: its own, or the queue's
+// default after its due time, or zero.
+func (q *Queue) deadline(it *Item, now time.Time) time.Time {
+	if !it.Message.Deadline.IsZero() || q.cfg.expire <= 0 {
+		return it.Message.Deadline
+	}
+	return it.When.estimate(now).Add(q.cfg.expire)
 }
 
 // runPipelinedMixed is scripts.RunPipelined for calls of several scripts,

@@ -5,7 +5,7 @@ import "sync/atomic"
 // counters are a Consumer's running totals, updated by its roles.
 type counters struct {
 	delivered, acked, failed, retried, deadLettered, deadDropped, dropped atomic.Uint64
-	reclaimed, deletedPending, handedBack, lost, panics                   atomic.Uint64
+	reclaimed, deletedPending, handedBack, lost, panics, expired          atomic.Uint64
 }
 
 // Counters are this Consumer's running totals since it was created.
@@ -22,6 +22,7 @@ type Counters struct {
 	HandedBack          uint64 // entries handed back to the group at shutdown
 	OwnershipLost       uint64 // handlers whose entry another consumer took over
 	Panics              uint64 // handler panics (also counted in Failed)
+	Expired             uint64 // messages past their deadline, dead-lettered unhandled (also counted in DeadLettered)
 }
 
 // load returns a snapshot of the totals.
@@ -31,5 +32,6 @@ func (x *counters) load() Counters {
 		Retried: x.retried.Load(), DeadLettered: x.deadLettered.Load(), DeadLettersDropped: x.deadDropped.Load(),
 		Dropped: x.dropped.Load(), Reclaimed: x.reclaimed.Load(), DeletedWhilePending: x.deletedPending.Load(),
 		HandedBack: x.handedBack.Load(), OwnershipLost: x.lost.Load(), Panics: x.panics.Load(),
+		Expired: x.expired.Load(),
 	}
 }

@@ -277,8 +277,9 @@ func (e *RedriveError) Error() string {
 
 // Redrive moves the given dead letters back to this group only: each is
 // scheduled in the group's retry lane to be delivered after delay (by the
-// Redis clock), with its attempt count reset to 1, and removed from the dead
-// letters, atomically per entry. It returns how many were redriven and a
+// Redis clock), with its attempt count reset to 1 and its deadline (if it
+// had one) removed, and removed from the dead letters, atomically per
+// entry. It returns how many were redriven and a
 // [*RedriveError] naming those it could not move. Ids are checked before
 // anything is written: one invalid id fails the call.
 func (d *DeadLetters) Redrive(ctx context.Context, delay time.Duration, entryIDs ...string) (int, error) {
@@ -325,12 +326,15 @@ func (d *DeadLetters) redrive(ctx context.Context, delay time.Duration, entryIDs
 			}
 			if args == nil {
 				retry := d.shards[shard].retry
-				args = []any{delay.Milliseconds(), scripts.Channel(retry.Wake, retry.Sharded), string([]byte{wire.Magic, wire.Version})}
+				args = []any{delay.Milliseconds(), scripts.Channel(retry.Wake, retry.Sharded), wire.Header}
 			}
 			env := ""
 			if dl, ok := dls[entryIDs[i]]; ok && dl.Decoded {
 				e := dl.Envelope
 				e.Attempt = 1
+				// Redriving is a decision to deliver: an expired message
+				// would expire again at once.
+				e.Deadline = time.Time{}
 				env = string(wire.MarshalEnvelope(&e))
 			}
 			names = append(names, entryIDs[i])

@@ -18,6 +18,7 @@ type Message struct {
 	Deliveries int64             // times this stream entry was delivered: 1, more after reclaims
 	Due        time.Time         // when it was due (Redis clock)
 	Created    time.Time         // when it was first scheduled (producer clock)
+	Deadline   time.Time         // when the message expires unhandled (producer clock); zero: never
 	Group      string            // the consumer group
 	Stream     string            // the stream key it was read from (queue stream or retry lane)
 	EntryID    string            // the stream entry id
@@ -98,6 +99,9 @@ const (
 	ReasonHandler     = "handler asked to dead-letter"
 	ReasonUndecodable = "undecodable entry"
 	ReasonDeleted     = "entry deleted while pending"
+	// ReasonExpired: the message's deadline (delay.Message.Deadline,
+	// delay.WithExpireAfter) passed before this group handled it.
+	ReasonExpired = "expired"
 )
 
 var errOwnershipLost = errors.New("group: entry was taken over by another consumer")

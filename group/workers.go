@@ -72,8 +72,13 @@ func (w *workers) handle(wctx context.Context, f *flight) {
 	m := &Message{
 		ID: e.Envelope.ID, Payload: e.Envelope.Payload, Headers: e.Envelope.Headers,
 		Attempt: max(e.Envelope.Attempt, 1), Deliveries: f.deliveries,
-		Due: e.Envelope.Due, Created: e.Envelope.Created,
+		Due: e.Envelope.Due, Created: e.Envelope.Created, Deadline: e.Envelope.Deadline,
 		Group: c.group, Stream: f.b.stream, EntryID: f.x.ID,
+	}
+	if !m.Deadline.IsZero() && time.Now().After(m.Deadline) {
+		c.ctr.expired.Add(1)
+		w.settle.deadLetter(r.opCtx, m, &e.Envelope, ReasonExpired, fmt.Errorf("deadline %s passed", m.Deadline.Format(time.RFC3339Nano)))
+		return
 	}
 	if f.deliveries > c.cfg.maxDeliveries {
 		w.settle.deadLetter(r.opCtx, m, &e.Envelope, ReasonDeliveries, fmt.Errorf("delivered %d times, max %d", f.deliveries, c.cfg.maxDeliveries))

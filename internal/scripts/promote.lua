@@ -10,7 +10,8 @@
 -- ARGV[1]  limit: most messages to take (1..1000)
 -- ARGV[2]  lease token of the caller ("" = no lease: always promote)
 -- ARGV[3]  lease time to live in ms (ignored without a token)
--- ARGV[4]  the envelope header every valid envelope starts with (magic, version)
+-- ARGV[4]  the envelope header: the magic byte every valid envelope starts
+--          with, then the version bytes accepted after it (one or two)
 -- ARGV[5]  optional: a pub/sub channel to which ARGV[6] is published when
 --          entries were appended to the stream (a sharded queue's arrivals)
 --
@@ -37,7 +38,8 @@
 --   unknown member format    empty, or a first byte below 0x20 other than 0x01
 --   malformed packed member  0x01 not followed by a 16-character base32
 --                            random part and an envelope
---   unknown envelope format  the envelope does not start with ARGV[4]
+--   unknown envelope format  the envelope does not start with the magic
+--                            byte and an accepted version (ARGV[4])
 --   missing envelope         a plain member with no envelope in KEYS[2]
 -- A packed member is appended when its kind byte and its envelope header
 -- are right; the alphabet of its random part is checked by the consumer
@@ -69,7 +71,7 @@ local n = #due / 2
 if n > 0 then
   local byte, find, tonumber, call = string.byte, string.find, tonumber, redis.call
   local hdr = ARGV[4]
-  local h1, h2 = byte(hdr, 1, 2)
+  local h1, h2, h3 = byte(hdr, 1, 3) -- h3 nil when one version is accepted
   -- Classify each member once. A packed member is appended as is (field
   -- "p": the consumer splits it, which costs Lua no strings), at once while
   -- no plain member came before it in the batch (the stream keeps due
@@ -87,7 +89,7 @@ if n > 0 then
       local d = tonumber(score)
       if d < 0 or d >= DUEMAX or d % 1 ~= 0 then
         reason = 'invalid due time'
-      elseif byte(m, 18) == h1 and byte(m, 19) == h2 then
+      elseif byte(m, 18) == h1 and (byte(m, 19) == h2 or byte(m, 19) == h3) then
         if np == 0 then
           call('XADD', KEYS[3], '*', 'd', score, 'p', m)
         else
@@ -136,7 +138,7 @@ if n > 0 then
         elseif d < 0 or d >= DUEMAX or d % 1 ~= 0 then
           call('XADD', KEYS[4], '*', 'i', m, 'd', score, 'r', 'invalid due time', 'e', env)
           bad = bad + 1
-        elseif byte(env, 1) ~= h1 or byte(env, 2) ~= h2 then
+        elseif byte(env, 1) ~= h1 or (byte(env, 2) ~= h2 and byte(env, 2) ~= h3) then
           call('XADD', KEYS[4], '*', 'i', m, 'd', score, 'r', 'unknown envelope format', 'e', env)
           bad = bad + 1
         else

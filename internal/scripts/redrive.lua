@@ -7,13 +7,29 @@
 -- KEYS[3]  HASH    the group's retry lane envelopes
 -- ARGV[1]  delay in ms, added to Redis TIME
 -- ARGV[2]  the retry lane's wake channel
--- ARGV[3]  the envelope header every valid envelope starts with
+-- ARGV[3]  the envelope header: the magic byte every valid envelope starts
+--          with, then the version bytes accepted after it
 -- ARGV[4..] groups of two: dead-letter entry id, envelope for the new attempt ("" = use the stored one)
 --
 -- Returns one status per entry: 1 redriven, 0 not found, -1 not redrivable
 -- (no valid envelope; left in place).
 local t = redis.call('TIME') -- now rounded up to the ms: the delay is never cut short
 local due = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000) + tonumber(ARGV[1])
+-- An envelope is valid when it starts with the magic byte and an accepted
+-- version.
+local function valid(env)
+  local hdr = ARGV[3]
+  if not env or #env < 2 or string.byte(env, 1) ~= string.byte(hdr, 1) then
+    return false
+  end
+  local v = string.byte(env, 2)
+  for k = 2, #hdr do
+    if string.byte(hdr, k) == v then
+      return true
+    end
+  end
+  return false
+end
 local out = {}
 local earliest = false
 for i = 4, #ARGV, 2 do
@@ -36,7 +52,7 @@ for i = 4, #ARGV, 2 do
     -- without a message id, or with one no producer could have given (it
     -- would make a retry-lane member of an unknown kind), or without a
     -- valid envelope stays where it is.
-    if not mid or mid == '' or string.byte(mid) < 32 or not env or string.sub(env, 1, 2) ~= ARGV[3] then
+    if not mid or mid == '' or string.byte(mid) < 32 or not valid(env) then
       out[#out + 1] = -1
     else
       local member = mid .. '\031' .. id

@@ -10,7 +10,9 @@
 //
 // An envelope (codec.Envelope) is two header bytes ([Magic] 0xD5, [Version]
 // 1) followed by varint-framed attempt, creation time and headers, then the
-// payload. Its ID and due time travel beside it (sorted-set member and
+// payload; an envelope with a deadline has version [VersionDeadline] (2)
+// and the deadline (Unix ms) after the creation time. Envelopes without a
+// deadline keep version 1, which earlier releases read. Its ID and due time travel beside it (sorted-set member and
 // score; stream entry fields), because After(d) is resolved against the
 // Redis clock inside a script that cannot rewrite the bytes.
 // [UnmarshalEnvelope] returns a *codec.EnvelopeError wrapping

@@ -16,12 +16,17 @@ import (
 // reaches a consumer.
 const (
 	Magic   byte = 0xD5 // first byte of every envelope
-	Version byte = 1    // current format version
+	Version byte = 1    // the format of an envelope without a deadline
+	// VersionDeadline is the format of an envelope with a deadline: as
+	// [Version], with the deadline after the creation time. Envelopes
+	// without one keep [Version], which earlier releases read.
+	VersionDeadline byte = 2
 )
 
-// Header is what every valid envelope of this version starts with: [Magic]
-// and [Version]. The scripts get it as an argument.
-const Header = "\xd5\x01"
+// Header is [Magic] followed by every version this build reads. The
+// scripts get it as an argument and accept an envelope whose first byte is
+// Header's first and whose second is any of the others.
+const Header = "\xd5\x01\x02"
 
 // maxHeaders bounds decoding work on hostile input.
 const maxHeaders = 1 << 12
@@ -37,7 +42,7 @@ func MarshalEnvelope(e *codec.Envelope) []byte {
 
 // EnvelopeSize returns an upper bound of the length of e's encoding.
 func EnvelopeSize(e *codec.Envelope) int {
-	n := 2 + 3*binary.MaxVarintLen64 + len(e.Payload)
+	n := 2 + 4*binary.MaxVarintLen64 + len(e.Payload)
 	for k, v := range e.Headers {
 		n += 2*binary.MaxVarintLen64 + len(k) + len(v)
 	}
@@ -47,13 +52,21 @@ func EnvelopeSize(e *codec.Envelope) int {
 // AppendEnvelope appends the encoding of e (as [MarshalEnvelope] returns it)
 // to b and returns the extended slice.
 func AppendEnvelope(b []byte, e *codec.Envelope) []byte {
-	b = append(b, Magic, Version)
+	deadline := deadlineMs(e.Deadline)
+	if deadline == 0 {
+		b = append(b, Magic, Version)
+	} else {
+		b = append(b, Magic, VersionDeadline)
+	}
 	b = binary.AppendUvarint(b, uint64(min(max(e.Attempt, 0), math.MaxInt32)))
 	var created int64
 	if !e.Created.IsZero() {
 		created = e.Created.UnixMilli()
 	}
 	b = binary.AppendVarint(b, created)
+	if deadline != 0 {
+		b = binary.AppendVarint(b, deadline)
+	}
 	b = binary.AppendUvarint(b, uint64(len(e.Headers)))
 	if len(e.Headers) > 0 { // sorting allocates even for no headers
 		for _, k := range slices.Sorted(maps.Keys(e.Headers)) {
@@ -67,19 +80,26 @@ func AppendEnvelope(b []byte, e *codec.Envelope) []byte {
 	return append(b, e.Payload...)
 }
 
-// UnmarshalEnvelope decodes b into e's Payload, Headers, Attempt and Created,
+// UnmarshalEnvelope decodes b into e's Payload, Headers, Attempt, Created and Deadline,
 // leaving ID and Due untouched. The payload is copied, so b may be reused.
 // It returns an [*codec.EnvelopeError] for anything that is not a valid envelope.
 func UnmarshalEnvelope(b []byte, e *codec.Envelope) error {
 	if len(b) < 2 || b[0] != Magic {
 		return &codec.EnvelopeError{Err: codec.ErrUnknownFormat, Detail: "missing envelope magic byte"}
 	}
-	if b[1] != Version {
-		return &codec.EnvelopeError{Err: codec.ErrUnknownFormat, Detail: fmt.Sprintf("envelope version %d (this build reads %d)", b[1], Version)}
+	if b[1] != Version && b[1] != VersionDeadline {
+		return &codec.EnvelopeError{Err: codec.ErrUnknownFormat, Detail: fmt.Sprintf("envelope version %d (this build reads %d and %d)", b[1], Version, VersionDeadline)}
 	}
 	r := reader{b: b, off: 2}
 	attempt := r.uvarint("attempt")
 	created := r.varint("created")
+	var deadline int64
+	if b[1] == VersionDeadline {
+		deadline = r.varint("deadline")
+		if r.err == nil && deadline <= 0 {
+			r.fail(fmt.Sprintf("deadline %d out of range", deadline))
+		}
+	}
 	nh := r.uvarint("header count")
 	if r.err == nil && nh > maxHeaders {
 		r.fail(fmt.Sprintf("header count %d exceeds %d", nh, maxHeaders))
@@ -104,9 +124,22 @@ func UnmarshalEnvelope(b []byte, e *codec.Envelope) error {
 	if created != 0 {
 		e.Created = time.UnixMilli(created)
 	}
+	e.Deadline = time.Time{}
+	if deadline != 0 {
+		e.Deadline = time.UnixMilli(deadline)
+	}
 	e.Headers = headers
 	e.Payload = append([]byte(nil), b[r.off:]...)
 	return nil
+}
+
+// deadlineMs returns the deadline in Unix ms, 0 for none (a zero time, or
+// one at or before the epoch, which no message can meet).
+func deadlineMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return max(t.UnixMilli(), 1)
 }
 
 // reader decodes varint-framed fields and remembers the first failure.

@@ -52,6 +52,18 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 			want: codec.Envelope{Payload: []byte("p"), Attempt: 1, Created: created},
 		},
 		{
+			name: "deadline (version 2), truncated to the ms",
+			in: codec.Envelope{Payload: []byte("p"), Attempt: 3, Created: created, Headers: map[string]string{"k": "v"},
+				Deadline: created.Add(time.Hour + 700*time.Microsecond)},
+			want: codec.Envelope{Payload: []byte("p"), Attempt: 3, Created: created, Headers: map[string]string{"k": "v"},
+				Deadline: created.Add(time.Hour)},
+		},
+		{
+			name: "deadline before the epoch: expired at once, still version 2",
+			in:   codec.Envelope{Payload: []byte("p"), Attempt: 1, Deadline: time.UnixMilli(-5)},
+			want: codec.Envelope{Payload: []byte("p"), Attempt: 1, Deadline: time.UnixMilli(1)},
+		},
+		{
 			name: "large attempt",
 			in:   codec.Envelope{Payload: []byte("p"), Attempt: math.MaxInt32, Created: created},
 			want: codec.Envelope{Payload: []byte("p"), Attempt: math.MaxInt32, Created: created},
@@ -98,7 +110,11 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 			b := wire.MarshalEnvelope(&tt.in)
 			require.GreaterOrEqual(t, len(b), 2)
 			assert.Equal(t, wire.Magic, b[0])
-			assert.Equal(t, wire.Version, b[1])
+			if tt.in.Deadline.IsZero() {
+				assert.Equal(t, wire.Version, b[1])
+			} else {
+				assert.Equal(t, wire.VersionDeadline, b[1])
+			}
 
 			got := codec.Envelope{ID: "keep-me", Due: time.UnixMilli(42)}
 			require.NoError(t, wire.UnmarshalEnvelope(b, &got))
@@ -160,7 +176,13 @@ func TestUnmarshalEnvelopeErrors(t *testing.T) {
 		{"wrong magic", []byte{0x7B, 0x01, 0x00}, codec.ErrUnknownFormat, "magic"},
 		{"json text", []byte(`{"a":1}`), codec.ErrUnknownFormat, "magic"},
 		{"version 0", []byte{wire.Magic, 0}, codec.ErrUnknownFormat, "version 0"},
-		{"version 2", cat([]byte{wire.Magic, 2}, valid[2:]), codec.ErrUnknownFormat, "version 2"},
+		{"version 3", cat([]byte{wire.Magic, 3}, valid[2:]), codec.ErrUnknownFormat, "version 3"},
+		// A version-1 body read as version 2: the header count (1, a
+		// zigzag -1) is taken for the deadline.
+		{"version 2 without a deadline", cat([]byte{wire.Magic, wire.VersionDeadline}, valid[2:]), codec.ErrCorrupt, "deadline"},
+		{"version 2, deadline 0", cat([]byte{wire.Magic, wire.VersionDeadline}, uv(1), sv(0), sv(0), uv(0)), codec.ErrCorrupt, "deadline"},
+		{"version 2, negative deadline", cat([]byte{wire.Magic, wire.VersionDeadline}, uv(1), sv(0), sv(-5), uv(0)), codec.ErrCorrupt, "deadline"},
+		{"version 2, missing deadline", cat([]byte{wire.Magic, wire.VersionDeadline}, uv(1), sv(0)), codec.ErrCorrupt, "deadline"},
 		{"header bytes only", hdr, codec.ErrCorrupt, "attempt"},
 		{"truncated attempt varint", cat(hdr, []byte{0x80}), codec.ErrCorrupt, "attempt"},
 		{"overflowing attempt varint", cat(hdr, overlong), codec.ErrCorrupt, "attempt"},
@@ -225,4 +247,19 @@ func TestEnvelopeErrorUnwrap(t *testing.T) {
 	err := &codec.EnvelopeError{Err: codec.ErrCorrupt, Detail: "bad varint in attempt"}
 	assert.Equal(t, "codec: corrupt envelope: bad varint in attempt", err.Error())
 	assert.Equal(t, codec.ErrCorrupt, errors.Unwrap(err))
+}
+
+// An envelope without a deadline keeps version 1, which earlier releases
+// read; one with a deadline is version 2.
+func TestEnvelopeVersionByDeadline(t *testing.T) {
+	t.Parallel()
+	e := codec.Envelope{Payload: []byte("p"), Attempt: 1}
+	assert.Equal(t, []byte{wire.Magic, wire.Version}, wire.MarshalEnvelope(&e)[:2])
+	e.Deadline = time.UnixMilli(1_700_000_000_000)
+	b := wire.MarshalEnvelope(&e)
+	assert.Equal(t, []byte{wire.Magic, wire.VersionDeadline}, b[:2])
+	assert.Equal(t, string([]byte{wire.Magic, wire.Version, wire.VersionDeadline}), wire.Header)
+	var got codec.Envelope
+	require.NoError(t, wire.UnmarshalEnvelope(b, &got))
+	assert.Equal(t, e.Deadline, got.Deadline)
 }
