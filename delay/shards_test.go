@@ -430,7 +430,7 @@ func TestShardCountCheckedOnce(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, int64(2), n)
 			calls := b.calls(t)
-			assert.Equal(t, 1, calls["hget"], "one read of the record (meta.lua): %v", calls)
+			assert.Equal(t, 1, calls["hmget"], "one read of the record (meta.lua): %v", calls)
 			assert.Equal(t, 4, calls["zadd"], "three schedules and a reschedule: %v", calls)
 		})
 	}

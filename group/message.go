@@ -90,6 +90,14 @@ type Hooks struct {
 	OnDeadLettered func(m *Message, reason string)                    // m is nil for entries that could not be decoded
 	OnDropped      func(m *Message, err error)                        // handler returned a Drop error
 	OnReclaimed    func(stream string, n int, deleted int)            // XAUTOCLAIM took n entries; deleted were gone from the stream
+	// OnDataLoss is called, once per loss, when a read finds the group
+	// missing and the queue's record (stream.Layout.Meta) gone or
+	// recreated since this consumer last saw it: Redis lost the queue's
+	// data (restarted without persistence, FLUSHALL, a failover to a
+	// replica that had none of it). err wraps stream.ErrDataLost; the loss
+	// is also logged at error level. The group is recreated and the
+	// consumer goes on.
+	OnDataLoss func(err error)
 }
 
 // Dead-letter reasons.

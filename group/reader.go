@@ -3,12 +3,14 @@ package group
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/delaystream/delaystream/internal/heal"
+	"github.com/delaystream/delaystream/stream"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -148,10 +150,7 @@ func (rd *reader) read(ctx context.Context) error {
 			}
 			heal.After(c.rdb, err)
 			if redis.HasErrorPrefix(err, "NOGROUP") {
-				r.log.WarnContext(ctx, "group missing; recreating it", slog.Any("err", err))
-				if err := c.ensureGroups(ctx); err != nil && ctx.Err() == nil {
-					r.log.ErrorContext(ctx, "recreating group failed", slog.Any("err", err))
-				}
+				rd.groupMissing(ctx, err)
 			} else if ctx.Err() == nil {
 				r.log.WarnContext(ctx, "xreadgroup failed", slog.Any("err", err), slog.Duration("retry_in", backoff))
 			}
@@ -250,5 +249,31 @@ func (rd *reader) release(f *flight) {
 		case rd.room <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// groupMissing handles a read that found the group (or its stream) gone:
+// it recreates the group, and checks whether Redis lost the queue's data
+// (the queue's record gone or recreated since this consumer last saw it),
+// which it reports once per loss through the logger and the OnDataLoss
+// hook. A group deleted by hand, with the data kept, is only recreated.
+func (rd *reader) groupMissing(ctx context.Context, cause error) {
+	r, c := rd.r, rd.r.c
+	r.log.WarnContext(ctx, "group missing; recreating it", slog.Any("err", cause))
+	if err := c.ensureGroups(ctx); err != nil && ctx.Err() == nil {
+		r.log.ErrorContext(ctx, "recreating group failed", slog.Any("err", err))
+	}
+	vctx, cancel := context.WithTimeout(ctx, opTimeout)
+	lost, err := c.guard.Verify(vctx, c.rdb)
+	cancel()
+	if err != nil || !lost {
+		return
+	}
+	err = fmt.Errorf("%w: queue %s: its record %s was gone or recreated when the group %s was found missing; "+
+		"messages waiting or pending before may be lost (Redis restarted without persistence, FLUSHALL, "+
+		"or a failover to a replica that had none of it)", stream.ErrDataLost, c.queue, c.layout.Meta(), c.group)
+	r.log.ErrorContext(ctx, "Redis lost the queue's data", slog.Any("err", err))
+	if h := c.cfg.hooks.OnDataLoss; h != nil {
+		h(err)
 	}
 }

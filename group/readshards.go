@@ -283,10 +283,7 @@ func (rd *reader) readShards(ctx context.Context) error {
 		}
 		heal.After(c.rdb, failed)
 		if redis.HasErrorPrefix(failed, "NOGROUP") {
-			r.log.WarnContext(ctx, "group missing; recreating it", slog.Any("err", failed))
-			if err := c.ensureGroups(ctx); err != nil && ctx.Err() == nil {
-				r.log.ErrorContext(ctx, "recreating group failed", slog.Any("err", err))
-			}
+			rd.groupMissing(ctx, failed)
 		} else if ctx.Err() == nil {
 			r.log.WarnContext(ctx, "xreadgroup failed", slog.Any("err", failed), slog.Duration("retry_in", backoff))
 		}

@@ -54,6 +54,15 @@ type Hooks struct {
 	// queue reports shard 0 when Run starts. Every mover reports an empty
 	// set when Run returns.
 	OnOwnership func(owned []int)
+	// OnDataLoss is called, once per loss, when this mover finds that Redis
+	// lost the queue's data: the queue's record (stream.Layout.Meta) is
+	// gone or was recreated since the mover last saw it (Redis restarted
+	// without persistence, FLUSHALL, a failover to a replica that had none
+	// of it). Messages that waited, and entries pending in the streams, may
+	// be lost. err wraps stream.ErrDataLost. The mover checks every 30 s and
+	// whenever its calls work again after failing; it also logs the loss at
+	// error level.
+	OnDataLoss func(err error)
 }
 
 // WithPrefix sets the key prefix. Default stream.DefaultPrefix ("ds").

@@ -153,10 +153,12 @@ func TestFakeClockIdleCost(t *testing.T) {
 		// The shard-count check when Run starts (meta.lua), a first call
 		// within the 20 ms start stagger, and one more if the subscription
 		// was confirmed after that call started (a confirmation before it
-		// is answered by it); then one probe per second.
+		// is answered by it); then one probe per second, and a check of the
+		// queue's record every 30 s (one or two in the minute, as the
+		// second falls on its last instant).
 		evals := calls.evals.Load()
-		assert.GreaterOrEqual(t, evals, int64(2), "script calls")
-		assert.LessOrEqual(t, evals, int64(3), "script calls")
+		assert.GreaterOrEqual(t, evals, int64(3), "script calls")
+		assert.LessOrEqual(t, evals, int64(5), "script calls")
 		probes := calls.probes.Load()
 		assert.GreaterOrEqual(t, probes, int64(58))
 		assert.LessOrEqual(t, probes, int64(60))

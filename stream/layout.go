@@ -70,6 +70,13 @@ func (l *Layout) Movers() string { return l.home.base + ":o" }
 // once.
 func (l *Layout) MoversChannel() string { return l.home.base + ":o:w" }
 
+// ErrDataLost is wrapped by the error that movers and consumers report
+// (through their logger and their OnDataLoss hook) when they find that
+// Redis lost a queue's data while they ran: the queue's record
+// ([Layout.Meta]) is gone or was recreated (Redis restarted without
+// persistence, FLUSHALL, a failover to a replica that had none of it).
+var ErrDataLost = errors.New("stream: Redis lost the queue's data")
+
 // ErrShardCount is wrapped by the error a part of a queue returns at its
 // first call when the shard count it was built with differs from the one
 // recorded for the queue in Redis. Nothing is written.

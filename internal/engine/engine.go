@@ -45,6 +45,7 @@ type Engine struct {
 	probes *idleProbes // the idle probes' shared budget
 	all    []int       // every shard number
 
+	dataPoke chan struct{} // a lane recovered from failed calls: check the queue's record now (watchData)
 	flightMu sync.Mutex
 	inFlight map[string]chan struct{} // by node address: a slot per promote call or probe in flight (maxInFlight)
 
@@ -107,7 +108,7 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Engine, erro
 	_, _ = rand.Read(tok[:])
 	m := &Engine{rdb: rdb, queue: queue, cfg: cfg, token: hex.EncodeToString(tok[:]),
 		layout: layout, guard: shards.NewGuard(layout, "mover"), probes: newIdleProbes(cfg.maxIdle),
-		inFlight: map[string]chan struct{}{}}
+		inFlight: map[string]chan struct{}{}, dataPoke: make(chan struct{}, 1)}
 	sharded := cfg.shards > 1
 	// The main lanes of a sharded queue are divided between its movers by
 	// the registry, and promoted without leases; WithoutLease opts out of
@@ -305,6 +306,9 @@ func (m *Engine) Run(ctx context.Context) error {
 		})
 	}
 	g.Go(func() error { return m.probes.run(gctx) })
+	if m.cfg.retryOf == "" {
+		g.Go(func() error { m.watchData(gctx, log); return nil })
+	}
 	if m.reg != nil {
 		g.Go(func() error { return m.reg.run(gctx, log) })
 	} else {
@@ -377,6 +381,60 @@ func (m *Engine) acquireCall(ctx context.Context, key string) (release func(), e
 func (m *Engine) reportOwnership(owned []int) {
 	if h := m.cfg.hooks.OnOwnership; h != nil {
 		h(slices.Clone(owned))
+	}
+}
+
+// dataCheckEvery is how often a mover checks that Redis still has its
+// queue's record (stream.ErrDataLost).
+const dataCheckEvery = 30 * time.Second
+
+// watchData checks the queue's record every dataCheckEvery, and when a
+// lane's calls work again after failing (Redis may have restarted), until
+// ctx ends; it reports once each time it finds the record gone or recreated:
+// Redis lost the queue's data (the record is recreated by the check, so
+// the next loss is seen too). A failed check is retried at the next tick.
+func (m *Engine) watchData(ctx context.Context, log *slog.Logger) {
+	tick := time.NewTicker(dataCheckEvery)
+	defer tick.Stop()
+	// The client reconnects by itself after a restart, often without a
+	// failed call: a drop of pooled connections (StaleConns, which counts
+	// every connection removed from the pool) also triggers a check, at
+	// most once a second. It costs no call.
+	conns := time.NewTicker(time.Second)
+	defer conns.Stop()
+	stale := m.rdb.PoolStats().StaleConns
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-m.dataPoke:
+		case <-conns.C:
+			s := m.rdb.PoolStats().StaleConns
+			if s == stale {
+				continue
+			}
+			stale = s
+		}
+		cctx, cancel := context.WithTimeout(ctx, m.cfg.callLimit)
+		lost, err := m.guard.Verify(cctx, m.rdb)
+		cancel()
+		if err != nil {
+			heal.After(m.rdb, err)
+			continue
+		}
+		if lost {
+			err := fmt.Errorf("%w: queue %s: its record %s was gone or recreated within the last %s; "+
+				"messages waiting or pending before may be lost (Redis restarted without persistence, FLUSHALL, "+
+				"or a failover to a replica that had none of it)",
+				stream.ErrDataLost, m.queue, m.layout.Meta(), time.Since(last).Round(time.Second))
+			log.ErrorContext(ctx, "Redis lost the queue's data", slog.Any("err", err))
+			if h := m.cfg.hooks.OnDataLoss; h != nil {
+				h(err)
+			}
+		}
+		last = time.Now()
 	}
 }
 
@@ -723,6 +781,12 @@ func (l *lane) run(ctx context.Context, log *slog.Logger) error {
 		if fails.n > 0 {
 			fails.succeeded(ctx, log)
 			l.failing.Store(false)
+			// Calls failed and work again: if Redis restarted, it may
+			// have restarted empty. Check now rather than at the next tick.
+			select {
+			case l.m.dataPoke <- struct{}{}:
+			default:
+			}
 		}
 		backoff = 50 * time.Millisecond
 		owner := r.leaseTTL == -1

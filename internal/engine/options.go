@@ -61,8 +61,9 @@ type Hooks struct {
 	//
 	// The movers of a sharded queue also report here every failed beat of
 	// the registry of live movers, with lane set to the registry's key
-	// (stream.Layout.Movers): a mover that cannot beat owns no shard once
-	// its view is a lease TTL old.
+	// (stream.Layout.Movers): a mover that cannot beat keeps promoting the
+	// shards of its last view (every shard if it never had one) until a
+	// beat succeeds.
 	OnError func(lane string, err error, stuck bool)
 	// OnOwnership is called with the shards this engine promotes (sorted)
 	// whenever that set changes; it is the new value of [Engine.Owned].
@@ -71,6 +72,15 @@ type Hooks struct {
 	// reports all of its shards when Run starts. Every engine reports an
 	// empty set when Run returns.
 	OnOwnership func(owned []int)
+	// OnDataLoss is called, once per loss, when this mover finds that Redis
+	// lost the queue's data: the queue's record (stream.Layout.Meta) is
+	// gone or was recreated since the mover last saw it (Redis restarted
+	// without persistence, FLUSHALL, a failover to a replica that had none
+	// of it). Messages that waited, and entries pending in the streams, may
+	// be lost. err wraps stream.ErrDataLost. The mover checks every 30 s and
+	// whenever its calls work again after failing; it also logs the loss at
+	// error level.
+	OnDataLoss func(err error)
 }
 
 // WithPrefix sets the key prefix. Default stream.DefaultPrefix ("ds").

@@ -2,7 +2,10 @@ package shards
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -18,6 +21,9 @@ type Guard struct {
 	layout *stream.Layout
 	what   string // the part, for errors: "producer", "mover", "consumer"
 	ok     atomic.Bool
+
+	mu    sync.Mutex
+	epoch string // the record's epoch at the last check; "" before one
 }
 
 // NewGuard returns the guard of a part (what names it in errors) of the
@@ -34,24 +40,62 @@ func (g *Guard) Check(ctx context.Context, rdb redis.UniversalClient) error {
 	if g.ok.Load() {
 		return nil
 	}
+	_, err := g.run(ctx, rdb)
+	return err
+}
+
+// Verify checks the record again, like a first Check, and reports whether
+// its epoch changed since the previous check (the record was gone and is
+// now recreated, or was recreated by another part): Redis lost the queue's
+// data meanwhile. The new epoch is remembered, so one loss is reported
+// once.
+func (g *Guard) Verify(ctx context.Context, rdb redis.UniversalClient) (lost bool, err error) {
+	g.mu.Lock()
+	before := g.epoch
+	g.mu.Unlock()
+	epoch, err := g.run(ctx, rdb)
+	if err != nil {
+		return false, err
+	}
+	return before != "" && epoch != "" && epoch != before, nil
+}
+
+// run runs meta.lua and returns the record's epoch.
+func (g *Guard) run(ctx context.Context, rdb redis.UniversalClient) (string, error) {
 	l := g.layout
 	home := l.Shard(0)
 	if l.Shards() > 1 {
 		home, _ = stream.NewKeys(l.Prefix(), l.Queue(), 0, 1)
 	}
-	n, err := scripts.Meta.Run(ctx, rdb, []string{l.Meta(), home.Main().Delayed, home.Main().Stream}, l.Shards()).Int64()
+	var tok [12]byte
+	_, _ = rand.Read(tok[:])
+	reply, err := scripts.Meta.Run(ctx, rdb, []string{l.Meta(), home.Main().Delayed, home.Main().Stream},
+		l.Shards(), hex.EncodeToString(tok[:])).Slice()
 	if err != nil {
-		return fmt.Errorf("queue %s: reading its shard count (%s): %w", l.Queue(), l.Meta(), err)
+		return "", fmt.Errorf("queue %s: reading its shard count (%s): %w", l.Queue(), l.Meta(), err)
+	}
+	var n int64
+	var epoch string
+	if len(reply) == 2 {
+		n, _ = reply[0].(int64)
+		epoch, _ = reply[1].(string)
+	} else {
+		n = -1
 	}
 	switch {
 	case n < 0:
-		return fmt.Errorf("%w: queue %s: %s field shards holds no count; this %s has %d shards",
+		return "", fmt.Errorf("%w: queue %s: %s field shards holds no count; this %s has %d shards",
 			stream.ErrShardCount, l.Queue(), l.Meta(), g.what, l.Shards())
 	case int(n) != l.Shards():
-		return fmt.Errorf("%w: queue %s has %d shard(s) (recorded in %s); this %s was built with %d: "+
+		return "", fmt.Errorf("%w: queue %s has %d shard(s) (recorded in %s); this %s was built with %d: "+
 			"see \"Sharded queues\" in the README to change a queue's shard count",
 			stream.ErrShardCount, l.Queue(), n, l.Meta(), g.what, l.Shards())
 	}
+	if epoch != "" {
+		g.mu.Lock()
+		g.epoch = epoch
+		g.mu.Unlock()
+	}
 	g.ok.Store(true)
-	return nil
+	return epoch, nil
 }
