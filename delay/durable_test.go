@@ -28,9 +28,11 @@ func spawn(t *testing.T, extra ...string) *redistest.Server {
 	return s
 }
 
-// client returns a client of addr, closed when t ends.
+// client returns a client with options o (plus, in TLS mode, the TLS
+// configuration), closed when t ends.
 func client(t *testing.T, o redis.Options) *redis.Client {
 	t.Helper()
+	o.TLSConfig = redistest.TLSConfig(t)
 	c := redis.NewClient(&o)
 	t.Cleanup(func() { _ = c.Close() })
 	return c

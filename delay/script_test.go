@@ -72,7 +72,7 @@ func countedRedis(t *testing.T, extra ...string) countedBackend {
 	s, err := redistest.Spawn(extra...)
 	require.NoError(t, err)
 	t.Cleanup(s.Stop)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	rdb := redis.NewClient(redistest.Options(t, s.Addr))
 	t.Cleanup(func() { _ = rdb.Close() })
 	return countedBackend{
 		rdb: rdb,

@@ -258,7 +258,7 @@ func TestDrainTimeoutHandsBackQueuedEntriesOnce(t *testing.T) {
 // main stream are counted.
 func clientCountingClaims(t *testing.T, h *harness) (*redis.Client, *cmdCounter) {
 	t.Helper()
-	client := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	client := redis.NewClient(redistest.Options(t, redistest.Addr(t)))
 	t.Cleanup(func() { _ = client.Close() })
 	claims := newCommandCounter("xclaim", h.mainStream())
 	client.AddHook(claims)

@@ -403,7 +403,12 @@ func helperMain(spec string) int {
 		fmt.Fprintln(os.Stderr, "helper: bad config:", err)
 		return 2
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: cfg.Addr})
+	tc, err := redistest.LoadTLSConfig() // from the Env the parent gave
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 2
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.Addr, TLSConfig: tc})
 	defer rdb.Close()
 	opts := []group.Option{
 		group.WithPrefix(cfg.Prefix), group.WithWorkers(cfg.Workers), group.WithConsumerName(cfg.Name),
@@ -476,7 +481,7 @@ func (h *harness) startChild(g, name string, cfg helperConfig) *child {
 	spec, err := json.Marshal(cfg)
 	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+string(spec))
+	cmd.Env = append(append(os.Environ(), redistest.Env(t)...), helperEnv+"="+string(spec))
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	c := &child{cmd: cmd, lines: make(chan heldLine, 1024), stderr: &lockedBuffer{}}

@@ -65,7 +65,7 @@ func TestReadAheadFollowsHandlerPace(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t)
 			h.startMover()
-			client := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+			client := redis.NewClient(redistest.Options(t, redistest.Addr(t)))
 			t.Cleanup(func() { _ = client.Close() })
 			counts := &readCounts{}
 			client.AddHook(counts)

@@ -53,7 +53,7 @@ func TestTrimKeepsWhatAStalledGroupNeeds(t *testing.T) {
 	h.startMover()
 
 	// The fast consumer's client counts its trim passes over the queue stream.
-	fastClient := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	fastClient := redis.NewClient(redistest.Options(t, redistest.Addr(t)))
 	t.Cleanup(func() { _ = fastClient.Close() })
 	trims := newScriptCounter(scripts.Trim, key)
 	fastClient.AddHook(trims)
@@ -318,7 +318,7 @@ func TestWithoutTrim(t *testing.T) {
 	ctx := context.Background()
 	key := h.mainStream()
 	h.startMover()
-	client := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	client := redis.NewClient(redistest.Options(t, redistest.Addr(t)))
 	t.Cleanup(func() { _ = client.Close() })
 	trims, passes := newScriptCounter(scripts.Trim, key), newCommandCounter("xautoclaim", key)
 	client.AddHook(trims)
@@ -349,7 +349,7 @@ func TestTrimOnlyAfterActivity(t *testing.T) {
 	ctx := context.Background()
 	key, retryKey := h.mainStream(), h.retryStream("g")
 	h.startMover()
-	client := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	client := redis.NewClient(redistest.Options(t, redistest.Addr(t)))
 	t.Cleanup(func() { _ = client.Close() })
 	trims, retryTrims := newScriptCounter(scripts.Trim, key), newScriptCounter(scripts.Trim, retryKey)
 	passes := newCommandCounter("xautoclaim", key)

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/mover"
 )
 
@@ -63,7 +64,12 @@ func childMain(spec string) int {
 		fmt.Fprintln(os.Stderr, "child: bad spec:", err)
 		return 2
 	}
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.Addrs, MaxRedirects: 8})
+	tc, err := redistest.LoadTLSConfig() // from the Env the parent gave
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.Addrs, MaxRedirects: 8, TLSConfig: tc})
 	defer rdb.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// Safety net: the parent stops or kills this process long before.
@@ -155,7 +161,7 @@ func startProc(t *testing.T, name string, spec childSpec) *proc {
 	js, err := json.Marshal(spec)
 	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+string(js))
+	cmd.Env = append(append(os.Environ(), redistest.Env(t)...), childEnv+"="+string(js))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)

@@ -64,7 +64,7 @@ func foCluster(t *testing.T) (*redistest.Cluster, *redis.ClusterClient) {
 		require.True(t, time.Now().Before(deadline), "after 10s, %d of 3 replicas linked, %d online", linked, online)
 		time.Sleep(20 * time.Millisecond)
 	}
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs, MaxRedirects: 8})
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs, MaxRedirects: 8, TLSConfig: c.TLSConfig()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	// Even then, a fresh replica may not confirm the very first write for
 	// a few hundred ms: on each master, write and WAIT until it confirms.
@@ -100,7 +100,7 @@ func foCluster(t *testing.T) (*redistest.Cluster, *redis.ClusterClient) {
 // answer within 500 ms).
 func foInfo(t *testing.T, addr string) string {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1, TLSConfig: redistest.TLSConfig(t)})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
@@ -138,7 +138,7 @@ func foServer(t *testing.T, c *redistest.Cluster, addr string) *redistest.Server
 // master and returns when it saw that, failing t after limit.
 func foWaitMaster(t *testing.T, addr string, limit time.Duration) time.Time {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1, TLSConfig: redistest.TLSConfig(t)})
 	defer c.Close()
 	deadline := time.Now().Add(limit)
 	for {
@@ -385,7 +385,7 @@ func (sc foScenario) run(t *testing.T) {
 	waitUntil(scheduled.Add(sc.failAfter))
 	var since time.Time
 	if sc.manual {
-		rc := redis.NewClient(&redis.Options{Addr: replica})
+		rc := redis.NewClient(redistest.Options(t, replica))
 		since = time.Now()
 		require.NoError(t, rc.ClusterFailover(ctx).Err())
 		_ = rc.Close()
@@ -548,7 +548,7 @@ func TestFailoverLossDurable(t *testing.T) {
 // foPid returns the process id of the server at addr (INFO server).
 func foPid(t *testing.T, addr string) int {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr})
+	c := redis.NewClient(redistest.Options(t, addr))
 	defer c.Close()
 	info, err := c.Info(context.Background(), "server").Result()
 	require.NoError(t, err)

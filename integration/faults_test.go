@@ -12,6 +12,7 @@ import (
 
 	"github.com/delaystream/delaystream/delay"
 	"github.com/delaystream/delaystream/integration/internal/harness"
+	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/mover"
 	"github.com/delaystream/delaystream/stream"
 )
@@ -117,7 +118,7 @@ func TestConnectionsKilled(t *testing.T) {
 	want := map[string]time.Time{}
 	scheduleSpread(t, q, ids("a", 0, 300), 1500*time.Millisecond, want)
 
-	killer := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr})
+	killer := redis.NewClient(redistest.Options(t, rdb.Options().Addr))
 	t.Cleanup(func() { _ = killer.Close() })
 	<-tl.each // promotion under way
 	var killed int64

@@ -17,7 +17,7 @@ func TestRun(t *testing.T) {
 	c, err := redistest.SpawnCluster(3, 0)
 	require.NoError(t, err)
 	t.Cleanup(c.Stop)
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs, MaxRedirects: 8})
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs, MaxRedirects: 8, TLSConfig: c.TLSConfig()})
 	t.Cleanup(func() { _ = rdb.Close() })
 
 	var out bytes.Buffer

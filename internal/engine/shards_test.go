@@ -757,7 +757,7 @@ func TestShardsIdleCost(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(srv.Stop)
 	client := func() *redis.Client {
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+		c := redis.NewClient(redistest.Options(t, srv.Addr))
 		t.Cleanup(func() { _ = c.Close() })
 		return c
 	}

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -14,20 +15,35 @@ import (
 type Cluster struct {
 	Addrs   []string // every node; the first len/2 (with replicas) or all are masters at start
 	servers []*Server
+	tls     *tls.Config // clients' TLS configuration; nil unless TLS mode
 }
 
 // SpawnCluster starts masters*(1+replicas) servers with cluster mode on and
 // joins them with `redis-cli --cluster create`, then waits until the cluster
 // state is ok on every node and every replica's link to its master is up.
-// The caller must Stop it (or call StopAll).
+// The caller must Stop it (or call StopAll). In TLS mode, clients, the
+// cluster bus and replication all use TLS.
 func SpawnCluster(masters, replicas int) (*Cluster, error) {
+	return spawnCluster(TLS(), masters, replicas)
+}
+
+// spawnCluster is SpawnCluster with TLS on or off whatever the mode.
+func spawnCluster(useTLS bool, masters, replicas int) (*Cluster, error) {
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
 		return nil, fmt.Errorf("redistest: redis-cli not found: %s", InstallHint)
 	}
 	c := &Cluster{}
+	var cliTLS []string
+	if useTLS {
+		certs, err := loadCerts()
+		if err != nil {
+			return nil, err
+		}
+		c.tls, cliTLS = certs.client, certs.cliArgs()
+	}
 	for i := 0; i < masters*(1+replicas); i++ {
-		s, err := Spawn("--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
+		s, err := spawn(useTLS, "--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
 			"--cluster-config-file", "nodes.conf", "--repl-diskless-sync-delay", "0")
 		if err != nil {
 			c.Stop()
@@ -36,7 +52,7 @@ func SpawnCluster(masters, replicas int) (*Cluster, error) {
 		c.servers = append(c.servers, s)
 		c.Addrs = append(c.Addrs, s.Addr)
 	}
-	args := append([]string{"--cluster", "create"}, c.Addrs...)
+	args := append(append(cliTLS, "--cluster", "create"), c.Addrs...)
 	args = append(args, "--cluster-replicas", fmt.Sprint(replicas), "--cluster-yes")
 	out, err := exec.Command(cli, args...).CombinedOutput()
 	if err != nil {
@@ -46,7 +62,7 @@ func SpawnCluster(masters, replicas int) (*Cluster, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, a := range c.Addrs {
-		n := redis.NewClient(&redis.Options{Addr: a})
+		n := redis.NewClient(c.options(a))
 		for {
 			info, err := n.ClusterInfo(ctx).Result()
 			if err == nil && strings.Contains(info, "cluster_state:ok") {
@@ -79,7 +95,7 @@ func (c *Cluster) waitReplicas(ctx context.Context, want int) error {
 	for {
 		up = 0
 		for _, a := range c.Addrs {
-			n := redis.NewClient(&redis.Options{Addr: a})
+			n := redis.NewClient(c.options(a))
 			info, err := n.Info(ctx, "replication").Result()
 			n.Close()
 			if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up") {
@@ -97,9 +113,23 @@ func (c *Cluster) waitReplicas(ctx context.Context, want int) error {
 }
 
 // Client returns a cluster client tuned for tests: it reloads the cluster
-// state quickly after a failover instead of the default 60 s.
+// state quickly after a failover instead of the default 60 s. In TLS mode
+// it has the TLS configuration.
 func (c *Cluster) Client() *redis.ClusterClient {
-	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs, MaxRedirects: 8})
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs, MaxRedirects: 8, TLSConfig: c.TLSConfig()})
+}
+
+// TLSConfig returns a copy of the TLS configuration of the cluster's
+// clients, nil unless TLS mode, for tests that build clients of their own.
+func (c *Cluster) TLSConfig() *tls.Config {
+	if c.tls == nil {
+		return nil
+	}
+	return c.tls.Clone()
+}
+
+func (c *Cluster) options(addr string) *redis.Options {
+	return &redis.Options{Addr: addr, TLSConfig: c.TLSConfig()}
 }
 
 // Servers returns the node processes, e.g. to kill one.

@@ -4,11 +4,17 @@
 //
 // It never skips: when redis-server cannot be found or started, the test
 // fails with a message naming what to install.
+//
+// With DELAYSTREAM_TLS=1 the servers listen on TLS only and the clients
+// handed out use TLS (see [TLS]); tests that build clients of their own
+// take [Options] or [TLSConfig], and tests that start child processes give
+// them [Env].
 package redistest
 
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -30,6 +36,7 @@ const InstallHint = "redis-server (Redis >= 7.0) is required: install it with `a
 // Server is one redis-server child process.
 type Server struct {
 	Addr string // host:port to connect to
+	TLS  bool   // Addr is a TLS port (TLS mode); the server has no plain port
 	cmd  *exec.Cmd
 	dir  string
 }
@@ -49,11 +56,23 @@ func Binary() (string, error) {
 }
 
 // Spawn starts a redis-server with extra arguments and waits until it
-// answers PING. The caller must Stop it (or call StopAll).
+// answers PING. The caller must Stop it (or call StopAll). In TLS mode the
+// server listens on a TLS port only, and replicates over TLS.
 func Spawn(extra ...string) (*Server, error) {
+	return spawn(TLS(), extra...)
+}
+
+// spawn is Spawn with TLS on or off whatever the mode.
+func spawn(useTLS bool, extra ...string) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
+	}
+	var certs *tlsFiles
+	if useTLS {
+		if certs, err = loadCerts(); err != nil {
+			return nil, err
+		}
 	}
 	for attempt := 0; attempt < 5; attempt++ {
 		port, err := freePort()
@@ -64,9 +83,14 @@ func Spawn(extra ...string) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		args := append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+		listen := []string{"--port", strconv.Itoa(port)}
+		if certs != nil {
+			listen = certs.serverArgs(port)
+		}
+		args := append(append([]string{"--bind", "127.0.0.1"}, listen...),
 			"--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no",
-			"--protected-mode", "no", "--loglevel", "warning"}, extra...)
+			"--protected-mode", "no", "--loglevel", "warning")
+		args = append(args, extra...)
 		cmd := exec.Command(bin, args...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 		out, _ := cmd.StdoutPipe()
@@ -85,8 +109,12 @@ func Spawn(extra ...string) (*Server, error) {
 				logMu.Unlock()
 			}
 		}()
-		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, dir: dir}
-		if err := waitPing(s.Addr, 5*time.Second); err != nil {
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), TLS: certs != nil, cmd: cmd, dir: dir}
+		var tc *tls.Config
+		if certs != nil {
+			tc = certs.client.Clone()
+		}
+		if err := waitPing(s.Addr, tc, 5*time.Second); err != nil {
 			s.Stop()
 			logMu.Lock()
 			l := logBuf.String()
@@ -118,7 +146,8 @@ func (s *Server) Stop() {
 	}
 }
 
-// StopAll stops every server started by this process.
+// StopAll stops every server started by this process, then removes the
+// TLS certificates it generated.
 func StopAll() {
 	mu.Lock()
 	defer mu.Unlock()
@@ -126,6 +155,7 @@ func StopAll() {
 		s.Stop()
 	}
 	started = nil
+	removeCerts()
 }
 
 // Main runs the tests, stops every server they started, and fails the run
@@ -173,10 +203,11 @@ func Addr(tb testing.TB) string {
 	return sharedAddr
 }
 
-// Client returns a client of the shared server, closed when tb ends.
+// Client returns a client of the shared server (over TLS in TLS mode),
+// closed when tb ends.
 func Client(tb testing.TB) *redis.Client {
 	tb.Helper()
-	c := redis.NewClient(&redis.Options{Addr: Addr(tb)})
+	c := redis.NewClient(Options(tb, Addr(tb)))
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -209,8 +240,8 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func waitPing(addr string, limit time.Duration) error {
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+func waitPing(addr string, tc *tls.Config, limit time.Duration) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: tc, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer c.Close()
 	deadline := time.Now().Add(limit)
 	var err error

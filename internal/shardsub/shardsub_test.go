@@ -192,7 +192,7 @@ func TestClusterOneConnectionPerNode(t *testing.T) {
 		victim = addr
 		break
 	}
-	m := redis.NewClient(&redis.Options{Addr: victim})
+	m := redis.NewClient(redistest.Options(t, victim))
 	t.Cleanup(func() { _ = m.Close() })
 	require.NoError(t, m.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
 	require.Eventually(t, func() bool { return r.resetCount() >= 4 }, 10*time.Second, 5*time.Millisecond)

@@ -19,6 +19,12 @@
 // [ClusterWithReplicas] starts a cluster of three masters and three
 // replicas for one test alone.
 //
+// With DELAYSTREAM_TLS=1 (redistest's TLS mode) every server listens on TLS
+// only and every client the harness hands out uses TLS; the container is
+// passed over (its server is plain), so the servers are local redis-server
+// processes. Tests that build clients of their own take
+// redistest.Options or redistest.TLSConfig.
+//
 // Use [Main] as TestMain so the servers and containers a package started are
 // stopped when its tests end:
 //
@@ -148,7 +154,7 @@ func Addr(tb testing.TB) string {
 // Redis returns a client of the package's shared server, closed when tb ends.
 func Redis(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
-	c := redis.NewClient(&redis.Options{Addr: Addr(tb)})
+	c := redis.NewClient(redistest.Options(tb, Addr(tb)))
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -163,7 +169,7 @@ func Dedicated(tb testing.TB) (*Server, *redis.Client) {
 		tb.Fatalf("harness: no dedicated Redis server: %v", err)
 	}
 	tb.Logf("dedicated redis: %s", s)
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	c := redis.NewClient(redistest.Options(tb, s.Addr))
 	tb.Cleanup(func() {
 		_ = c.Close()
 		s.Stop()
@@ -171,11 +177,13 @@ func Dedicated(tb testing.TB) (*Server, *redis.Client) {
 	return s, c
 }
 
-// start starts a fresh server: a container when a Docker engine answers,
-// else a local redis-server process.
+// start starts a fresh server: a container when a Docker engine answers
+// (and TLS mode is off), else a local redis-server process.
 func start() (*Server, error) {
 	var containerErr error
-	if ok, why := dockerAvailable(); ok {
+	if redistest.TLS() {
+		containerErr = errors.New("TLS mode: the container would be plain")
+	} else if ok, why := dockerAvailable(); ok {
 		s, err := startContainer()
 		if err == nil {
 			return s, nil
@@ -280,7 +288,7 @@ func Cluster(tb testing.TB) *redis.ClusterClient {
 		tb.Fatalf("harness: no Redis Cluster: %v", clusterErr)
 	}
 	tb.Logf("redis cluster: %s at %v", clusterSrc, clusterAddrs)
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: clusterAddrs, MaxRedirects: 8})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: clusterAddrs, MaxRedirects: 8, TLSConfig: redistest.TLSConfig(tb)})
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -303,6 +311,7 @@ func ClusterWithReplicas(tb testing.TB) (*redistest.Cluster, *redis.ClusterClien
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: c.Addrs, MaxRedirects: 8, DialTimeout: 500 * time.Millisecond,
 		MaxRetries: 5, MinRetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 500 * time.Millisecond,
+		TLSConfig: c.TLSConfig(),
 	})
 	tb.Cleanup(func() {
 		_ = rdb.Close()
