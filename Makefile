@@ -12,8 +12,11 @@ GOFLAGS_TEST ?= -race -count=1 -timeout 15m
 # for FUZZTIME with `make fuzz` and FUZZTIME_SHORT within `make test`.
 # Crashers are written to the package's testdata/fuzz/<target>/ and then
 # run as regression seeds by every go test.
+# FUZZMINTIME bounds the minimizing of each new input (Go's default, 60s,
+# can stall a target for most of a short run).
 FUZZTIME       ?= 30s
-FUZZTIME_SHORT ?= 2s
+FUZZTIME_SHORT ?= 1s
+FUZZMINTIME    ?= 5s
 
 all: lint test
 
@@ -37,7 +40,7 @@ property: ensure-redis
 fuzz:
 	$(call run-fuzz,$(FUZZTIME))
 
-## fuzz-short: every fuzz target for FUZZTIME_SHORT (default 2s); make test runs it after the tests
+## fuzz-short: every fuzz target for FUZZTIME_SHORT (default 1s); make test runs it after the tests
 fuzz-short:
 	$(call run-fuzz,$(FUZZTIME_SHORT))
 
@@ -62,7 +65,7 @@ define run-fuzz
 			n=$$((n + 1)); \
 			echo "== fuzz $$name ($${pkg#github.com/delaystream/delaystream/}, $(1))"; \
 			{ (cd $$dir && $$tmp/pkg.test -test.run '^$$' -test.fuzz "^$$name\$$" -test.fuzztime $(1) \
-				-test.fuzzcachedir $$cache/$$pkg); echo "rc=$$?"; } 2>&1 | tee $$tmp/log; \
+				-test.fuzzminimizetime $(FUZZMINTIME) -test.fuzzcachedir $$cache/$$pkg); echo "rc=$$?"; } 2>&1 | tee $$tmp/log; \
 			if grep -q '^rc=0$$' $$tmp/log; then :; \
 			elif grep -q '^    context deadline exceeded$$' $$tmp/log && ! grep -q 'Failing input written' $$tmp/log; then \
 				echo "== fuzz $$name: Go's fuzz-time race (go.dev/issue/75804), not a finding"; \

@@ -99,6 +99,9 @@ func Decode(key, id string, values map[string]any) (Entry, error) {
 		if mid, ok = values[FieldID].(string); !ok || mid == "" {
 			return fail(fmt.Errorf("%w: field %q missing", ErrMalformed, FieldID))
 		}
+		if strings.HasPrefix(mid, RetrySep) { // a retry member with no message id (found by fuzzing)
+			return fail(fmt.Errorf("%w: field %q = %q has no message id", ErrMalformed, FieldID, mid))
+		}
 		if raw, ok = values[FieldEnvelope].(string); !ok {
 			return fail(fmt.Errorf("%w: field %q missing", ErrMalformed, FieldEnvelope))
 		}
