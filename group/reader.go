@@ -128,6 +128,7 @@ func (rd *reader) read(ctx context.Context) error {
 	sh := c.shards[0]
 	streams := []string{sh.main.Stream, sh.retry.Stream, ">", ">"}
 	backoff := 50 * time.Millisecond
+	var fails failures
 	for ctx.Err() == nil {
 		// Hold no room during the blocking read: reclaim takes only free
 		// room and would starve behind an idle read.
@@ -152,11 +153,14 @@ func (rd *reader) read(ctx context.Context) error {
 			if redis.HasErrorPrefix(err, "NOGROUP") {
 				rd.groupMissing(ctx, err)
 			} else if ctx.Err() == nil {
-				r.log.WarnContext(ctx, "xreadgroup failed", slog.Any("err", err), slog.Duration("retry_in", backoff))
+				fails.failed(ctx, r.log, "xreadgroup failed", err, slog.Duration("retry_in", backoff))
 			}
-			sleepCtx(ctx, backoff)
+			sleepCtx(ctx, jitter(backoff))
 			backoff = min(2*backoff, 2*time.Second)
 			continue
+		}
+		if fails.n > 0 {
+			fails.succeeded(ctx, r.log, "xreadgroup recovered")
 		}
 		backoff = 50 * time.Millisecond
 		for _, s := range res {

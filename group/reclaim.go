@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -34,16 +35,39 @@ func (rc *reclaimer) loop(ctx context.Context) error {
 	if len(streams) > 2 {
 		return rc.loopShards(ctx, tick)
 	}
+	var (
+		fails   failures
+		backoff = 1 // ticks between passes: 1, and after failed passes 2, then 4
+	)
 	for ctx.Err() == nil {
+		var failed error
 		for _, s := range streams {
-			if err := rc.once(ctx, s, "0-0"); err != nil && ctx.Err() == nil {
-				heal.After(c.rdb, err)
-				r.log.WarnContext(ctx, "reclaim failed", slog.String("stream", s), slog.Any("err", err))
+			err := rc.once(ctx, s, "0-0")
+			if err == nil || ctx.Err() != nil {
+				continue
+			}
+			heal.After(c.rdb, err)
+			if failed == nil {
+				failed = err
+			}
+			var rerr redis.Error
+			if !errors.As(err, &rerr) {
+				break // unreachable: the other stream, on the same server, is too
 			}
 		}
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
+		switch {
+		case failed != nil:
+			backoff = min(2*backoff, 4)
+			fails.failed(ctx, r.log, "reclaim failed", failed, slog.Duration("retry_in", time.Duration(backoff)*c.cfg.reclaimEvery))
+		case fails.n > 0:
+			fails.succeeded(ctx, r.log, "reclaim recovered")
+			backoff = 1
+		}
+		for i := 0; i < backoff && ctx.Err() == nil; i++ {
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
 		}
 	}
 	return nil

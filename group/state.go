@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -108,6 +109,47 @@ type runState struct {
 	workCtx  context.Context // handlers' parent: cancelled only by the drain timeout
 	opCtx    context.Context // for recording outcomes: never cancelled (each call has its own timeout)
 	handlers sync.WaitGroup  // the workers; extension goes on until they are done
+}
+
+// failureLogEvery is how often a loop whose calls keep failing logs: its
+// first failure at once, then at most one line per interval, with the
+// count, so that an outage of Redis costs a few lines, not one per retry.
+const failureLogEvery = 30 * time.Second
+
+// failures tracks a loop's consecutive failed calls.
+type failures struct {
+	n      int       // consecutive failed calls
+	since  time.Time // the first of them
+	logged time.Time // the last line logged about them
+}
+
+// failed records a failed call and logs it at Warn if due.
+func (f *failures) failed(ctx context.Context, log *slog.Logger, msg string, err error, attrs ...slog.Attr) {
+	now := time.Now()
+	if f.n == 0 {
+		f.since = now
+	}
+	f.n++
+	if f.n == 1 || now.Sub(f.logged) >= failureLogEvery {
+		attrs = append(attrs, slog.Any("err", err), slog.Int("failures", f.n), slog.Time("since", f.since))
+		log.LogAttrs(ctx, slog.LevelWarn, msg, attrs...)
+		f.logged = now
+	}
+}
+
+// succeeded ends a run of failures, saying so at Info if any was logged
+// after the first.
+func (f *failures) succeeded(ctx context.Context, log *slog.Logger, msg string) {
+	if f.n > 1 {
+		log.InfoContext(ctx, msg, slog.Int("failures", f.n), slog.Duration("after", time.Since(f.since)))
+	}
+	*f = failures{}
+}
+
+// jitter returns a random duration between d/2 and d, so that loops
+// that failed together do not retry together.
+func jitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2+1)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

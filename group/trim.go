@@ -52,7 +52,9 @@ func (t *trimmer) loop(ctx context.Context) error {
 	idleEvery := max(c.cfg.trimEvery, trimIdleEvery)
 	sleepCtx(ctx, time.Duration(rand.Int64N(int64(c.cfg.trimEvery))))
 	lastStale, lastFull := time.Now(), time.Now()
+	var fails failures
 	for ctx.Err() == nil {
+		var failed error
 		full := time.Since(lastFull) >= idleEvery
 		if full {
 			lastFull = time.Now()
@@ -69,8 +71,13 @@ func (t *trimmer) loop(ctx context.Context) error {
 			}
 			if err != nil && ctx.Err() == nil {
 				heal.After(c.rdb, err)
-				r.log.WarnContext(ctx, "trim failed", slog.String("stream", s), slog.Any("err", err))
+				failed = err
 			}
+		}
+		if failed != nil {
+			fails.failed(ctx, r.log, "trim failed", failed)
+		} else if fails.n > 0 {
+			fails.succeeded(ctx, r.log, "trim recovered")
 		}
 		if time.Since(lastStale) >= min(c.cfg.staleConsumer/4, idleEvery) {
 			lastStale = time.Now()

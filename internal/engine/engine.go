@@ -225,15 +225,6 @@ func (m *Engine) Run(ctx context.Context) error {
 	if m.reg != nil {
 		chans = append(chans, m.reg.channel)
 	}
-	// One connection for the classic channels (an unsharded lane's wake
-	// channel, the movers channel); on a Cluster a classic PUBLISH reaches
-	// every node, so any node will do. A sharded queue's wake channels are
-	// shard channels, with one connection per node that holds shards.
-	var ps *redis.PubSub
-	if len(chans) > 0 {
-		ps = m.rdb.Subscribe(ctx, chans...)
-	}
-
 	g, gctx := errgroup.WithContext(ctx)
 	if len(groups) > 0 {
 		g.Go(func() error {
@@ -259,50 +250,47 @@ func (m *Engine) Run(ctx context.Context) error {
 		})
 	}
 	if len(chans) > 0 {
+		// One connection for the classic channels (an unsharded lane's
+		// wake channel, the movers channel); on a Cluster a classic
+		// PUBLISH reaches every node, so any node will do. shardsub
+		// rebuilds it after a failure with a jittered backoff (go-redis's
+		// own channel retries every 100 ms while the server is down) and
+		// pings it after 30 s of silence: a lost wake-up costs at most a
+		// lane's idle probe period, so a slow health check keeps the idle
+		// cost low.
 		g.Go(func() error {
-			// A lost wake-up costs at most a lane's idle probe period, so a
-			// slow health check keeps the idle cost low.
-			ch := ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(30 * time.Second))
-			for {
-				select {
-				case <-gctx.Done():
-					return nil
-				case msg, ok := <-ch:
-					if !ok {
-						return nil
-					}
-					switch msg := msg.(type) {
-					case *redis.Message:
-						if m.reg != nil && msg.Channel == m.reg.channel {
-							if msg.Payload != m.token { // not our own announcement
-								m.reg.announced()
-							}
-							continue
-						}
-						l := byChan[msg.Channel]
-						if l == nil {
-							continue
-						}
-						due, err := strconv.ParseInt(msg.Payload, 10, 64)
-						if err != nil {
-							continue
-						}
-						l.notify(due)
-					case *redis.Subscription:
-						if msg.Kind != "subscribe" {
-							continue
-						}
-						// A (re)subscription: messages published while the
-						// connection was down are lost, so look now rather
-						// than at the next idle probe or beat.
-						if m.reg != nil && msg.Channel == m.reg.channel {
+			return shardsub.Run(gctx, m.rdb, shardsub.Config{
+				Groups:  [][]string{chans},
+				Classic: true,
+				OnMessage: func(ch, payload string) {
+					if m.reg != nil && ch == m.reg.channel {
+						if payload != m.token { // not our own announcement
 							m.reg.announced()
-						} else if l := byChan[msg.Channel]; l != nil {
+						}
+						return
+					}
+					if l := byChan[ch]; l != nil {
+						if due, err := strconv.ParseInt(payload, 10, 64); err == nil {
+							l.notify(due)
+						}
+					}
+				},
+				// A (re)subscription: messages published while the
+				// connection was down are lost, so look now rather than
+				// at the next idle probe or beat.
+				OnReset: func() {
+					if m.reg != nil {
+						m.reg.announced()
+					}
+					for _, ch := range chans {
+						if l := byChan[ch]; l != nil {
 							l.notify(resubscribed)
 						}
 					}
-				}
-			}
+				},
+				Health: 30 * time.Second,
+				Logger: log,
+			})
 		})
 	}
 	g.Go(func() error { return m.probes.run(gctx) })
@@ -319,9 +307,6 @@ func (m *Engine) Run(ctx context.Context) error {
 		g.Go(func() error { return l.run(gctx, log) })
 	}
 	err := g.Wait()
-	if ps != nil {
-		_ = ps.Close()
-	}
 
 	relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()

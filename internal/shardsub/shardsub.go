@@ -52,6 +52,10 @@ type Config struct {
 	Health time.Duration
 	// Logger gets a warning per rebuild, at most one per 10 s.
 	Logger *slog.Logger
+	// Classic subscribes the channels with SUBSCRIBE instead of SSUBSCRIBE:
+	// then Groups must be one group, and it need not share a slot (a
+	// classic PUBLISH reaches every node of a Cluster).
+	Classic bool
 }
 
 // Run keeps the subscriptions until ctx ends and returns nil then. Each
@@ -67,6 +71,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) error {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &sub{rdb: rdb, cfg: cfg}
+	s.classic.Store(cfg.Classic)
 	s.spawn(ctx, cfg.Groups)
 	s.wg.Wait()
 	return nil
@@ -120,7 +125,7 @@ func (s *sub) keep(ctx context.Context, groups [][]string) {
 		}
 		if time.Since(lastLog) >= 10*time.Second {
 			lastLog = time.Now()
-			s.cfg.Logger.WarnContext(ctx, "shard channel subscription failed; resubscribing",
+			s.cfg.Logger.WarnContext(ctx, "pub/sub subscription failed; resubscribing",
 				slog.Any("err", err), slog.Duration("retry_in", backoff))
 		}
 		d := backoff/2 + rand.N(backoff/2+1)
