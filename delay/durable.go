@@ -137,7 +137,11 @@ const pipelineSlack = time.Second
 // apart from the call's own.
 func (q *Queue) run(ctx context.Context, s *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
 	if q.cfg.ack.replicas == 0 {
-		return s.Run(ctx, q.rdb, keys, args...), nil
+		cmd := s.Run(ctx, q.rdb, keys, args...)
+		if err := cmd.Err(); err != nil {
+			cmd.SetErr(scripts.Explain(err))
+		}
+		return cmd, nil
 	}
 	cmds, replErr := q.runAcked(ctx, func(int) *redis.Script { return s }, []scripts.Call{{Keys: keys, Args: args}})
 	return cmds[0], replErr
@@ -301,6 +305,11 @@ func (q *Queue) sendNode(ctx context.Context, node *redis.Client, scriptOf func(
 	}
 	if len(retry) > 0 {
 		q.sendRound(ctx, node, scriptOf, calls, retry, cmds, &res, true)
+	}
+	for _, i := range idx {
+		if err := cmds[i].Err(); err != nil {
+			cmds[i].SetErr(scripts.Explain(err))
+		}
 	}
 	return res
 }

@@ -425,6 +425,9 @@ func runPipelinedMixed(ctx context.Context, rdb redis.UniversalClient, byScript 
 		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
 			cmds[i] = byScript[i].Run(ctx, rdb, c.Keys, c.Args...)
 		}
+		if err := cmds[i].Err(); err != nil {
+			cmds[i].SetErr(scripts.Explain(err))
+		}
 	}
 	return cmds, nil
 }
@@ -546,7 +549,7 @@ func (q *Queue) Get(ctx context.Context, id string) (codec.Envelope, error) {
 	reply, err := scripts.Get.Run(ctx, q.rdb, l.lookup, id).Slice()
 	if err != nil {
 		heal.After(q.rdb, err)
-		return codec.Envelope{}, fmt.Errorf("get %s: %w", id, err)
+		return codec.Envelope{}, fmt.Errorf("get %s: %w", id, scripts.Explain(err))
 	}
 	if len(reply) != 2 {
 		return codec.Envelope{}, fmt.Errorf("get %s: %w", id, ErrNotFound)

@@ -346,7 +346,7 @@ func (d *DeadLetters) redrive(ctx context.Context, delay time.Duration, entryIDs
 		sh := d.shards[shard]
 		v, err := scripts.Redrive.Run(ctx, d.rdb, []string{sh.key, sh.retry.Delayed, sh.retry.Envelopes}, args...).Int64Slice()
 		if err != nil {
-			return n, fmt.Errorf("redrive %s: %w", d.group, err)
+			return n, fmt.Errorf("redrive %s: %w", d.group, scripts.Explain(err))
 		}
 		for i, s := range v {
 			switch s {

@@ -74,7 +74,7 @@ func (s *settler) retry(ctx context.Context, m *Message, env *codec.Envelope, he
 	if err != nil {
 		// The entry stays pending; it is reclaimed after the visibility timeout.
 		heal.After(c.rdb, err)
-		r.log.ErrorContext(ctx, "scheduling retry failed", slog.String("id", m.ID), slog.Any("err", err))
+		r.log.ErrorContext(ctx, "scheduling retry failed", slog.String("id", m.ID), slog.Any("err", scripts.Explain(err)))
 		return
 	}
 	if due < 0 {
@@ -154,7 +154,7 @@ func (s *settler) settleDead(ctx context.Context, streamKey, id string, fields [
 	v, err := scripts.Dead.Run(ctx, c.rdb, []string{streamKey, c.shardOf(streamKey).dead}, args...).Int64Slice()
 	if err != nil || len(v) != 2 {
 		heal.After(c.rdb, err)
-		r.log.ErrorContext(ctx, "dead-lettering failed", slog.String("entry", id), slog.Any("err", err))
+		r.log.ErrorContext(ctx, "dead-lettering failed", slog.String("entry", id), slog.Any("err", scripts.Explain(err)))
 		return false
 	}
 	if v[0] == 0 {

@@ -579,12 +579,16 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 		err = errors.New("unexpected promote reply")
 	}
 	if err != nil {
+		err = scripts.Explain(err)
 		heal.After(l.m.rdb, err)
 		stuck := persistent(err)
 		if stuck {
 			// A WRONGTYPE reply (or a script error wrapping one) does not
-			// say which key: ask, so that the log names it.
-			if terr := stream.CheckTypes(ctx, l.m.rdb, l.keyTypes()...); terr != nil {
+			// say which key: ask, so that the log names it. A failure of
+			// the check itself (its TYPE refused by the user's ACL, say)
+			// must not hide the call's own error.
+			var kte *stream.KeyTypeError
+			if terr := stream.CheckTypes(ctx, l.m.rdb, l.keyTypes()...); errors.As(terr, &kte) {
 				err = terr
 			}
 		}

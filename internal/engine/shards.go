@@ -131,7 +131,7 @@ func (r *registry) beat(ctx context.Context, op string) ([]string, error) {
 	defer cancel()
 	reply, err := scripts.Movers.Run(ctx, r.m.rdb, []string{r.key}, r.m.token, r.window.Milliseconds(), op, r.channel).Result()
 	if err != nil {
-		return nil, fmt.Errorf("movers %s %s: %w", op, r.key, err)
+		return nil, fmt.Errorf("movers %s %s: %w", op, r.key, scripts.Explain(err))
 	}
 	arr, ok := reply.([]any)
 	if !ok {
@@ -218,7 +218,8 @@ func (r *registry) run(ctx context.Context, log *slog.Logger) error {
 func (r *registry) failed(ctx context.Context, log *slog.Logger, err error, retryIn time.Duration) {
 	stuck := persistent(err)
 	if stuck {
-		if terr := stream.CheckTypes(ctx, r.m.rdb, stream.KeyType{Key: r.key, Want: "zset"}); terr != nil {
+		var kte *stream.KeyTypeError
+		if terr := stream.CheckTypes(ctx, r.m.rdb, stream.KeyType{Key: r.key, Want: "zset"}); errors.As(terr, &kte) {
 			err = fmt.Errorf("movers beat %s: %w", r.key, terr)
 		}
 	}

@@ -12,7 +12,10 @@
 --
 -- Returns {done, dropped}: done 1 if dead-lettered (0 if the entry was not
 -- pending); dropped = older dead letters trimmed away by the cap.
-if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then
+--
+-- The entry is acknowledged last (see retry.lua): a command that fails
+-- midway leaves it pending, never acknowledged without its dead letter.
+if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1) == 0 then
   return {0, 0}
 end
 local fields = {}
@@ -25,4 +28,5 @@ local cap = tonumber(ARGV[3])
 if cap > 0 then
   dropped = redis.call('XTRIM', KEYS[2], 'MAXLEN', cap)
 end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 return {1, dropped}

@@ -20,11 +20,15 @@ if string.sub(ARGV[2], 1, 1) == 'r' then
   due = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000) + due
 end
 local score = string.format('%d', due)
+-- The packed member is removed last: a command that fails midway (refused
+-- by the caller's ACL) leaves the message waiting as it was, never gone.
 if packed then
-  redis.call('ZREM', KEYS[1], m)
   redis.call('HSET', KEYS[2], id, string.sub(m, 18))
 end
 redis.call('ZADD', KEYS[1], score, id)
+if packed then
+  redis.call('ZREM', KEYS[1], m)
+end
 if ARGV[3] ~= '' then
   local head = redis.call('ZRANGE', KEYS[1], 0, 0)
   if head[1] == id then

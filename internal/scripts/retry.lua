@@ -14,15 +14,21 @@
 -- ARGV[6]  the retry lane's wake channel
 --
 -- Returns the due ms of the retry, or -1 if the entry was not pending.
-if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then
+--
+-- The entry is acknowledged last: a command that fails midway (refused by
+-- the caller's ACL, a key of the wrong type) stops the script with what it
+-- wrote kept, so the message must then still be pending (delivered again:
+-- at worst a duplicate), never acknowledged without its retry (lost).
+if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1) == 0 then
   return -1
 end
 local t = redis.call('TIME') -- now rounded up to the ms: the delay is never cut short
 local due = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000) + tonumber(ARGV[5])
 local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-redis.call('ZADD', KEYS[2], due, ARGV[3])
 redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
+redis.call('ZADD', KEYS[2], due, ARGV[3])
 if head[2] == nil or due < tonumber(head[2]) then
   publish(ARGV[6], due)
 end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 return due

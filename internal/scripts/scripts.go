@@ -7,6 +7,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -55,27 +56,40 @@ var (
 // packed) and the functions that find a message by id. Run them with Script.Run (EVALSHA with EVAL fallback); inside a
 // pipeline use [RunPipelined], which loads them first.
 var (
-	Schedule = redis.NewScript(publishSrc + idsSrc + scheduleSrc)
+	Schedule = newScript("publish.lua", publishSrc, "ids.lua", idsSrc, "schedule.lua", scheduleSrc)
 	// ScheduleGenerated is Schedule's fast path for calls in which every
 	// message has a generated id.
-	ScheduleGenerated = redis.NewScript(publishSrc + scheduleGeneratedSrc)
-	Promote           = redis.NewScript(publishSrc + idsSrc + promoteSrc)
-	Release           = redis.NewScript(publishSrc + releaseSrc)
-	Cancel            = redis.NewScript(idsSrc + cancelSrc)
-	Reschedule        = redis.NewScript(publishSrc + idsSrc + rescheduleSrc)
-	Get               = redis.NewScript(idsSrc + getSrc)
-	Stats             = redis.NewScript(statsSrc)
+	ScheduleGenerated = newScript("publish.lua", publishSrc, "schedule_generated.lua", scheduleGeneratedSrc)
+	Promote           = newScript("publish.lua", publishSrc, "ids.lua", idsSrc, "promote.lua", promoteSrc)
+	Release           = newScript("publish.lua", publishSrc, "release.lua", releaseSrc)
+	Cancel            = newScript("ids.lua", idsSrc, "cancel.lua", cancelSrc)
+	Reschedule        = newScript("publish.lua", publishSrc, "ids.lua", idsSrc, "reschedule.lua", rescheduleSrc)
+	Get               = newScript("ids.lua", idsSrc, "get.lua", getSrc)
+	Stats             = newScript("stats.lua", statsSrc)
 
-	Retry       = redis.NewScript(publishSrc + retrySrc)
-	Dead        = redis.NewScript(deadSrc)
-	Extend      = redis.NewScript(extendSrc)
-	Trim        = redis.NewScript(trimSrc)
-	Redrive     = redis.NewScript(publishSrc + redriveSrc)
-	DelConsumer = redis.NewScript(delConsumerSrc)
-	Meta        = redis.NewScript(metaSrc)
+	Retry       = newScript("publish.lua", publishSrc, "retry.lua", retrySrc)
+	Dead        = newScript("dead.lua", deadSrc)
+	Extend      = newScript("extend.lua", extendSrc)
+	Trim        = newScript("trim.lua", trimSrc)
+	Redrive     = newScript("publish.lua", publishSrc, "redrive.lua", redriveSrc)
+	DelConsumer = newScript("delconsumer.lua", delConsumerSrc)
+	Meta        = newScript("meta.lua", metaSrc)
 	// Movers keeps the registry of a sharded queue's live movers.
-	Movers = redis.NewScript(moversSrc)
+	Movers = newScript("movers.lua", moversSrc)
 )
+
+// newScript returns the script made of the files given as name, source
+// pairs, in order, and records them for [Explain]. Every file ends with a
+// newline, so line n of the script is a line of one file.
+func newScript(files ...string) *redis.Script {
+	var src strings.Builder
+	parts := make([]part, 0, len(files)/2)
+	for i := 0; i < len(files); i += 2 {
+		src.WriteString(files[i+1])
+		parts = append(parts, part{name: files[i], lines: strings.Split(strings.TrimSuffix(files[i+1], "\n"), "\n")})
+	}
+	return register(redis.NewScript(src.String()), parts...)
+}
 
 // Channel returns the script argument that names a lane's pub/sub channel:
 // the name itself, or, for a shard channel (a sharded queue's lanes, see
@@ -103,7 +117,11 @@ type Call struct {
 // failure to send the pipeline at all.
 func RunPipelined(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, calls []Call) ([]*redis.Cmd, error) {
 	if len(calls) == 1 { // the common single Schedule: no pipeline to build
-		return []*redis.Cmd{s.Run(ctx, rdb, calls[0].Keys, calls[0].Args...)}, nil
+		cmd := s.Run(ctx, rdb, calls[0].Keys, calls[0].Args...)
+		if err := cmd.Err(); err != nil {
+			cmd.SetErr(Explain(err))
+		}
+		return []*redis.Cmd{cmd}, nil
 	}
 	pipe := rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
@@ -116,6 +134,9 @@ func RunPipelined(ctx context.Context, rdb redis.UniversalClient, s *redis.Scrip
 	for i, c := range calls {
 		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
 			cmds[i] = s.Run(ctx, rdb, c.Keys, c.Args...)
+		}
+		if err := cmds[i].Err(); err != nil {
+			cmds[i].SetErr(Explain(err))
 		}
 	}
 	return cmds, nil

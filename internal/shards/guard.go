@@ -72,7 +72,7 @@ func (g *Guard) run(ctx context.Context, rdb redis.UniversalClient) (string, err
 	reply, err := scripts.Meta.Run(ctx, rdb, []string{l.Meta(), home.Main().Delayed, home.Main().Stream},
 		l.Shards(), hex.EncodeToString(tok[:])).Slice()
 	if err != nil {
-		return "", fmt.Errorf("queue %s: reading its shard count (%s): %w", l.Queue(), l.Meta(), err)
+		return "", fmt.Errorf("queue %s: reading its shard count (%s): %w", l.Queue(), l.Meta(), scripts.Explain(err))
 	}
 	var n int64
 	var epoch string
