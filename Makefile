@@ -6,7 +6,7 @@ GO       ?= go
 MODULES  := . ./examples ./integration ./bench
 GOFLAGS_TEST ?= -race -count=1 -timeout 15m
 
-.PHONY: all test test-unit lint vet fmt ensure-redis bench tidy property fuzz fuzz-short
+.PHONY: all test test-unit test-tls lint vet fmt ensure-redis bench tidy property fuzz fuzz-short
 
 # Fuzz targets run one at a time (go test -fuzz takes one target), each
 # for FUZZTIME with `make fuzz` and FUZZTIME_SHORT within `make test`.
@@ -20,13 +20,21 @@ FUZZMINTIME    ?= 5s
 
 all: lint test
 
-## test: vet, then go test -race over every module (integration included), then fuzz-short
+## test: vet, then go test -race over every module (integration included), the core module again over TLS, then fuzz-short
 test: ensure-redis vet
 	@set -e; for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		(cd $$m && $(GO) test $(GOFLAGS_TEST) ./...); \
 	done
+	@echo "== go test . (TLS)"; DELAYSTREAM_TLS=1 $(GO) test $(GOFLAGS_TEST) ./...
 	@$(MAKE) --no-print-directory fuzz-short
+
+## test-tls: the core module and integration with every test server on TLS only (DELAYSTREAM_TLS=1)
+test-tls: ensure-redis
+	@set -e; for m in . ./integration; do \
+		echo "== go test $$m (TLS)"; \
+		(cd $$m && DELAYSTREAM_TLS=1 $(GO) test $(GOFLAGS_TEST) ./...); \
+	done
 
 ## test-unit: the core module only (miniredis and a local redis-server)
 test-unit: ensure-redis

@@ -561,7 +561,7 @@ func TestScheduleBatchMixedScriptsNoScript(t *testing.T) {
 	s, err := redistest.Spawn()
 	require.NoError(t, err)
 	t.Cleanup(s.Stop)
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	rdb := redis.NewClient(redistest.Options(t, s.Addr))
 	t.Cleanup(func() { _ = rdb.Close() })
 	q, err := delay.New(rdb, "q", delay.WithPrefix(redistest.Prefix(t)), delay.WithShards(4), delay.WithBatchSize(2))
 	require.NoError(t, err)
@@ -684,7 +684,11 @@ func TestShardedCluster(t *testing.T) {
 				}
 				for _, node := range cs.Nodes {
 					if node.Role == "master" {
-						return net.JoinHostPort(node.IP, strconv.FormatInt(node.Port, 10))
+						port := node.Port
+						if port == 0 { // TLS mode: the node has a TLS port only
+							port = node.TLSPort
+						}
+						return net.JoinHostPort(node.IP, strconv.FormatInt(port, 10))
 					}
 				}
 			}

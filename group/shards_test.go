@@ -286,7 +286,7 @@ func TestShardedIdleConsumerIsQuiet(t *testing.T) {
 	t.Parallel()
 	const shards = 64
 	h := newShardedHarness(t, shards)
-	rdb := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
+	rdb := redis.NewClient(redistest.Options(t, redistest.Addr(t)))
 	t.Cleanup(func() { _ = rdb.Close() })
 	reads := &pipelineCounter{cmdCounter{match: func(args []any) bool {
 		return len(args) > 0 && strings.EqualFold(fmt.Sprint(args[0]), "xreadgroup")

@@ -35,13 +35,14 @@ func startPlainServer(t *testing.T, port int) *plainServer {
 	t.Helper()
 	bin, err := redistest.Binary()
 	require.NoError(t, err)
-	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "",
-		"--appendonly", "no", "--dir", t.TempDir(), "--protected-mode", "no", "--loglevel", "warning")
+	args := append([]string{"--bind", "127.0.0.1"}, redistest.ListenArgs(t, port)...) // TLS only in TLS mode
+	cmd := exec.Command(bin, append(args, "--save", "",
+		"--appendonly", "no", "--dir", t.TempDir(), "--protected-mode", "no", "--loglevel", "warning")...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	require.NoError(t, cmd.Start())
 	s := &plainServer{port: port, cmd: cmd}
 	t.Cleanup(s.kill)
-	c := redis.NewClient(&redis.Options{Addr: s.addr()})
+	c := redis.NewClient(redistest.Options(t, s.addr()))
 	defer c.Close()
 	require.Eventually(t, func() bool { return c.Ping(context.Background()).Err() == nil }, 5*time.Second, 10*time.Millisecond)
 	return s
@@ -99,7 +100,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	require.NoError(t, l.Close())
 	srv := startPlainServer(t, port)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.addr()})
+	rdb := redis.NewClient(redistest.Options(t, srv.addr()))
 	t.Cleanup(func() { _ = rdb.Close() })
 	prefix := redistest.Prefix(t)
 
@@ -159,7 +160,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	// Restart empty.
 	srv.kill()
 	restarted := time.Now()
-	srv = startPlainServer(t, port)
+	startPlainServer(t, port) // stopped at cleanup
 	if !assert.Eventually(t, func() bool { return moverLost.Load() == 1 && consumerLost.Load() == 1 },
 		15*time.Second, 10*time.Millisecond, "both report the loss") {
 		t.Fatalf("mover reported %d, consumer %d; mover errors %v; consumer errors %v",

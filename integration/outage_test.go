@@ -99,7 +99,7 @@ type outageScenario struct {
 func (sc outageScenario) run(t *testing.T) {
 	srv := startOutageServer(t)
 	t.Logf("dedicated redis-server at %s, dir %s (appendonly yes, appendfsync always)", srv.addr, srv.dir)
-	ctl := redis.NewClient(&redis.Options{Addr: srv.addr}) // the test's own calls: not counted
+	ctl := redis.NewClient(redistest.Options(t, srv.addr)) // the test's own calls: not counted
 	t.Cleanup(func() { _ = ctl.Close() })
 	ctx := context.Background()
 	prefix := redistest.Prefix(t)
@@ -117,7 +117,7 @@ func (sc outageScenario) run(t *testing.T) {
 		if c := clients[key]; c != nil {
 			return c
 		}
-		c := redis.NewClient(&redis.Options{Addr: srv.addr, Dialer: dials.dialer(key)})
+		c := redis.NewClient(&redis.Options{Addr: srv.addr, Dialer: redistest.WrapDialer(t, dials.dialer(key))})
 		c.AddHook(&outCallHook{d: dials, client: key})
 		t.Cleanup(func() { _ = c.Close() }) // after the components stopped (cleanups run last-in first-out)
 		clients[key] = c
@@ -401,7 +401,7 @@ func startOutageServer(t *testing.T) *outServer {
 		s.port = l.Addr().(*net.TCPAddr).Port
 		_ = l.Close()
 		s.addr = "127.0.0.1:" + strconv.Itoa(s.port)
-		if err := s.tryStart(); err == nil {
+		if err := s.tryStart(t); err == nil {
 			break
 		} else if i == 4 {
 			t.Fatalf("redis-server: %v", err)
@@ -417,7 +417,7 @@ func (s *outServer) start(t *testing.T) {
 	t.Helper()
 	var err error
 	for i := 0; i < 20; i++ {
-		if err = s.tryStart(); err == nil {
+		if err = s.tryStart(t); err == nil {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -425,10 +425,11 @@ func (s *outServer) start(t *testing.T) {
 	t.Fatalf("restarting redis-server on %s: %v", s.addr, err)
 }
 
-func (s *outServer) tryStart() error {
-	cmd := exec.Command(s.bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
+func (s *outServer) tryStart(t *testing.T) error {
+	args := append([]string{"--bind", "127.0.0.1"}, redistest.ListenArgs(t, s.port)...) // TLS only in TLS mode
+	cmd := exec.Command(s.bin, append(args,
 		"--dir", s.dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
-		"--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning")
+		"--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning")...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	out := &outSyncWriter{w: &strings.Builder{}}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -437,7 +438,7 @@ func (s *outServer) tryStart() error {
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, TLSConfig: redistest.TLSConfig(t)})
 	defer c.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,37 +29,74 @@ func SpawnCluster(masters, replicas int) (*Cluster, error) {
 	return spawnCluster(TLS(), masters, replicas)
 }
 
+// createTimeout bounds `redis-cli --cluster create`, which takes about a
+// second but waits without end until every node reports the same
+// configuration (once, on a 2-core machine under a load of 10, it waited
+// 9 minutes). Such a cluster is thrown away and started again, at most
+// createAttempts times in all.
+const (
+	createTimeout  = 30 * time.Second
+	createAttempts = 3
+)
+
 // spawnCluster is SpawnCluster with TLS on or off whatever the mode.
 func spawnCluster(useTLS bool, masters, replicas int) (*Cluster, error) {
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
 		return nil, fmt.Errorf("redistest: redis-cli not found: %s", InstallHint)
 	}
-	c := &Cluster{}
-	var cliTLS []string
+	var (
+		tc     *tls.Config
+		cliTLS []string
+	)
 	if useTLS {
 		certs, err := loadCerts()
 		if err != nil {
 			return nil, err
 		}
-		c.tls, cliTLS = certs.client, certs.cliArgs()
+		tc, cliTLS = certs.client, certs.cliArgs()
 	}
+	for attempt := 1; ; attempt++ {
+		c, out, err := createCluster(useTLS, tc, cli, cliTLS, masters, replicas)
+		if err == nil || out == nil {
+			return c, err
+		}
+		if attempt == createAttempts {
+			return nil, fmt.Errorf("%w, %d times; output of the last:\n%s", err, attempt, out)
+		}
+		fmt.Fprintf(os.Stderr, "redistest: %v; starting the cluster again. Its output:\n%s\n", err, out)
+	}
+}
+
+// createCluster starts the servers and joins them. It returns the output
+// of redis-cli when that timed out (then the servers are stopped).
+func createCluster(useTLS bool, tc *tls.Config, cli string, cliTLS []string, masters, replicas int) (*Cluster, []byte, error) {
+	c := &Cluster{tls: tc}
 	for i := 0; i < masters*(1+replicas); i++ {
 		s, err := spawn(useTLS, "--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
 			"--cluster-config-file", "nodes.conf", "--repl-diskless-sync-delay", "0")
 		if err != nil {
 			c.Stop()
-			return nil, err
+			return nil, nil, err
 		}
 		c.servers = append(c.servers, s)
 		c.Addrs = append(c.Addrs, s.Addr)
 	}
 	args := append(append(cliTLS, "--cluster", "create"), c.Addrs...)
 	args = append(args, "--cluster-replicas", fmt.Sprint(replicas), "--cluster-yes")
-	out, err := exec.Command(cli, args...).CombinedOutput()
+	cctx, ccancel := context.WithTimeout(context.Background(), createTimeout)
+	cmd := exec.CommandContext(cctx, cli, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	timedOut := cctx.Err() != nil
+	ccancel()
+	if timedOut {
+		c.Stop()
+		return nil, out, fmt.Errorf("redistest: redis-cli --cluster create did not finish within %s", createTimeout)
+	}
 	if err != nil {
 		c.Stop()
-		return nil, fmt.Errorf("redistest: redis-cli --cluster create: %w\n%s", err, out)
+		return nil, nil, fmt.Errorf("redistest: redis-cli --cluster create: %w\n%s", err, out)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -71,7 +110,7 @@ func spawnCluster(useTLS bool, masters, replicas int) (*Cluster, error) {
 			if ctx.Err() != nil {
 				n.Close()
 				c.Stop()
-				return nil, fmt.Errorf("redistest: cluster at %s not ok: %v %q", a, err, info)
+				return nil, nil, fmt.Errorf("redistest: cluster at %s not ok: %v %q", a, err, info)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -79,9 +118,9 @@ func spawnCluster(useTLS bool, masters, replicas int) (*Cluster, error) {
 	}
 	if err := c.waitReplicas(ctx, masters*replicas); err != nil {
 		c.Stop()
-		return nil, err
+		return nil, nil, err
 	}
-	return c, nil
+	return c, nil, nil
 }
 
 // waitReplicas waits until want nodes are replicas whose link to their
