@@ -123,8 +123,10 @@ func checkAckClient(rdb redis.UniversalClient, c *config) error {
 	return fmt.Errorf("%w: WithReplicaAck needs a *redis.Client or *redis.ClusterClient (WAIT must follow the writes on their connection), got %T", ErrInvalidOption, rdb)
 }
 
-// maxAckRedirects bounds how often a durable write follows a MOVED reply.
-const maxAckRedirects = 3
+// maxAckRedirects bounds how often a durable write is sent again after a
+// MOVED, CLUSTERDOWN or TRYAGAIN reply (after the last two with a pause of
+// 100 ms doubling to 1 s: 2.5 s in all, a failover's usual length).
+const maxAckRedirects = 5
 
 // pipelineSlack is the time a pipeline's replies other than WAIT's may
 // take: a WAIT goes inside the pipeline only if its timeout plus this fits
@@ -158,7 +160,8 @@ type waitResult struct {
 // keys: every master's calls in one pipeline that ends with WAIT on the
 // same connection, the masters' pipelines at once. Calls a master refuses
 // with MOVED are sent again to the node the reply names, with the slot map
-// reloaded (Cluster client only, up to maxAckRedirects times). It returns each
+// reloaded, and calls refused with CLUSTERDOWN or TRYAGAIN after a pause
+// (Cluster client only, up to maxAckRedirects times). It returns each
 // call's reply (its error in it, as scripts.RunPipelined does) and an error
 // wrapping ErrNotReplicated when a master's WAIT fell short or failed.
 // A WAIT counts only if at least one call before it on its connection
@@ -196,17 +199,31 @@ func (q *Queue) runAcked(ctx context.Context, scriptOf func(i int) *redis.Script
 		}
 		pending = pending[:0]
 		moved = map[int]string{}
+		down := false
 		for _, ix := range idx {
 			for _, i := range ix {
+				err := cmds[i].Err()
 				// MOVED <slot> <addr>: refused, the call did not run.
-				if f := strings.Fields(errString(cmds[i].Err())); len(f) == 3 && f[0] == "MOVED" {
+				if f := strings.Fields(errString(err)); len(f) == 3 && f[0] == "MOVED" {
 					pending = append(pending, i)
 					moved[i] = f[2]
+				} else if redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "TRYAGAIN") {
+					// Refused too (a failover in progress): retried after
+					// a pause, on the master the reloaded map names.
+					pending = append(pending, i)
+					down = true
 				}
 			}
 		}
 		if len(pending) == 0 {
 			break
+		}
+		if down {
+			cluster.ReloadState(ctx)
+			select {
+			case <-ctx.Done():
+			case <-time.After(min(100*time.Millisecond<<attempt, time.Second)):
+			}
 		}
 	}
 	return cmds, q.replicationError(waits)
