@@ -98,7 +98,8 @@ func TestQueueFanOut(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- q.Run(runCtx) }()
-	require.Eventually(t, func() bool { return s.count() == 2*len(want) }, 10*time.Second, 5*time.Millisecond)
+	// Every group: billing and audit through s, the typed group through typed.
+	require.Eventually(t, func() bool { return s.count() == 2*len(want) && len(typed) == len(want) }, 10*time.Second, 5*time.Millisecond)
 	cancel()
 	select {
 	case err := <-done:
