@@ -3,14 +3,12 @@ package group
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/delaystream/delaystream/internal/heal"
-	"github.com/delaystream/delaystream/stream"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -273,9 +271,7 @@ func (rd *reader) groupMissing(ctx context.Context, cause error) {
 	if err != nil || !lost {
 		return
 	}
-	err = fmt.Errorf("%w: queue %s: its record %s was gone or recreated when the group %s was found missing; "+
-		"messages waiting or pending before may be lost (Redis restarted without persistence, FLUSHALL, "+
-		"or a failover to a replica that had none of it)", stream.ErrDataLost, c.queue, c.layout.Meta(), c.group)
+	err = c.guard.LostError("when the group " + c.group + " was found missing")
 	r.log.ErrorContext(ctx, "Redis lost the queue's data", slog.Any("err", err))
 	if h := c.cfg.hooks.OnDataLoss; h != nil {
 		h(err)

@@ -144,6 +144,7 @@ func (rd *reader) readShards(ctx context.Context) error {
 		deferred []int
 		failing  = make([]bool, len(streams)) // the last read of stream i failed
 		nfailing int
+		fails    failures // for the log
 	)
 	type probe struct {
 		ok, still []int // deferred streams that answered, that did not
@@ -278,6 +279,9 @@ func (rd *reader) readShards(ctx context.Context) error {
 		if failed == nil {
 			if nfailing == 0 {
 				backoff = 50 * time.Millisecond
+				if fails.n > 0 {
+					fails.succeeded(ctx, r.log, "xreadgroup recovered")
+				}
 			}
 			continue
 		}
@@ -285,7 +289,7 @@ func (rd *reader) readShards(ctx context.Context) error {
 		if redis.HasErrorPrefix(failed, "NOGROUP") {
 			rd.groupMissing(ctx, failed)
 		} else if ctx.Err() == nil {
-			r.log.WarnContext(ctx, "xreadgroup failed", slog.Any("err", failed), slog.Duration("retry_in", backoff))
+			fails.failed(ctx, r.log, "xreadgroup failed", failed, slog.Duration("retry_in", backoff))
 		}
 		retry.Reset(backoff)
 		backoff = min(2*backoff, 2*time.Second)

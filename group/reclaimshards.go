@@ -2,7 +2,6 @@ package group
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -86,6 +85,7 @@ func (rc *reclaimer) loopShards(ctx context.Context, tick *time.Ticker) error {
 	sweep := time.Now()
 	var todo, idle []int
 	gens := make([]uint64, len(streams))
+	var fails failures // for the log
 	for ctx.Err() == nil {
 		if time.Since(sweep) >= reclaimSweep {
 			act.touchAll()
@@ -107,7 +107,9 @@ func (rc *reclaimer) loopShards(ctx context.Context, tick *time.Ticker) error {
 		if len(todo) > 0 {
 			if err := rc.passShards(ctx, streams, todo); err != nil && ctx.Err() == nil {
 				heal.After(c.rdb, err)
-				r.log.WarnContext(ctx, "reclaim failed", slog.Any("err", err))
+				fails.failed(ctx, r.log, "reclaim failed", err)
+			} else if err == nil && fails.n > 0 {
+				fails.succeeded(ctx, r.log, "reclaim recovered")
 			}
 		}
 		if len(idle) > 0 && ctx.Err() == nil {

@@ -225,23 +225,43 @@ func (m *Engine) Run(ctx context.Context) error {
 	if m.reg != nil {
 		chans = append(chans, m.reg.channel)
 	}
+	// A message on a wake channel wakes its lane; one on the movers
+	// channel makes the registry beat.
+	onMessage := func(ch, payload string) {
+		if m.reg != nil && ch == m.reg.channel {
+			if payload != m.token { // not our own announcement
+				m.reg.announced()
+			}
+			return
+		}
+		if l := byChan[ch]; l != nil {
+			if due, err := strconv.ParseInt(payload, 10, 64); err == nil {
+				l.notify(due)
+			}
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
-	if len(groups) > 0 {
+	// subscribe keeps a subscription to groups (classic channels: one
+	// group; shard channels: one group per slot, one connection per node)
+	// through shardsub, which rebuilds it after a failure with a jittered
+	// backoff (go-redis's own channel retries every 100 ms while the server
+	// is down) and pings it after 30 s of silence: a lost wake-up costs at
+	// most a lane's idle probe period, so a slow health check keeps the
+	// idle cost low. After every (re)subscription the lanes look, and the
+	// registry beats, at once: what was published meanwhile is lost.
+	subscribe := func(groups [][]string, classic bool) {
 		g.Go(func() error {
 			return shardsub.Run(gctx, m.rdb, shardsub.Config{
-				Groups: groups,
-				OnMessage: func(ch, payload string) {
-					if l := byChan[ch]; l != nil {
-						if due, err := strconv.ParseInt(payload, 10, 64); err == nil {
-							l.notify(due)
-						}
-					}
-				},
-				// Wake-ups published while the subscriptions were down
-				// are lost: look now rather than at the next idle probe.
+				Groups: groups, Classic: classic, OnMessage: onMessage,
 				OnReset: func() {
-					for _, l := range m.lanes {
-						l.notify(resubscribed)
+					for _, grp := range groups {
+						for _, ch := range grp {
+							if m.reg != nil && ch == m.reg.channel {
+								m.reg.announced()
+							} else if l := byChan[ch]; l != nil {
+								l.notify(resubscribed)
+							}
+						}
 					}
 				},
 				Health: 30 * time.Second,
@@ -249,49 +269,13 @@ func (m *Engine) Run(ctx context.Context) error {
 			})
 		})
 	}
+	if len(groups) > 0 {
+		subscribe(groups, false) // a sharded queue's wake channels
+	}
 	if len(chans) > 0 {
-		// One connection for the classic channels (an unsharded lane's
-		// wake channel, the movers channel); on a Cluster a classic
-		// PUBLISH reaches every node, so any node will do. shardsub
-		// rebuilds it after a failure with a jittered backoff (go-redis's
-		// own channel retries every 100 ms while the server is down) and
-		// pings it after 30 s of silence: a lost wake-up costs at most a
-		// lane's idle probe period, so a slow health check keeps the idle
-		// cost low.
-		g.Go(func() error {
-			return shardsub.Run(gctx, m.rdb, shardsub.Config{
-				Groups:  [][]string{chans},
-				Classic: true,
-				OnMessage: func(ch, payload string) {
-					if m.reg != nil && ch == m.reg.channel {
-						if payload != m.token { // not our own announcement
-							m.reg.announced()
-						}
-						return
-					}
-					if l := byChan[ch]; l != nil {
-						if due, err := strconv.ParseInt(payload, 10, 64); err == nil {
-							l.notify(due)
-						}
-					}
-				},
-				// A (re)subscription: messages published while the
-				// connection was down are lost, so look now rather than
-				// at the next idle probe or beat.
-				OnReset: func() {
-					if m.reg != nil {
-						m.reg.announced()
-					}
-					for _, ch := range chans {
-						if l := byChan[ch]; l != nil {
-							l.notify(resubscribed)
-						}
-					}
-				},
-				Health: 30 * time.Second,
-				Logger: log,
-			})
-		})
+		// An unsharded lane's wake channel and the movers channel: on a
+		// Cluster a classic PUBLISH reaches every node, so any will do.
+		subscribe([][]string{chans}, true)
 	}
 	g.Go(func() error { return m.probes.run(gctx) })
 	if m.cfg.retryOf == "" {
@@ -410,10 +394,7 @@ func (m *Engine) watchData(ctx context.Context, log *slog.Logger) {
 			continue
 		}
 		if lost {
-			err := fmt.Errorf("%w: queue %s: its record %s was gone or recreated within the last %s; "+
-				"messages waiting or pending before may be lost (Redis restarted without persistence, FLUSHALL, "+
-				"or a failover to a replica that had none of it)",
-				stream.ErrDataLost, m.queue, m.layout.Meta(), time.Since(last).Round(time.Second))
+			err := m.guard.LostError("within the last " + time.Since(last).Round(time.Second).String())
 			log.ErrorContext(ctx, "Redis lost the queue's data", slog.Any("err", err))
 			if h := m.cfg.hooks.OnDataLoss; h != nil {
 				h(err)

@@ -85,10 +85,14 @@ func register(s *redis.Script, files ...part) *redis.Script {
 }
 
 // Explain returns err as a *PermissionError when it is a script's refusal
-// by the ACL (naming the command and the line), else err unchanged.
+// by the ACL (naming the command and the line), else err unchanged (also
+// when it is explained already).
 func Explain(err error) error {
 	var rerr redis.Error
 	if err == nil || !errors.As(err, &rerr) {
+		return err
+	}
+	if pe := (*PermissionError)(nil); errors.As(err, &pe) {
 		return err
 	}
 	msg := rerr.Error()

@@ -68,6 +68,8 @@ func TestExplain(t *testing.T) {
 			var rerr redis.Error
 			assert.ErrorAs(t, pe, &rerr, "Redis's reply stays in the chain")
 			assert.Contains(t, pe.Error(), "(refused: "+tc.command+", "+tc.script+" line ")
+			again := Explain(fmt.Errorf("wrapped: %w", pe))
+			assert.Equal(t, 1, strings.Count(again.Error(), "(refused: "), "explaining twice adds nothing: %v", again)
 		})
 	}
 	for _, err := range []error{

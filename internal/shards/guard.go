@@ -60,6 +60,14 @@ func (g *Guard) Verify(ctx context.Context, rdb redis.UniversalClient) (lost boo
 	return before != "" && epoch != "" && epoch != before, nil
 }
 
+// LostError returns the error a part reports when Verify found the queue's
+// data lost; when says when the part noticed (e.g. "within the last 30s").
+func (g *Guard) LostError(when string) error {
+	return fmt.Errorf("%w: queue %s: its record %s was gone or recreated %s; "+
+		"messages waiting or pending before may be lost (Redis restarted without persistence, FLUSHALL, "+
+		"or a failover to a replica that had none of it)", stream.ErrDataLost, g.layout.Queue(), g.layout.Meta(), when)
+}
+
 // run runs meta.lua and returns the record's epoch.
 func (g *Guard) run(ctx context.Context, rdb redis.UniversalClient) (string, error) {
 	l := g.layout
