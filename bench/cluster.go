@@ -219,6 +219,8 @@ func (e *clusterEnv) delta(a, b map[string]redisSnap) clusterCost {
 		c.per[m] = d
 		c.sum.cpu += d.cpu
 		c.sum.calls += d.calls
+		c.sum.reads += d.reads
+		c.sum.writes += d.writes
 		for k, v := range d.by {
 			c.sum.by[k] += v
 			c.sum.usec[k] += d.usec[k]
@@ -695,6 +697,8 @@ func (b *bench) clusterTrickle(ctx context.Context, spec clusterSpec, run int, v
 	v["trickle_cmds_per_msg"] = float64(cost.sum.calls) / dn
 	v["trickle_redis_cpu_per_msg"] = cost.sum.cpu / dn
 	v["trickle_client_cpu_per_msg"] = (c1 - c0).Seconds() / dn
+	v["trickle_reads_per_msg"] = float64(cost.sum.reads) / dn
+	v["trickle_writes_per_msg"] = float64(cost.sum.writes) / dn
 	v["trickle_share_min"], v["trickle_share_max"] = b.cl.shares(cost)
 	b.connVals(v, "trickle", peak)
 	b.noteOnce("cluster", name, run, "trickle commands (all masters): "+cost.sum.top(16, dn, "per msg"))

@@ -28,10 +28,15 @@ type redisSnap struct {
 	calls map[string]int64 // commandstats calls, by command (inside scripts included)
 	usec  map[string]int64 // commandstats usec, by command (a script's includes its inner commands)
 	mem   int64            // used_memory
+	// reads and writes are total_reads_processed and
+	// total_writes_processed: the read and write events the server handled
+	// (a pipeline of commands arriving together is one read), which is what
+	// a trickle's Redis CPU per message follows.
+	reads, writes int64
 }
 
 func takeSnap(ctx context.Context, rdb *redis.Client) (redisSnap, error) {
-	info, err := rdb.Info(ctx, "cpu", "commandstats", "memory").Result()
+	info, err := rdb.Info(ctx, "cpu", "commandstats", "memory", "stats").Result()
 	if err != nil {
 		return redisSnap{}, fmt.Errorf("info: %w", err)
 	}
@@ -40,6 +45,8 @@ func takeSnap(ctx context.Context, rdb *redis.Client) (redisSnap, error) {
 	usr, _ := strconv.ParseFloat(infoField(info, "used_cpu_user"), 64)
 	s.cpu = sys + usr
 	s.mem, _ = strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
+	s.reads, _ = strconv.ParseInt(infoField(info, "total_reads_processed"), 10, 64)
+	s.writes, _ = strconv.ParseInt(infoField(info, "total_writes_processed"), 10, 64)
 	for _, l := range strings.Split(info, "\n") {
 		l = strings.TrimSpace(l)
 		rest, ok := strings.CutPrefix(l, "cmdstat_")
@@ -66,14 +73,17 @@ func takeSnap(ctx context.Context, rdb *redis.Client) (redisSnap, error) {
 
 // redisDelta is the difference between two snapshots.
 type redisDelta struct {
-	cpu   float64
-	calls int64
-	by    map[string]int64
-	usec  map[string]int64
+	cpu float64
+	// reads and writes count the server's read and write events (INFO
+	// stats), the bench's own INFO calls included (a few per snapshot).
+	reads, writes int64
+	calls         int64
+	by            map[string]int64
+	usec          map[string]int64
 }
 
 func (a redisSnap) delta(b redisSnap) redisDelta {
-	d := redisDelta{cpu: b.cpu - a.cpu, by: map[string]int64{}, usec: map[string]int64{}}
+	d := redisDelta{cpu: b.cpu - a.cpu, reads: b.reads - a.reads, writes: b.writes - a.writes, by: map[string]int64{}, usec: map[string]int64{}}
 	for k, v := range b.calls {
 		if ownCommands[k] {
 			continue

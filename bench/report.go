@@ -134,6 +134,8 @@ var metrics = []metricDef{
 	{scenario: "cluster", key: "trickle_dups", label: "trickle: duplicates, worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
 	{scenario: "cluster", key: "trickle_redis_cpu_per_msg", label: "trickle: Redis CPU / msg (sum over masters)", unit: "µs", scale: 1e6, better: -1},
 	{scenario: "cluster", key: "trickle_cmds_per_msg", label: "trickle: Redis commands / msg (incl. in scripts)", unit: "", scale: 1, better: -1},
+	{scenario: "cluster", key: "trickle_reads_per_msg", label: "  read events / msg (INFO total_reads_processed)", unit: "", scale: 1, better: -1},
+	{scenario: "cluster", key: "trickle_writes_per_msg", label: "  write events / msg (INFO total_writes_processed)", unit: "", scale: 1, better: -1},
 	{scenario: "cluster", key: "trickle_client_cpu_per_msg", label: "trickle: client CPU / msg", unit: "µs", scale: 1e6, better: -1},
 	{scenario: "cluster", key: "trickle_share_min", label: "trickle: least-loaded master's share of commands, % of even", unit: "%", scale: 1},
 	{scenario: "cluster", key: "trickle_share_max", label: "trickle: most-loaded master's share of commands, % of even", unit: "%", scale: 1},
