@@ -220,7 +220,10 @@ func (q *Queue) Get(ctx context.Context, id string) (codec.Envelope, error) {
 // group added twice or after Run started (wrapping [ErrRunning]). It
 // returns the group's consumer, for its Counters, Stats and dead letters.
 func (q *Queue) Handle(name string, h group.Handler, opts ...group.Option) (*group.Consumer, error) {
-	base := []group.Option{group.WithLogger(q.logger()), group.WithDrainTimeout(q.cfg.drain), group.WithPrefix(q.cfg.prefix), group.WithShards(q.cfg.shards)}
+	// The Queue runs the queue's mover itself (unless WithoutPromotion), with
+	// the mover options it was given: its consumers do not run their own.
+	base := []group.Option{group.WithLogger(q.logger()), group.WithDrainTimeout(q.cfg.drain), group.WithPrefix(q.cfg.prefix), group.WithShards(q.cfg.shards),
+		group.WithoutPromotion()}
 	c, err := group.New(q.rdb, q.name, name, h, append(base, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: group %s: %w", ErrInvalidOption, name, err)

@@ -370,7 +370,7 @@ func (s *clusterSys) start(ctx context.Context, h handler) error {
 	for range s.spec.consumers {
 		c, err := group.New(s.rdb, benchQueue, benchGroup, func(ctx context.Context, m *group.Message) error {
 			return h(ctx, delivery{payload: m.Payload, due: m.Due, appended: stream.EntryTime(m.EntryID)})
-		}, group.WithWorkers(s.workers), group.WithShards(s.spec.shards))
+		}, group.WithWorkers(s.workers), group.WithShards(s.spec.shards), group.WithoutPromotion()) // the deployment's movers promote
 		if err != nil {
 			return err
 		}

@@ -69,7 +69,7 @@ func childMain(args []string) int {
 		}
 		c, err := group.New(rdb, benchQueue, benchGroup, func(ctx context.Context, m *group.Message) error {
 			return hold(ctx, m.Payload)
-		}, group.WithWorkers(*workers))
+		}, group.WithWorkers(*workers), group.WithoutPromotion())
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "child:", err)
 			return 1

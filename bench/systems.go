@@ -209,7 +209,7 @@ func (s *dsSystem) startConsumer(ctx context.Context, h handler) error {
 	}
 	c, err := group.New(s.rdb, benchQueue, benchGroup, func(ctx context.Context, m *group.Message) error {
 		return h(ctx, delivery{payload: m.Payload, due: m.Due, appended: stream.EntryTime(m.EntryID)})
-	}, group.WithWorkers(s.cfg.workers))
+	}, group.WithWorkers(s.cfg.workers), group.WithoutPromotion()) // the system's mover promotes
 	if err != nil {
 		return err
 	}

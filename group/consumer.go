@@ -83,7 +83,9 @@ func (c *Consumer) Name() string { return c.cfg.consumer }
 // number of handlers at once, batches acknowledgements (an ack waits at most
 // 2 ms), reclaims entries idle longer than the visibility timeout with
 // XAUTOCLAIM, extends the hold of read and running entries, promotes the
-// retry lane, and trims the streams after acknowledging entries.
+// retry lane, and trims the streams after acknowledging entries. Unless
+// built [WithoutPromotion], it also keeps the queue promoted: its process
+// runs a mover of the queue while any of its consumers of the queue runs.
 //
 // On cancellation it stops reading at once, hands back the entries read
 // ahead and not started, lets in-flight handlers finish for up to the
@@ -109,6 +111,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return nil
 		}
 		return err
+	}
+	if !c.cfg.noPromote {
+		// After the group exists: entries promoted before it would be
+		// missed by a group created from new entries only.
+		p, err := acquirePromoter(c, log)
+		if err != nil {
+			return err
+		}
+		defer releasePromoter(p)
 	}
 	log.DebugContext(ctx, "consumer started")
 

@@ -53,7 +53,11 @@
 // promoted before the first consumer started is missed; see
 // [WithStartAtNew]), then reads, handles, acknowledges (batched: an ack
 // waits at most 2 ms), reclaims, extends, trims and promotes the retry
-// lane. Cancelling Run's ctx stops reading at once; entries read ahead and
+// lane. It also keeps the queue itself promoted, unless built
+// [WithoutPromotion]: while any consumer of the queue runs in a process
+// (on one client), that process runs one mover of the queue, which shares
+// the work with every other mover, so producers and consumers alone
+// deliver. Cancelling Run's ctx stops reading at once; entries read ahead and
 // not started are handed back at once; in-flight handlers get the drain
 // timeout (default 10 s) to finish, then their ctx is cancelled and their
 // entries are handed back too: their idle time is pushed past the

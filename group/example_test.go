@@ -17,10 +17,11 @@ import (
 	"github.com/delaystream/delaystream/mover"
 )
 
-// A consumer of group "billing" on queue "orders", run next to a mover until
-// SIGINT or SIGTERM. The library installs no signal handler: the program
-// owns its signals and hands Run a context. Compile-only: it needs a Redis
-// server.
+// A consumer of group "billing" on queue "orders", run until SIGINT or
+// SIGTERM. It keeps the queue promoted too (see WithoutPromotion), so a
+// program of producers and consumers needs nothing else. The library
+// installs no signal handler: the program owns its signals and hands Run a
+// context. Compile-only: it needs a Redis server.
 func ExampleNew() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close() // the consumer borrows the client and never closes it
@@ -32,15 +33,38 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mv, err := mover.New(rdb, "orders")
-	if err != nil {
-		log.Fatal(err)
-	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Run returns nil after a requested stop. Shutdown waits for in-flight
+	// handlers (drain timeout).
+	if err := c.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Consumers that leave promotion to a dedicated mover, run here in the same
+// program with its own options (in production, often a process of its own,
+// or a Redis user with the mover's ACL). Compile-only: it needs a Redis
+// server.
+func ExampleWithoutPromotion() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+
+	c, err := group.New(rdb, "orders", "billing", func(ctx context.Context, m *group.Message) error {
+		return nil
+	}, group.WithoutPromotion())
+	if err != nil {
+		log.Fatal(err)
+	}
+	mv, err := mover.New(rdb, "orders", mover.WithBatchSize(500))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	// Run returns nil after a requested stop, so an errgroup reports only
-	// real failures. Shutdown waits for in-flight handlers (drain timeout).
+	// real failures.
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return mv.Run(ctx) })
 	g.Go(func() error { return c.Run(ctx) })

@@ -38,6 +38,7 @@ type config struct {
 	visibility    time.Duration
 	reclaimEvery  time.Duration
 	noReclaim     bool
+	noPromote     bool
 	drain         time.Duration
 	maxAttempts   int
 	maxDeliveries int64
@@ -236,6 +237,23 @@ func WithReclaimInterval(d time.Duration) Option {
 func WithoutReclaim() Option {
 	return func(c *config) error {
 		c.noReclaim = true
+		return nil
+	}
+}
+
+// WithoutPromotion makes the consumer leave its queue's promotion to
+// others: dedicated mover.Mover processes, or the consumers of other
+// processes. By default a running consumer keeps its queue promoted: its
+// process runs one mover of the queue's main lanes, shared by all its
+// consumers of that queue on the same client, which shares the work with
+// every other mover (a lease, or the movers' registry of a sharded queue).
+// Use it for consumers that must not write to the delayed set, or to put
+// promotion in processes of their own (with their own options and hooks).
+// If nothing promotes the queue, nothing is ever delivered. The group's
+// retry lane is promoted by its consumers either way.
+func WithoutPromotion() Option {
+	return func(c *config) error {
+		c.noPromote = true
 		return nil
 	}
 }

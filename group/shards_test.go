@@ -303,7 +303,9 @@ func TestShardedIdleConsumerIsQuiet(t *testing.T) {
 	_, err := h.q.Schedule(context.Background(), delay.Message{ID: "later"}, delay.After(time.Hour))
 	require.NoError(t, err)
 	rec := newRecorder()
-	c := h.consumerOn(rdb, "g", rec.ack)
+	// Its own mover (see TestConsumersPromoteTheirQueue) would add its
+	// connections and calls to the counts: the mover started below promotes.
+	c := h.consumerOn(rdb, "g", rec.ack, group.WithoutPromotion())
 	r := start(t, c.Run)
 	// The first round reads all 128 streams (main and retry lane per
 	// shard); afterwards nothing arrives, so nothing is read.

@@ -62,7 +62,7 @@ func TestStatsFigures(t *testing.T) {
 			}
 		}
 		return nil
-	}, group.WithBackoff(group.ConstantBackoff(time.Hour)))
+	}, group.WithBackoff(group.ConstantBackoff(time.Hour)), group.WithoutPromotion()) // overdue stays overdue
 	r := start(t, c.Run)
 	s1, s2 := <-stuck, <-stuck
 	waitFor(t, 10*time.Second, func() bool {

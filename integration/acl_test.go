@@ -394,7 +394,7 @@ func (e *aclEnv) flows(t *testing.T, queue string, shards int) {
 			return errors.New("billing refused it")
 		}
 		return nil
-	}, group.WithShards(shards), group.WithLogger(log), group.WithMaxAttempts(2),
+	}, group.WithShards(shards), group.WithLogger(log), group.WithoutPromotion(), group.WithMaxAttempts(2),
 		group.WithBackoff(group.ConstantBackoff(50*time.Millisecond)),
 		group.WithVisibilityTimeout(time.Second), group.WithReclaimInterval(100*time.Millisecond),
 		group.WithTrimInterval(100*time.Millisecond), group.WithDrainTimeout(time.Second),
@@ -506,7 +506,7 @@ func (e *aclEnv) flows(t *testing.T, queue string, shards int) {
 		}
 		audited.record(m, true)
 		return nil
-	}, group.WithShards(shards), group.WithLogger(log), group.WithVisibilityTimeout(500*time.Millisecond),
+	}, group.WithShards(shards), group.WithLogger(log), group.WithoutPromotion(), group.WithVisibilityTimeout(500*time.Millisecond),
 		group.WithReclaimInterval(100*time.Millisecond), group.WithTrimInterval(100*time.Millisecond),
 		group.WithDrainTimeout(time.Second),
 		group.WithHooks(group.Hooks{OnReclaimed: func(_ string, n, _ int) { reclaimed.Add(int64(n)) }}))
@@ -649,7 +649,8 @@ func (e *aclEnv) missing(t *testing.T) {
 	}
 	consumer := func(t *testing.T, user, queue string, shards int, tap *logTap) *group.Consumer {
 		c, err := group.New(e.client(t, user), queue, "billing", func(context.Context, *group.Message) error { return nil },
-			group.WithShards(shards), group.WithLogger(tap.logger()), group.WithReclaimInterval(100*time.Millisecond))
+			group.WithShards(shards), group.WithLogger(tap.logger()), group.WithReclaimInterval(100*time.Millisecond),
+			group.WithoutPromotion()) // the consumer role (docs/acl.md)
 		require.NoError(t, err)
 		return c
 	}
@@ -843,7 +844,7 @@ func (e *aclEnv) missing(t *testing.T) {
 		tap := newLogTap()
 		c, err := group.New(e.client(t, "c-zadd"), "c6", "billing", func(context.Context, *group.Message) error {
 			return errors.New("retry me")
-		}, group.WithLogger(tap.logger()))
+		}, group.WithLogger(tap.logger()), group.WithoutPromotion())
 		require.NoError(t, err)
 		stop := running(t, c.Run)
 		line := tap.wait(t, 5*time.Second, "scheduling retry failed")

@@ -102,7 +102,8 @@ func childMain(spec string) int {
 			<-ctx.Done() // hold the entry until the parent kills this process
 			return ctx.Err()
 		}, group.WithPrefix(cfg.Prefix), group.WithShards(cfg.Shards), group.WithConsumerName(cfg.Name),
-			group.WithWorkers(cfg.Workers), group.WithPrefetch(0), group.WithLogger(logger))
+			group.WithWorkers(cfg.Workers), group.WithPrefetch(0), group.WithLogger(logger),
+			group.WithoutPromotion()) // the "mover" children promote
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "child:", err)
 			return 2

@@ -350,7 +350,8 @@ func (sc foScenario) run(t *testing.T) {
 	var consumers []*group.Consumer
 	for _, name := range []string{"c1", "c2"} {
 		cs, err := group.New(rdb, queue, "g", rec.handle, group.WithPrefix(prefix), group.WithShards(sc.shards),
-			group.WithConsumerName(name), group.WithLogger(log.With("consumer", name)), group.WithDrainTimeout(time.Second))
+			group.WithConsumerName(name), group.WithLogger(log.With("consumer", name)), group.WithDrainTimeout(time.Second),
+			group.WithoutPromotion()) // the test's movers promote
 		require.NoError(t, err)
 		consumers = append(consumers, cs)
 	}

@@ -155,7 +155,7 @@ func (sc outageScenario) run(t *testing.T) {
 		comp := m.group + "/" + m.name
 		cs, err := group.New(clientOf(comp), queue, m.group, rec.handler(m.group),
 			group.WithPrefix(prefix), group.WithConsumerName(m.name), group.WithDrainTimeout(time.Second),
-			group.WithLogger(logs.logger(comp)))
+			group.WithLogger(logs.logger(comp)), group.WithoutPromotion()) // the movers are components of their own
 		require.NoError(t, err)
 		consumers[comp] = cs
 	}
