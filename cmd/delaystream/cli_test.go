@@ -1,0 +1,258 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+	"github.com/delaystream/delaystream/internal/redistest"
+)
+
+func TestQueuesAndStats(t *testing.T) {
+	t.Parallel()
+	tg := single(t)
+	seed(t, tg)
+
+	var rows []struct {
+		Name   string              `json:"name"`
+		Shards int                 `json:"shards"`
+		Stats  *inspect.QueueStats `json:"stats"`
+	}
+	tg.json(t, &rows, "queues")
+	require.Len(t, rows, 2)
+	assert.Equal(t, "jobs", rows[0].Name)
+	assert.Equal(t, "orders", rows[1].Name)
+	assert.Equal(t, 1, rows[1].Shards)
+	require.NotNil(t, rows[1].Stats)
+	assert.Equal(t, int64(3), rows[1].Stats.Waiting)
+
+	var st inspect.QueueStats
+	tg.json(t, &st, "stats", "orders")
+	assert.Equal(t, "orders", st.Queue)
+	assert.Equal(t, int64(3), st.Waiting)
+	assert.Equal(t, int64(1), st.Overdue, "the message due a minute ago, with no mover running")
+	assert.WithinDuration(t, time.Now().Add(-time.Minute), st.NextDue, 10*time.Second)
+	assert.Empty(t, st.Groups)
+	assert.GreaterOrEqual(t, st.OverdueBy(), 50*time.Second)
+
+	tg.json(t, &st, "stats", "jobs", "--per-shard")
+	assert.Equal(t, int64(0), st.Waiting)
+	assert.Equal(t, int64(1), st.Quarantined)
+	require.Len(t, st.Groups, 2)
+	assert.Equal(t, "audit", st.Groups[0].Group)
+	assert.Equal(t, int64(0), st.Groups[0].DeadLetters)
+	assert.Equal(t, "billing", st.Groups[1].Group)
+	assert.Equal(t, int64(3), st.Groups[1].DeadLetters)
+	assert.Equal(t, int64(0), st.Groups[1].Lag)
+	require.Len(t, st.PerShard, 1)
+	assert.Equal(t, "jobs", st.PerShard[0].Tag)
+
+	text := tg.ok(t, "stats", "orders")
+	assert.Regexp(t, `overdue\s+1 \(oldest due 1m\d+s ago: is a mover running\?\)`, text)
+	assert.Contains(t, text, "no consumer groups yet")
+	text = tg.ok(t, "queues")
+	assert.Regexp(t, `(?m)^orders\s+1\s+3\s+1\s`, text)
+	assert.Regexp(t, `(?m)^jobs\s+1\s+0\s+0\s+-\s+\d+\s+2\s+0\s+3\s+1$`, text)
+}
+
+func TestPeekAndGet(t *testing.T) {
+	t.Parallel()
+	tg := single(t)
+	seed(t, tg)
+
+	var ms []inspect.Message
+	tg.json(t, &ms, "peek", "orders")
+	require.Len(t, ms, 3)
+	assert.Equal(t, []string{"late", "soon", "later"}, []string{ms[0].ID, ms[1].ID, ms[2].ID})
+	assert.True(t, ms[0].Overdue)
+	assert.False(t, ms[1].Overdue)
+	assert.Equal(t, "overdue one", ms[0].Preview)
+	assert.Equal(t, `{"order":5001}`, string(ms[1].Payload))
+	assert.Equal(t, map[string]string{"tenant": "acme"}, ms[1].Headers)
+	assert.Equal(t, `msgpack:{"order":5002}`, ms[2].Preview)
+	assert.WithinDuration(t, time.Now().Add(time.Hour), ms[1].Due, 10*time.Second)
+
+	tg.json(t, &ms, "peek", "orders", "-n", "1")
+	require.Len(t, ms, 1)
+	tg.json(t, &ms, "peek", "orders", "--overdue")
+	require.Len(t, ms, 1)
+	assert.Equal(t, "late", ms[0].ID)
+
+	text := tg.ok(t, "peek", "orders")
+	assert.Regexp(t, `(?m)^late\s+0\s+.*ago\)\s+OVERDUE\s+1\s+11\s+overdue one$`, text)
+
+	var m inspect.Message
+	tg.json(t, &m, "get", "orders", "soon")
+	assert.Equal(t, "soon", m.ID)
+	assert.Equal(t, 1, m.Attempt)
+	assert.Equal(t, 14, m.Size)
+
+	r := tg.run(t, "get", "orders", "nope")
+	assert.Equal(t, exitNotFound, r.code)
+	assert.Contains(t, r.stderr, "not found")
+	assert.Empty(t, r.stdout)
+}
+
+func TestCancelAndReschedule(t *testing.T) {
+	t.Parallel()
+	tg := single(t)
+	seed(t, tg)
+	rdb := tg.client(t)
+	before := redistest.Keys(t, rdb, tg.prefix)
+
+	// Without a terminal and without --yes: refused, nothing written.
+	r := tg.run(t, "cancel", "orders", "soon")
+	assert.Equal(t, exitNotConfirmd, r.code)
+	assert.Contains(t, r.stderr, "--yes")
+	r = tg.run(t, "reschedule", "orders", "soon", "--in", "5m")
+	assert.Equal(t, exitNotConfirmd, r.code)
+	assert.Equal(t, before, redistest.Keys(t, rdb, tg.prefix), "a refused command wrote something")
+
+	assert.Contains(t, tg.ok(t, "cancel", "orders", "soon", "--yes"), "cancelled soon")
+	assert.Equal(t, exitNotFound, tg.run(t, "get", "orders", "soon").code)
+	assert.Equal(t, exitNotFound, tg.run(t, "cancel", "orders", "soon", "--yes").code)
+
+	at := time.Now().Add(3 * time.Hour).UTC().Truncate(time.Second)
+	var out struct {
+		Due time.Time `json:"due"`
+	}
+	tg.json(t, &out, "reschedule", "orders", "later", "--at", at.Format(time.RFC3339), "--yes")
+	assert.True(t, at.Equal(out.Due), "due %s, want %s", out.Due, at)
+	var m inspect.Message
+	tg.json(t, &m, "get", "orders", "later")
+	assert.True(t, at.Equal(m.Due))
+
+	tg.ok(t, "reschedule", "orders", "later", "--in", "0s", "-y")
+	tg.json(t, &m, "get", "orders", "later")
+	assert.True(t, m.Overdue)
+
+	assert.Equal(t, exitUsage, tg.run(t, "reschedule", "orders", "later", "--yes").code, "neither --in nor --at")
+	assert.Equal(t, exitNotFound, tg.run(t, "reschedule", "orders", "gone", "--in", "1m", "--yes").code)
+}
+
+func TestGroupsAndDeadLetters(t *testing.T) {
+	t.Parallel()
+	tg := single(t)
+	seed(t, tg)
+	rdb := tg.client(t)
+
+	var gs []inspect.GroupStats
+	tg.json(t, &gs, "groups", "jobs")
+	require.Len(t, gs, 2)
+	assert.Equal(t, "billing", gs[1].Group)
+	assert.Equal(t, int64(3), gs[1].DeadLetters)
+	assert.Equal(t, int64(0), gs[1].Pending)
+	assert.Equal(t, int64(1), gs[1].Consumers)
+	require.Len(t, gs[1].ConsumerList, 1)
+	assert.Contains(t, tg.ok(t, "groups", "jobs"), "group billing consumers:")
+
+	var ds []inspect.DeadLetter
+	tg.json(t, &ds, "dlq", "ls", "jobs", "billing")
+	require.Len(t, ds, 3)
+	ids := map[string]bool{}
+	for _, d := range ds {
+		assert.Equal(t, "handler asked to dead-letter", d.Reason)
+		assert.Contains(t, d.LastError, "card declined")
+		assert.True(t, d.Decoded)
+		ids[d.ID] = true
+	}
+	assert.Equal(t, map[string]bool{"job-1": true, "job-2": true, "job-3": true}, ids)
+	tg.json(t, &ds, "dlq", "ls", "jobs", "audit")
+	assert.Empty(t, ds)
+	tg.json(t, &ds, "dlq", "ls", "jobs", "billing", "--reason", "expired")
+	assert.Empty(t, ds)
+	tg.json(t, &ds, "dlq", "ls", "jobs", "billing", "--since", "1h", "-n", "2")
+	require.Len(t, ds, 2)
+	assert.Equal(t, exitNotFound, tg.run(t, "dlq", "ls", "jobs", "nosuchgroup").code)
+
+	var d inspect.DeadLetter
+	tg.json(t, &d, "dlq", "show", "jobs", "billing", ds[0].EntryID)
+	assert.Equal(t, ds[0].ID, d.ID)
+	assert.Equal(t, "job payload "+strings.TrimPrefix(d.ID, "job-"), string(d.Payload))
+	assert.Equal(t, exitNotFound, tg.run(t, "dlq", "show", "jobs", "billing", "1-1").code)
+	assert.Equal(t, exitUsage, tg.run(t, "dlq", "show", "jobs", "billing", "bogus").code)
+
+	// --dry-run and a refusal write nothing.
+	before := redistest.Keys(t, rdb, tg.prefix)
+	var res inspect.ActionResult
+	tg.json(t, &res, "dlq", "redrive", "jobs", "billing", "--all", "--dry-run")
+	assert.True(t, res.DryRun)
+	assert.Equal(t, 3, res.Matched)
+	assert.Equal(t, 0, res.Done)
+	assert.Len(t, res.IDs, 3)
+	tg.json(t, &res, "dlq", "purge", "jobs", "billing", ds[0].EntryID, "--dry-run")
+	assert.Equal(t, 1, res.Matched)
+	assert.Equal(t, exitNotConfirmd, tg.run(t, "dlq", "purge", "jobs", "billing", "--all").code)
+	assert.Equal(t, exitNotConfirmd, tg.run(t, "dlq", "redrive", "jobs", "billing", ds[0].EntryID).code)
+	assert.Equal(t, before, redistest.Keys(t, rdb, tg.prefix), "a dry run or a refusal wrote something")
+
+	assert.Equal(t, exitUsage, tg.run(t, "dlq", "purge", "jobs", "billing").code, "neither ids nor --all")
+	assert.Equal(t, exitUsage, tg.run(t, "dlq", "purge", "jobs", "billing", "--since", "1h", ds[0].EntryID, "--yes").code)
+
+	// Purge one by id; a missing id is reported with exit code 3.
+	r := tg.run(t, "dlq", "purge", "jobs", "billing", ds[0].EntryID, "1-1", "--yes", "--json")
+	assert.Equal(t, exitNotFound, r.code, r.stderr)
+	assert.Contains(t, r.stdout, `"done": 1`)
+	assert.Contains(t, r.stdout, `"not_found": [`)
+
+	// Redrive the rest: back to billing's retry lane, gone from the dead letters.
+	tg.json(t, &res, "dlq", "redrive", "jobs", "billing", "--all", "--yes", "--delay", "1h")
+	assert.Equal(t, 2, res.Matched)
+	assert.Equal(t, 2, res.Done)
+	var st inspect.QueueStats
+	tg.json(t, &st, "stats", "jobs")
+	assert.Equal(t, int64(0), st.Groups[1].DeadLetters)
+	assert.Equal(t, int64(2), st.Groups[1].RetryWaiting)
+	assert.Equal(t, int64(0), st.Groups[0].RetryWaiting, "a redrive goes to its own group only")
+	assert.Contains(t, tg.ok(t, "dlq", "ls", "jobs", "billing"), "no dead letters")
+}
+
+func TestQuarantine(t *testing.T) {
+	t.Parallel()
+	tg := single(t)
+	seed(t, tg)
+
+	var qs []inspect.Quarantined
+	tg.json(t, &qs, "quarantine", "ls", "jobs")
+	require.Len(t, qs, 1)
+	assert.Equal(t, "main", qs[0].Lane)
+	assert.Equal(t, "unknown member format", qs[0].Reason)
+	assert.Equal(t, "\x02junk", string(qs[0].Member))
+	assert.Equal(t, "hex:026a756e6b", qs[0].Preview)
+	tg.json(t, &qs, "quarantine", "ls", "orders")
+	assert.Empty(t, qs)
+	assert.Contains(t, tg.ok(t, "quarantine", "ls", "jobs"), "unknown member format")
+}
+
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	tg := single(t)
+	seed(t, tg)
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"unknown command", []string{"frobnicate"}, exitUsage, "unknown command"},
+		{"unknown flag", []string{"queues", "--frob"}, exitUsage, "unknown flag"},
+		{"missing argument", []string{"stats"}, exitUsage, "accepts 1 arg"},
+		{"bad queue name", []string{"stats", "a{b}"}, exitUsage, "braces"},
+		{"unknown queue", []string{"stats", "nosuch"}, exitNotFound, "not found"},
+		{"unknown queue for peek", []string{"peek", "nosuch"}, exitNotFound, "not found"},
+		{"bad count", []string{"peek", "orders", "-n", "0"}, exitUsage, "count"},
+		{"unreachable", []string{"queues", "--redis-url", "redis://127.0.0.1:1", "--timeout", "500ms"}, exitError, "connect"},
+		{"bad url", []string{"queues", "--redis-url", "http://x"}, exitUsage, "scheme"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := tg.run(t, c.args...)
+			assert.Equal(t, c.code, r.code, "stderr: %s", r.stderr)
+			assert.Contains(t, r.stderr, c.msg)
+		})
+	}
+}

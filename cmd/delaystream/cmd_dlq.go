@@ -1,0 +1,291 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+)
+
+// filterFlags are the --since / --from / --to / --reason flags.
+type filterFlags struct {
+	since    time.Duration
+	from, to string
+	reason   string
+}
+
+func (f *filterFlags) add(c *cobra.Command) {
+	c.Flags().DurationVar(&f.since, "since", 0, "dead-lettered within this long before now (this host's clock)")
+	c.Flags().StringVar(&f.from, "from", "", "dead-lettered at or after this time (RFC 3339)")
+	c.Flags().StringVar(&f.to, "to", "", "dead-lettered before this time (RFC 3339)")
+	c.Flags().StringVar(&f.reason, "reason", "", `with this reason only, e.g. "attempts exhausted"`)
+}
+
+func (f *filterFlags) filter() (inspect.Filter, error) {
+	var out inspect.Filter
+	if f.since < 0 {
+		return out, usagef("--since must not be negative")
+	}
+	if f.since > 0 && f.from != "" {
+		return out, usagef("give --since or --from, not both")
+	}
+	if f.since > 0 {
+		out.From = time.Now().Add(-f.since)
+	}
+	for _, p := range []struct {
+		flag, v string
+		dst     *time.Time
+	}{{"--from", f.from, &out.From}, {"--to", f.to, &out.To}} {
+		if p.v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, p.v)
+		if err != nil {
+			return out, usagef("%s: %w", p.flag, err)
+		}
+		*p.dst = t
+	}
+	out.Reason = f.reason
+	return out, nil
+}
+
+func (a *app) dlqCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "dlq",
+		Short: "A consumer group's dead letters: ls, show, redrive, purge",
+	}
+	c.AddCommand(a.dlqLsCmd(), a.dlqShowCmd(), a.dlqActCmd("redrive"), a.dlqActCmd("purge"))
+	return c
+}
+
+func (a *app) dlqLsCmd() *cobra.Command {
+	var (
+		opts inspect.ListOptions
+		ff   filterFlags
+	)
+	c := &cobra.Command{
+		Use:   "ls <queue> <group>",
+		Short: "List dead letters, oldest first",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			var err error
+			if opts.Filter, err = ff.filter(); err != nil {
+				return err
+			}
+			if opts.Limit < 1 {
+				return usagef("--limit must be at least 1")
+			}
+			in, err := a.inspector()
+			if err != nil {
+				return err
+			}
+			ds, err := in.DeadLetters(ctxOf(c), args[0], args[1], opts)
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return a.printJSON(ds)
+			}
+			if len(ds) == 0 {
+				fmt.Fprintln(a.stdout, "no dead letters")
+				return nil
+			}
+			now := time.Now()
+			w := a.table()
+			fmt.Fprintln(w, "ENTRY ID\tDEAD-LETTERED\tMESSAGE ID\tREASON\tATTEMPT\tLAST ERROR\tPREVIEW")
+			for _, d := range ds {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.EntryID, when(d.At, now), orDash(d.ID), d.Reason,
+					d.Attempt, orDash(inspect.Preview([]byte(d.LastError), 60)), d.Preview)
+			}
+			return w.Flush()
+		},
+	}
+	c.Flags().IntVarP(&opts.Limit, "limit", "n", 50, "most entries listed")
+	c.Flags().StringVar(&opts.After, "after", "", "list after this entry id (paging)")
+	ff.add(c)
+	a.addJSON(c)
+	return c
+}
+
+func (a *app) dlqShowCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "show <queue> <group> <entry-id>",
+		Short: "One dead letter in full",
+		Args:  cobra.ExactArgs(3),
+		RunE: func(c *cobra.Command, args []string) error {
+			in, err := a.inspector()
+			if err != nil {
+				return err
+			}
+			d, err := in.DeadLetter(ctxOf(c), args[0], args[1], args[2])
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return a.printJSON(d)
+			}
+			now := time.Now()
+			w := a.table()
+			fmt.Fprintf(w, "entry id\t%s\n", d.EntryID)
+			fmt.Fprintf(w, "dead-lettered\t%s\n", when(d.At, now))
+			fmt.Fprintf(w, "message id\t%s\n", orDash(d.ID))
+			fmt.Fprintf(w, "reason\t%s\n", d.Reason)
+			fmt.Fprintf(w, "last error\t%s\n", orDash(d.LastError))
+			fmt.Fprintf(w, "attempt\t%d\n", d.Attempt)
+			fmt.Fprintf(w, "deliveries\t%d\n", d.Deliveries)
+			fmt.Fprintf(w, "source\t%s %s\n", d.Source, d.SourceID)
+			fmt.Fprintf(w, "due\t%s\n", when(d.Due, now))
+			fmt.Fprintf(w, "created\t%s\n", when(d.Created, now))
+			fmt.Fprintf(w, "headers\t%s\n", headers(d.Headers))
+			fmt.Fprintf(w, "decoded\t%v\n", d.Decoded)
+			fmt.Fprintf(w, "size\t%d\n", d.Size)
+			fmt.Fprintf(w, "payload\t%s\n", inspect.Preview(d.Payload, 4096))
+			return w.Flush()
+		},
+	}
+	a.addJSON(c)
+	return c
+}
+
+// dlqActCmd builds `dlq redrive` and `dlq purge`.
+func (a *app) dlqActCmd(action string) *cobra.Command {
+	var (
+		all   bool
+		ff    filterFlags
+		opts  inspect.ActionOptions
+		short = "Deliver dead letters again to their group (by id, or --all with filters)"
+	)
+	if action == "purge" {
+		short = "Delete dead letters for good (by id, or --all with filters)"
+	}
+	c := &cobra.Command{
+		Use:   action + " <queue> <group> [entry-id...] [--all]",
+		Short: short,
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			sel := inspect.Selection{IDs: args[2:], All: all}
+			var err error
+			if sel.Filter, err = ff.filter(); err != nil {
+				return err
+			}
+			if all == (len(sel.IDs) > 0) {
+				return usagef("give entry ids or --all, not both or neither")
+			}
+			if !all && (sel.Filter != inspect.Filter{}) {
+				return usagef("--since, --from, --to and --reason select with --all only")
+			}
+			in, err := a.inspector()
+			if err != nil {
+				return err
+			}
+			queue, group := args[0], args[1]
+			do := in.Redrive
+			if action == "purge" {
+				do = in.Purge
+			}
+			// Resolve first (a dry run), so the question names a count.
+			dry, err := do(ctxOf(c), queue, group, sel, inspect.ActionOptions{DryRun: true, Delay: opts.Delay})
+			if err != nil {
+				return err
+			}
+			res := dry
+			res.DryRun = opts.DryRun
+			if !opts.DryRun && dry.Matched > 0 {
+				if err := a.confirm(fmt.Sprintf("%s %d dead letter%s of %s/%s", action, dry.Matched, plural(dry.Matched), queue, group)); err != nil {
+					return err
+				}
+				if all {
+					// Act on exactly what was shown.
+					sel = inspect.Selection{IDs: dry.IDs}
+					if dry.IDsTruncated {
+						sel = inspect.Selection{All: true, Filter: sel.Filter}
+					}
+				}
+				if res, err = do(ctxOf(c), queue, group, sel, opts); err != nil {
+					return err
+				}
+			}
+			if a.jsonOut {
+				if err := a.printJSON(res); err != nil {
+					return err
+				}
+			} else {
+				verb := map[string]string{"redrive": "redriven", "purge": "purged"}[action]
+				if res.DryRun {
+					fmt.Fprintf(a.stdout, "dry run: would %s %d dead letter%s of %s/%s\n", action, res.Matched, plural(res.Matched), queue, group)
+					for _, id := range res.IDs {
+						fmt.Fprintf(a.stdout, "  %s\n", id)
+					}
+				} else {
+					fmt.Fprintf(a.stdout, "%s %d of %d dead letter%s of %s/%s\n", verb, res.Done, res.Matched, plural(res.Matched), queue, group)
+				}
+				for _, id := range res.NotFound {
+					fmt.Fprintf(a.stdout, "  not found: %s\n", id)
+				}
+				for _, id := range res.Unrecoverable {
+					fmt.Fprintf(a.stdout, "  unrecoverable (no valid envelope; purge it): %s\n", id)
+				}
+			}
+			if len(res.NotFound) > 0 {
+				return fmt.Errorf("%d of the dead letters given not found: %w", len(res.NotFound), inspect.ErrNotFound)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&all, "all", false, "every dead letter (narrowed by --since, --from, --to, --reason)")
+	c.Flags().BoolVar(&opts.DryRun, "dry-run", false, "show what would be done, write nothing")
+	if action == "redrive" {
+		c.Flags().DurationVar(&opts.Delay, "delay", 0, "deliver after this delay (Redis clock)")
+	}
+	ff.add(c)
+	a.addYes(c)
+	a.addJSON(c)
+	return c
+}
+
+func (a *app) quarantineCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "quarantine",
+		Short: "Members the mover could not promote (undecodable, foreign), with their reason",
+	}
+	var limit int
+	ls := &cobra.Command{
+		Use:   "ls <queue>",
+		Short: "List quarantined entries of a queue's main and retry lanes",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if limit < 1 {
+				return usagef("--limit must be at least 1")
+			}
+			in, err := a.inspector()
+			if err != nil {
+				return err
+			}
+			qs, err := in.Quarantine(ctxOf(c), args[0], limit)
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return a.printJSON(qs)
+			}
+			if len(qs) == 0 {
+				fmt.Fprintln(a.stdout, "nothing quarantined")
+				return nil
+			}
+			now := time.Now()
+			w := a.table()
+			fmt.Fprintln(w, "ENTRY ID\tLANE\tQUARANTINED\tMESSAGE ID\tDUE\tREASON\tPREVIEW")
+			for _, q := range qs {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", q.EntryID, q.Lane, when(q.At, now), orDash(q.ID),
+					when(q.Due, now), q.Reason, q.Preview)
+			}
+			return w.Flush()
+		},
+	}
+	ls.Flags().IntVarP(&limit, "limit", "n", 100, "most entries listed")
+	a.addJSON(ls)
+	c.AddCommand(ls)
+	return c
+}

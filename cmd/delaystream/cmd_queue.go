@@ -1,0 +1,382 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+	"github.com/delaystream/delaystream/delay"
+)
+
+// queueRow is one line of `queues`: the queue and, unless --no-stats, its
+// figures.
+type queueRow struct {
+	inspect.QueueInfo
+	Stats *inspect.QueueStats `json:"stats,omitempty"`
+}
+
+func (a *app) queuesCmd() *cobra.Command {
+	var noStats bool
+	c := &cobra.Command{
+		Use:   "queues",
+		Short: "List the queues under the prefix (found on every master), with their figures",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			in, err := a.inspector()
+			if err != nil {
+				return err
+			}
+			qs, err := in.Queues(ctxOf(c))
+			if err != nil {
+				return err
+			}
+			rows := make([]queueRow, len(qs))
+			for i, q := range qs {
+				rows[i].QueueInfo = q
+				if noStats || q.Shards == 0 {
+					continue
+				}
+				st, err := in.Stats(ctxOf(c), q.Name, inspect.StatsOptions{})
+				if err != nil {
+					return err
+				}
+				rows[i].Stats = &st
+			}
+			if a.jsonOut {
+				return a.printJSON(rows)
+			}
+			if len(rows) == 0 {
+				fmt.Fprintf(a.stdout, "no queues under prefix %q\n", in.Prefix())
+				return nil
+			}
+			w := a.table()
+			if noStats {
+				fmt.Fprintln(w, "QUEUE\tSHARDS")
+				for _, r := range rows {
+					fmt.Fprintf(w, "%s\t%d\n", r.Name, r.Shards)
+				}
+				return w.Flush()
+			}
+			fmt.Fprintln(w, "QUEUE\tSHARDS\tWAITING\tOVERDUE\tNEXT DUE\tSTREAM\tGROUPS\tPENDING\tDEAD\tQUARANTINED")
+			for _, r := range rows {
+				if r.Stats == nil {
+					fmt.Fprintf(w, "%s\t?\t\t\t(record without a valid shard count: %s)\n", r.Name, r.Meta)
+					continue
+				}
+				s := r.Stats
+				var pending, dead int64
+				for _, g := range s.Groups {
+					pending += g.Pending
+					dead += g.DeadLetters
+				}
+				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\n", r.Name, r.Shards, s.Waiting, s.Overdue,
+					when(s.NextDue, s.Now), s.StreamLength, len(s.Groups), pending, dead, s.Quarantined)
+			}
+			return w.Flush()
+		},
+	}
+	c.Flags().BoolVar(&noStats, "no-stats", false, "only discover the queues, read no figures")
+	a.addJSON(c)
+	return c
+}
+
+func (a *app) statsCmd() *cobra.Command {
+	var perShard bool
+	c := &cobra.Command{
+		Use:   "stats <queue>",
+		Short: "Figures of a queue and of each of its consumer groups",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			in, err := a.inspector()
+			if err != nil {
+				return err
+			}
+			st, err := in.Stats(ctxOf(c), args[0], inspect.StatsOptions{PerShard: perShard})
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return a.printJSON(st)
+			}
+			a.printStats(st)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&perShard, "per-shard", false, "also show every shard's figures")
+	a.addJSON(c)
+	return c
+}
+
+func (a *app) printStats(st inspect.QueueStats) {
+	fmt.Fprintf(a.stdout, "queue %s (%d shard%s), Redis time %s\n", st.Queue, st.Shards, plural(st.Shards),
+		st.Now.Local().Format("2006-01-02 15:04:05.000"))
+	w := a.table()
+	fmt.Fprintf(w, "  waiting\t%d\n", st.Waiting)
+	overdue := fmt.Sprint(st.Overdue)
+	if d := st.OverdueBy(); d > 0 {
+		overdue += fmt.Sprintf(" (oldest due %s ago: is a mover running?)", roundDur(d))
+	}
+	fmt.Fprintf(w, "  overdue\t%s\n", overdue)
+	fmt.Fprintf(w, "  next due\t%s\n", when(st.NextDue, st.Now))
+	fmt.Fprintf(w, "  in stream\t%d\n", st.StreamLength)
+	fmt.Fprintf(w, "  quarantined\t%d\n", st.Quarantined)
+	_ = w.Flush()
+	fmt.Fprintln(a.stdout)
+	a.printGroups(st.Groups, false)
+	if len(st.PerShard) > 0 {
+		fmt.Fprintln(a.stdout)
+		w := a.table()
+		fmt.Fprintln(w, "SHARD\tTAG\tWAITING\tOVERDUE\tNEXT DUE\tSTREAM\tQUARANTINED\tPENDING\tLAG\tDEAD")
+		for _, s := range st.PerShard {
+			var pending, dead, lg int64
+			for _, g := range s.Groups {
+				pending += g.Pending
+				dead += g.DeadLetters
+				if g.Lag < 0 || lg < 0 {
+					lg = -1
+				} else {
+					lg += g.Lag
+				}
+			}
+			fmt.Fprintf(w, "%d\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%d\n", s.Shard, s.Tag, s.Waiting, s.Overdue,
+				when(s.NextDue, s.Now), s.StreamLength, s.Quarantined, pending, lag(lg), dead)
+		}
+		_ = w.Flush()
+	}
+}
+
+func (a *app) printGroups(gs []inspect.GroupStats, consumers bool) {
+	if len(gs) == 0 {
+		fmt.Fprintln(a.stdout, "no consumer groups yet")
+		return
+	}
+	w := a.table()
+	fmt.Fprintln(w, "GROUP\tCONSUMERS\tPENDING\tOLDEST PENDING\tLAG\tRETRY WAITING\tDEAD LETTERS")
+	for _, g := range gs {
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%d\t%d\n", g.Group, g.Consumers, g.Pending, age(g.OldestPendingMs),
+			lag(g.Lag), g.RetryWaiting, g.DeadLetters)
+	}
+	_ = w.Flush()
+	if !consumers {
+		return
+	}
+	for _, g := range gs {
+		if len(g.ConsumerList) == 0 {
+			continue
+		}
+		fmt.Fprintf(a.stdout, "\ngroup %s consumers:\n", g.Group)
+		w := a.table()
+		fmt.Fprintln(w, "  CONSUMER\tPENDING\tIDLE")
+		for _, c := range g.ConsumerList {
+			fmt.Fprintf(w, "  %s\t%d\t%s\n", c.Name, c.Pending, age(c.IdleMs))
+		}
+		_ = w.Flush()
+	}
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func (a *app) groupsCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "groups <queue>",
+		Short: "Consumer groups of a queue: pending, oldest pending age, lag, consumers, retry lane, dead letters",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			in, err := a.inspector()
+			if err != nil {
+				return err
+			}
+			gs, err := in.Groups(ctxOf(c), args[0])
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return a.printJSON(gs)
+			}
+			a.printGroups(gs, true)
+			return nil
+		},
+	}
+	a.addJSON(c)
+	return c
+}
+
+func (a *app) peekCmd() *cobra.Command {
+	var (
+		count       int
+		overdueOnly bool
+	)
+	c := &cobra.Command{
+		Use:   "peek <queue>",
+		Short: "The earliest waiting messages: overdue first, then upcoming, with due times and a payload preview",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			in, err := a.inspector()
+			if err != nil {
+				return err
+			}
+			ms, err := in.Peek(ctxOf(c), args[0], count)
+			if err != nil {
+				return err
+			}
+			if overdueOnly {
+				kept := ms[:0]
+				for _, m := range ms {
+					if m.Overdue {
+						kept = append(kept, m)
+					}
+				}
+				ms = kept
+			}
+			if a.jsonOut {
+				return a.printJSON(ms)
+			}
+			if len(ms) == 0 {
+				fmt.Fprintln(a.stdout, "nothing waiting")
+				return nil
+			}
+			now := time.Now()
+			w := a.table()
+			fmt.Fprintln(w, "ID\tSHARD\tDUE\tSTATE\tATTEMPT\tSIZE\tPREVIEW")
+			for _, m := range ms {
+				state := "upcoming"
+				if m.Overdue {
+					state = "OVERDUE"
+				}
+				if m.Problem != "" {
+					state = "BAD: " + m.Problem
+				}
+				fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%d\t%d\t%s\n", orDash(m.ID), m.Shard, when(m.Due, now), state,
+					m.Attempt, m.Size, m.Preview)
+			}
+			return w.Flush()
+		},
+	}
+	c.Flags().IntVarP(&count, "count", "n", 20, fmt.Sprintf("how many messages (1 to %d)", delay.MaxPeek))
+	c.Flags().BoolVar(&overdueOnly, "overdue", false, "show only the overdue ones (among the --count earliest)")
+	a.addJSON(c)
+	return c
+}
+
+func (a *app) getCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "get <queue> <id>",
+		Short: "One waiting message, its payload in full",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			in, err := a.inspector()
+			if err != nil {
+				return err
+			}
+			m, err := in.Get(ctxOf(c), args[0], args[1])
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return a.printJSON(m)
+			}
+			now := time.Now()
+			w := a.table()
+			fmt.Fprintf(w, "id\t%s\n", m.ID)
+			fmt.Fprintf(w, "shard\t%d\n", m.Shard)
+			fmt.Fprintf(w, "due\t%s\n", when(m.Due, now))
+			fmt.Fprintf(w, "overdue\t%v\n", m.Overdue)
+			fmt.Fprintf(w, "attempt\t%d\n", m.Attempt)
+			fmt.Fprintf(w, "created\t%s\n", when(m.Created, now))
+			fmt.Fprintf(w, "deadline\t%s\n", when(m.Deadline, now))
+			fmt.Fprintf(w, "headers\t%s\n", headers(m.Headers))
+			fmt.Fprintf(w, "size\t%d\n", m.Size)
+			fmt.Fprintf(w, "payload\t%s\n", inspect.Preview(m.Payload, 4096))
+			return w.Flush()
+		},
+	}
+	a.addJSON(c)
+	return c
+}
+
+func (a *app) cancelCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "cancel <queue> <id>",
+		Short: "Remove a waiting message (asks for confirmation; --yes without a terminal)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			in, err := a.inspector()
+			if err != nil {
+				return err
+			}
+			if _, err := in.Queue(ctxOf(c), args[0]); err != nil {
+				return err
+			}
+			if err := a.confirm(fmt.Sprintf("cancel message %s of queue %s", args[1], args[0])); err != nil {
+				return err
+			}
+			if err := in.Cancel(ctxOf(c), args[0], args[1]); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "cancelled %s\n", args[1])
+			return nil
+		},
+	}
+	a.addYes(c)
+	return c
+}
+
+func (a *app) rescheduleCmd() *cobra.Command {
+	var (
+		in time.Duration
+		at string
+	)
+	c := &cobra.Command{
+		Use:   "reschedule <queue> <id> (--in <duration> | --at <RFC 3339 time>)",
+		Short: "Move a waiting message's due time (asks for confirmation; --yes without a terminal)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			var w delay.When
+			switch {
+			case c.Flags().Changed("in") == (at != ""):
+				return usagef("give exactly one of --in and --at")
+			case at != "":
+				t, err := time.Parse(time.RFC3339Nano, at)
+				if err != nil {
+					return usagef("--at: %w", err)
+				}
+				w = delay.At(t)
+			case in < 0:
+				return usagef("--in must not be negative")
+			default:
+				w = delay.After(in)
+			}
+			insp, err := a.inspector()
+			if err != nil {
+				return err
+			}
+			if _, err := insp.Queue(ctxOf(c), args[0]); err != nil {
+				return err
+			}
+			if err := a.confirm(fmt.Sprintf("reschedule message %s of queue %s to %s", args[1], args[0], w)); err != nil {
+				return err
+			}
+			due, err := insp.Reschedule(ctxOf(c), args[0], args[1], w)
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return a.printJSON(map[string]any{"id": args[1], "due": due})
+			}
+			fmt.Fprintf(a.stdout, "rescheduled %s: due %s\n", args[1], when(due, time.Now()))
+			return nil
+		},
+	}
+	c.Flags().DurationVar(&in, "in", 0, "due this long from now, by the Redis clock (0s: at once)")
+	c.Flags().StringVar(&at, "at", "", "due at this time (RFC 3339, e.g. 2025-01-02T15:04:05Z)")
+	a.addYes(c)
+	a.addJSON(c)
+	return c
+}

@@ -1,0 +1,79 @@
+package inspect_test
+
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+)
+
+func TestPreview(t *testing.T) {
+	t.Parallel()
+	mp, err := msgpack.Marshal(map[string]any{"order": 5001})
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name    string
+		payload []byte
+		max     int
+		want    string
+	}{
+		{"empty", nil, 10, ""},
+		{"text", []byte("hello world"), 80, "hello world"},
+		{"json, whitespace folded", []byte("{\n  \"a\": 1\n}"), 80, `{ "a": 1 }`},
+		{"cut", []byte("abcdefghij"), 5, "abcd…"},
+		{"msgpack", mp, 80, `msgpack:{"order":5001}`},
+		{"binary", []byte{0xc1, 0x00, 0xff}, 80, "hex:c100ff"},
+		{"msgpack with trailing bytes is binary", append([]byte{0x05}, 0xc1), 80, "hex:05c1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, c.want, inspect.Preview(c.payload, c.max))
+		})
+	}
+}
+
+func TestConnect(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, url string
+		cluster   bool
+		addrs     []string
+		user      string
+		tls       bool
+	}{
+		{"default", "", false, []string{"localhost:6379"}, "", false},
+		{"bare address", "10.0.0.1:7000", false, []string{"10.0.0.1:7000"}, "", false},
+		{"acl user over TLS", "rediss://ops:secret@r.example:6380/2", false, []string{"r.example:6380"}, "ops", true},
+		{"cluster seeds", "redis://a:7000,b:7001,c:7002", true, []string{"a:7000", "b:7001", "c:7002"}, "", false},
+		{"forced cluster", "redis://ops:pw@a:7000", true, []string{"a:7000"}, "ops", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rdb, err := inspect.Connect(inspect.ConnConfig{URL: c.url, Cluster: c.cluster && len(c.addrs) == 1})
+			require.NoError(t, err)
+			defer rdb.Close()
+			switch r := rdb.(type) {
+			case *redis.ClusterClient:
+				require.True(t, c.cluster)
+				o := r.Options()
+				assert.Equal(t, c.addrs, o.Addrs)
+				assert.Equal(t, c.user, o.Username)
+				assert.Equal(t, c.tls, o.TLSConfig != nil)
+			case *redis.Client:
+				require.False(t, c.cluster)
+				o := r.Options()
+				assert.Equal(t, c.addrs[0], o.Addr)
+				assert.Equal(t, c.user, o.Username)
+				assert.Equal(t, c.tls, o.TLSConfig != nil)
+			}
+		})
+	}
+	_, err := inspect.Connect(inspect.ConnConfig{URL: "http://x"})
+	require.ErrorIs(t, err, inspect.ErrInvalid)
+	_, err = inspect.New(nil)
+	require.ErrorIs(t, err, inspect.ErrInvalid)
+}

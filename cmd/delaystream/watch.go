@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/spf13/cobra"
+
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+)
+
+func (a *app) watchCmd() *cobra.Command {
+	var interval time.Duration
+	c := &cobra.Command{
+		Use:   "watch [queue...]",
+		Short: "Live view of every queue (or the ones named): depth, overdue, lag, pending, dead letters; q quits",
+		RunE: func(c *cobra.Command, args []string) error {
+			if interval < 100*time.Millisecond {
+				return usagef("--interval must be at least 100ms")
+			}
+			in, err := a.inspector()
+			if err != nil {
+				return err
+			}
+			m := &watchModel{ctx: ctxOf(c), in: in, queues: args, interval: interval, width: 100}
+			p := tea.NewProgram(m, tea.WithContext(ctxOf(c)), tea.WithInput(a.stdin), tea.WithOutput(a.stdout), tea.WithAltScreen())
+			_, err = p.Run()
+			if err != nil && ctxOf(c).Err() != nil {
+				return nil // interrupted: a requested stop
+			}
+			return err
+		},
+	}
+	c.Flags().DurationVar(&interval, "interval", time.Second, "refresh interval")
+	return c
+}
+
+// watchModel is the bubbletea model of `watch`.
+type watchModel struct {
+	ctx      context.Context
+	in       *inspect.Inspector
+	queues   []string // the queues to show; all when empty
+	interval time.Duration
+
+	stats   []inspect.QueueStats
+	err     error
+	updated time.Time
+	took    time.Duration
+	width   int
+	loading bool
+}
+
+type statsMsg struct {
+	stats []inspect.QueueStats
+	err   error
+	took  time.Duration
+	at    time.Time
+}
+
+type tickMsg struct{}
+
+func (m *watchModel) Init() tea.Cmd { return m.fetch() }
+
+// fetch reads the figures in the background.
+func (m *watchModel) fetch() tea.Cmd {
+	m.loading = true
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+		defer cancel()
+		start := time.Now()
+		var (
+			sts []inspect.QueueStats
+			err error
+		)
+		if len(m.queues) == 0 {
+			sts, err = m.in.Overview(ctx, inspect.StatsOptions{})
+		} else {
+			for _, q := range m.queues {
+				st, e := m.in.Stats(ctx, q, inspect.StatsOptions{})
+				if e != nil {
+					err = e
+					break
+				}
+				sts = append(sts, st)
+			}
+		}
+		return statsMsg{stats: sts, err: err, took: time.Since(start), at: time.Now()}
+	}
+}
+
+func (m *watchModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.KeyMsg:
+		switch msg.String() {
+		case "q", "ctrl+c", "esc":
+			return m, tea.Quit
+		case "r":
+			if !m.loading {
+				return m, m.fetch()
+			}
+		}
+	case tea.WindowSizeMsg:
+		m.width = msg.Width
+	case statsMsg:
+		m.loading = false
+		m.err, m.took, m.updated = msg.err, msg.took, msg.at
+		if msg.err == nil {
+			m.stats = msg.stats
+		}
+		return m, tea.Tick(m.interval, func(time.Time) tea.Msg { return tickMsg{} })
+	case tickMsg:
+		if !m.loading {
+			return m, m.fetch()
+		}
+	}
+	return m, nil
+}
+
+var (
+	styleTitle = lipgloss.NewStyle().Bold(true)
+	styleHead  = lipgloss.NewStyle().Bold(true).Underline(true)
+	styleBad   = lipgloss.NewStyle().Foreground(lipgloss.Color("9")).Bold(true)
+	styleWarn  = lipgloss.NewStyle().Foreground(lipgloss.Color("11"))
+	styleDim   = lipgloss.NewStyle().Faint(true)
+	styleBar   = lipgloss.NewStyle().Foreground(lipgloss.Color("12"))
+)
+
+// barWidth is the width of the depth and lag bars.
+const barWidth = 20
+
+// bar renders v against the largest value shown, as a bar of barWidth.
+func bar(v, top int64) string {
+	if top <= 0 || v <= 0 {
+		return strings.Repeat("·", barWidth)
+	}
+	n := int((v*barWidth + top - 1) / top)
+	n = min(max(n, 1), barWidth)
+	return styleBar.Render(strings.Repeat("█", n)) + strings.Repeat("·", barWidth-n)
+}
+
+func (m *watchModel) View() string {
+	var b strings.Builder
+	b.WriteString(styleTitle.Render("delaystream watch") + "  prefix " + m.in.Prefix())
+	if !m.updated.IsZero() {
+		fmt.Fprintf(&b, "  updated %s (%s)", m.updated.Format("15:04:05"), roundDur(m.took))
+	}
+	b.WriteString("\n")
+	if m.err != nil {
+		b.WriteString(styleBad.Render("error: "+m.err.Error()) + "\n")
+	}
+	if m.stats == nil {
+		b.WriteString("\nreading...\n")
+		return b.String()
+	}
+	if len(m.stats) == 0 {
+		b.WriteString("\nno queues under this prefix\n")
+	}
+	var topWait, topLag int64
+	for _, s := range m.stats {
+		topWait = max(topWait, s.Waiting, s.StreamLength)
+		for _, g := range s.Groups {
+			topLag = max(topLag, g.Lag, g.Pending)
+		}
+	}
+	for _, s := range m.stats {
+		b.WriteString("\n")
+		fmt.Fprintf(&b, "%s  %d shard%s  quarantined %s\n", styleTitle.Render("queue "+s.Queue), s.Shards, plural(s.Shards), count(s.Quarantined, styleWarn))
+		fmt.Fprintf(&b, "  waiting %8d %s  next due %s\n", s.Waiting, bar(s.Waiting, topWait), when(s.NextDue, s.Now))
+		overdue := fmt.Sprintf("%8d", s.Overdue)
+		if s.Overdue > 0 {
+			overdue = styleBad.Render(overdue) + styleBad.Render(fmt.Sprintf("  oldest due %s ago", roundDur(s.OverdueBy())))
+		}
+		fmt.Fprintf(&b, "  overdue %s\n", overdue)
+		fmt.Fprintf(&b, "  stream  %8d %s\n", s.StreamLength, bar(s.StreamLength, topWait))
+		if len(s.Groups) == 0 {
+			b.WriteString(styleDim.Render("  no consumer groups yet") + "\n")
+			continue
+		}
+		fmt.Fprintf(&b, "  %s\n", styleHead.Render(fmt.Sprintf("%-16s %5s %8s %-*s %8s %-14s %6s %6s",
+			"GROUP", "CONS", "LAG", barWidth, "", "PENDING", "OLDEST PENDING", "RETRY", "DEAD")))
+		groups := slices.Clone(s.Groups)
+		for _, g := range groups {
+			oldest := fmt.Sprintf("%-14s", age(g.OldestPendingMs))
+			if g.OldestPendingMs > 30_000 {
+				oldest = styleBad.Render(oldest)
+			}
+			fmt.Fprintf(&b, "  %-16s %5d %8s %s %8d %s %6d %6s\n", g.Group, g.Consumers, lag(g.Lag), bar(max(g.Lag, 0), topLag),
+				g.Pending, oldest, g.RetryWaiting, count(g.DeadLetters, styleBad))
+		}
+	}
+	b.WriteString("\n" + styleDim.Render("q quit · r refresh · every "+m.interval.String()) + "\n")
+	return b.String()
+}
+
+// count renders n, in style when it is not zero.
+func count(n int64, style lipgloss.Style) string {
+	s := fmt.Sprintf("%6d", n)
+	if n > 0 {
+		return style.Render(s)
+	}
+	return s
+}
