@@ -3,10 +3,10 @@
 # missing and apt-get is usable.
 
 GO       ?= go
-MODULES  := . ./examples ./integration ./bench
+MODULES  := . ./examples ./integration ./bench ./cmd/delaystream
 GOFLAGS_TEST ?= -race -count=1 -timeout 15m
 
-.PHONY: all test test-unit test-tls lint vet fmt ensure-redis bench tidy property fuzz fuzz-short
+.PHONY: all test ensure-tools test-unit test-tls lint vet fmt ensure-redis bench tidy property fuzz fuzz-short
 
 # Fuzz targets run one at a time (go test -fuzz takes one target), each
 # for FUZZTIME with `make fuzz` and FUZZTIME_SHORT within `make test`.
@@ -21,7 +21,7 @@ FUZZMINTIME    ?= 5s
 all: lint test
 
 ## test: vet, then go test -race over every module (integration included), the core module again over TLS, then fuzz-short
-test: ensure-redis vet
+test: ensure-redis ensure-tools vet
 	@set -e; for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		(cd $$m && $(GO) test $(GOFLAGS_TEST) ./...); \
@@ -98,6 +98,10 @@ fmt:
 ## ensure-redis: install redis-server (Redis >= 7.0) when absent
 ensure-redis:
 	@sh .ci/ensure-redis
+
+## ensure-tools: install tmux and chromium (the CLI's and the web view's tests drive them) when absent
+ensure-tools:
+	@sh .ci/ensure-tools
 
 ## bench: the benchmark program (bench/), delaystream vs asynq; BENCHFLAGS=-quick for a ~1 min smoke run
 bench:
