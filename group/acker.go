@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/delaystream/delaystream/internal/heal"
 )
 
@@ -128,20 +130,29 @@ func (a *acker) flush(reqs []ackReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	var err error
+	failedOn := groups[0].stream // the stream of err
 	if len(groups) == 1 {
 		err = c.rdb.XAck(ctx, groups[0].stream, c.group, groups[0].ids...).Err()
 	} else {
 		pipe := c.rdb.Pipeline()
-		for _, g := range groups {
-			pipe.XAck(ctx, g.stream, c.group, g.ids...)
+		cmds := make([]*redis.IntCmd, len(groups))
+		for k, g := range groups {
+			cmds[k] = pipe.XAck(ctx, g.stream, c.group, g.ids...)
 		}
 		_, err = pipe.Exec(ctx)
+		for k, cmd := range cmds {
+			if cmd.Err() != nil {
+				failedOn = groups[k].stream
+				break
+			}
+		}
 	}
 	if err != nil {
 		// Unacknowledged entries stay pending and are redelivered after the
-		// visibility timeout: at-least-once, never lost.
+		// visibility timeout: at-least-once, never lost. A WRONGTYPE reply
+		// names no key: the log names it.
 		heal.After(r.c.rdb, err)
-		r.log.Error("xack failed; entries will be redelivered", slog.Any("err", err))
+		r.log.Error("xack failed; entries will be redelivered", slog.Any("err", c.explain(ctx, err, c.shardOf(failedOn))))
 		return
 	}
 	for _, g := range groups {

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/delaystream/delaystream/internal/engine"
+	"github.com/delaystream/delaystream/internal/heal"
 	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/stream"
 )
@@ -74,8 +76,11 @@ func (c *Consumer) Shards() int { return len(c.shards) }
 func (c *Consumer) Name() string { return c.cfg.consumer }
 
 // Run consumes until ctx is cancelled and returns nil after that requested
-// stop, or an error when the group cannot be created. A second concurrent
-// Run returns [ErrRunning].
+// stop, or an error when the group cannot be created. A key of the wrong
+// type (someone SET the queue's stream, say) is not such an error: Run
+// logs it (a *stream.KeyTypeError naming the key), goes on with the
+// group's other streams and resumes the key's once it is deleted. A second
+// concurrent Run returns [ErrRunning].
 //
 // It creates the group on the queue stream and on the group's retry lane if
 // needed (idempotent), then reads both with XREADGROUP (block 1 s, reading
@@ -100,16 +105,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer c.running.Store(false)
 	log := c.cfg.logger.With(slog.String("queue", c.queue), slog.String("group", c.group), slog.String("consumer", c.cfg.consumer))
-	if err := c.guard.Check(ctx, c.rdb); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
-	if err := c.ensureGroups(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
+	if err := c.start(ctx, log); err != nil || ctx.Err() != nil {
 		return err
 	}
 	if !c.cfg.noPromote {
@@ -204,4 +200,43 @@ func (c *Consumer) Stats(ctx context.Context) (Stats, error) {
 // ShardStats reads the group's and the queue's figures shard by shard.
 func (c *Consumer) ShardStats(ctx context.Context) ([]Stats, error) {
 	return readShardStats(ctx, c.rdb, c.layout, c.group)
+}
+
+// start checks the queue's shard count (recording it on the queue's first
+// use) and creates the group where it is missing. A failure that passes by
+// itself (Redis unreachable, loading its data, failing over: heal.Transient)
+// is retried with backoff until ctx ends, when start returns nil. It
+// returns the error of a shard count that disagrees, and of anything that
+// needs someone to act (a refused permission, say). A key of the wrong
+// type is not such an error: start logs it (a *stream.KeyTypeError naming
+// the key) and returns nil, and the reader reads the group's other streams
+// and recreates the group once the key is deleted; failing here would stop
+// every part run with this consumer (the whole front-door Queue).
+func (c *Consumer) start(ctx context.Context, log *slog.Logger) error {
+	backoff := 50 * time.Millisecond
+	var fails failures
+	for {
+		err := c.guard.Check(ctx, c.rdb)
+		if err == nil {
+			err = c.ensureGroups(ctx)
+			if errors.Is(err, stream.ErrWrongType) {
+				log.ErrorContext(ctx, "creating the group failed: a key holds the wrong type; reading the other streams until it is fixed",
+					slog.Any("err", err))
+				err = nil
+			}
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err == nil:
+			fails.succeeded(ctx, log, "consumer started after failures")
+			return nil
+		case errors.Is(err, stream.ErrShardCount) || !heal.Transient(err):
+			return err
+		}
+		heal.After(c.rdb, err)
+		fails.failed(ctx, log, "starting the consumer failed; retrying", err, slog.Duration("retry_in", backoff))
+		sleepCtx(ctx, jitter(backoff))
+		backoff = min(2*backoff, 2*time.Second)
+	}
 }

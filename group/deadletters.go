@@ -102,7 +102,7 @@ func (d *DeadLetters) Len(ctx context.Context) (int64, error) {
 		cmds[i] = pipe.XLen(ctx, sh.key)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, fmt.Errorf("dead letters %s: %w", d.group, err)
+		return 0, fmt.Errorf("dead letters %s: %w", d.group, d.explain(ctx, err))
 	}
 	var n int64
 	for _, c := range cmds {
@@ -140,7 +140,7 @@ func (d *DeadLetters) List(ctx context.Context, after string, count int64) ([]De
 		cmds[i] = pipe.XRangeN(ctx, sh.key, start, "+", count)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("dead letters %s: %w", d.group, err)
+		return nil, fmt.Errorf("dead letters %s: %w", d.group, d.explain(ctx, err))
 	}
 	var out []DeadEntry
 	for i, cmd := range cmds {
@@ -170,7 +170,7 @@ func (d *DeadLetters) Get(ctx context.Context, entryID string) (DeadEntry, error
 	}
 	msgs, err := d.rdb.XRangeN(ctx, d.shards[ref.shard].key, ref.id, ref.id, 1).Result()
 	if err != nil {
-		return DeadEntry{}, fmt.Errorf("dead letter %s: %w", entryID, err)
+		return DeadEntry{}, fmt.Errorf("dead letter %s: %w", entryID, d.explain(ctx, err))
 	}
 	if len(msgs) == 0 {
 		return DeadEntry{}, fmt.Errorf("dead letter %s: %w", entryID, ErrNotFound)
@@ -301,7 +301,7 @@ func (d *DeadLetters) Redrive(ctx context.Context, delay time.Duration, entryIDs
 		reads[i] = pipe.XRangeN(ctx, d.shards[ref.shard].key, ref.id, ref.id, 1)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, fmt.Errorf("redrive %s: %w", d.group, err)
+		return 0, fmt.Errorf("redrive %s: %w", d.group, d.explain(ctx, err))
 	}
 	dls := make(map[string]DeadEntry, len(entryIDs))
 	for i, id := range entryIDs {
@@ -346,7 +346,7 @@ func (d *DeadLetters) redrive(ctx context.Context, delay time.Duration, entryIDs
 		sh := d.shards[shard]
 		v, err := scripts.Redrive.Run(ctx, d.rdb, []string{sh.key, sh.retry.Delayed, sh.retry.Envelopes}, args...).Int64Slice()
 		if err != nil {
-			return n, fmt.Errorf("redrive %s: %w", d.group, scripts.Explain(err))
+			return n, fmt.Errorf("redrive %s: %w", d.group, d.explain(ctx, scripts.Explain(err)))
 		}
 		for i, s := range v {
 			switch s {
@@ -390,7 +390,7 @@ func (d *DeadLetters) redriveShard(ctx context.Context, delay time.Duration, sha
 	last, err := d.rdb.XRevRangeN(ctx, key, "+", "-", 1).Result()
 	if err != nil || len(last) == 0 {
 		if err != nil {
-			err = fmt.Errorf("redrive all %s: %w", d.group, err)
+			err = fmt.Errorf("redrive all %s: %w", d.group, d.explain(ctx, err))
 		}
 		return 0, err
 	}
@@ -399,7 +399,7 @@ func (d *DeadLetters) redriveShard(ctx context.Context, delay time.Duration, sha
 	for {
 		msgs, err := d.rdb.XRangeN(ctx, key, start, end, 100).Result()
 		if err != nil {
-			return total, fmt.Errorf("redrive all %s: %w", d.group, err)
+			return total, fmt.Errorf("redrive all %s: %w", d.group, d.explain(ctx, err))
 		}
 		if len(msgs) == 0 {
 			return total, nil
@@ -446,7 +446,7 @@ func (d *DeadLetters) Purge(ctx context.Context, entryIDs ...string) (int64, err
 		cmds = append(cmds, pipe.XDel(ctx, d.shards[shard].key, ids...))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, fmt.Errorf("purge %s: %w", d.group, err)
+		return 0, fmt.Errorf("purge %s: %w", d.group, d.explain(ctx, err))
 	}
 	var n int64
 	for _, c := range cmds {
@@ -462,7 +462,7 @@ func (d *DeadLetters) PurgeAll(ctx context.Context) error {
 		pipe.Del(ctx, sh.key)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("purge all %s: %w", d.group, err)
+		return fmt.Errorf("purge all %s: %w", d.group, d.explain(ctx, err))
 	}
 	return nil
 }

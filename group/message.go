@@ -98,6 +98,71 @@ type Hooks struct {
 	// is also logged at error level. The group is recreated and the
 	// consumer goes on.
 	OnDataLoss func(err error)
+	// OnHandled is called once after every run of the handler, when its
+	// outcome is settled (or settling it was tried), with how long the
+	// handler ran (settling not included). Entries settled without running
+	// the handler (expired, too many deliveries, undecodable) are reported
+	// only to OnDeadLettered. It is called after the outcome's own hook
+	// (OnAcked, OnFailed, OnDeadLettered, OnDropped). With OnDelivered,
+	// which runs just before the handler, it is all a metrics adapter
+	// needs per delivery: the delivery lag is the time from m.Due to
+	// OnDelivered, and the promotion lag is m.EntryID's time
+	// (stream.EntryTime, the Redis clock when the entry was appended) minus
+	// m.Due, both by the Redis clock, on the first delivery (Deliveries 1).
+	OnHandled func(m *Message, outcome Outcome, took time.Duration)
+}
+
+// Outcome is how one run of the handler ended, as reported to
+// [Hooks].OnHandled. The zero value is not an outcome.
+type Outcome int
+
+// The outcomes of a handler's run.
+const (
+	// OutcomeAcked: the handler returned nil; the entry is acknowledged.
+	OutcomeAcked Outcome = iota + 1
+	// OutcomeRetried: the handler failed; the message was scheduled in the
+	// group's retry lane for its next attempt.
+	OutcomeRetried
+	// OutcomeDeadLettered: the handler failed for the last allowed attempt,
+	// or asked for it with [DeadLetter]; the message is in the dead letters.
+	OutcomeDeadLettered
+	// OutcomeDropped: the handler returned a [Drop] error; the entry is
+	// acknowledged without retry.
+	OutcomeDropped
+	// OutcomeReclaimed: another consumer of the group took the entry over
+	// (reclaimed it after the visibility timeout) before this one settled
+	// it; this consumer settled nothing, the other one handles it.
+	OutcomeReclaimed
+	// OutcomeHandedBack: the drain timeout cancelled the handler, which
+	// failed; the entry was handed back to the group for another consumer.
+	OutcomeHandedBack
+	// OutcomeUnsettled: the handler failed and settling the failure (retry
+	// or dead letter) failed in Redis (the failure is logged); the entry
+	// stays pending and is reclaimed after the visibility timeout.
+	OutcomeUnsettled
+)
+
+// String returns the outcome's name in snake case ("acked", "retried",
+// "dead_lettered", "dropped", "reclaimed", "handed_back", "unsettled"), fit
+// for a metric label; "unknown" for any other value.
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeAcked:
+		return "acked"
+	case OutcomeRetried:
+		return "retried"
+	case OutcomeDeadLettered:
+		return "dead_lettered"
+	case OutcomeDropped:
+		return "dropped"
+	case OutcomeReclaimed:
+		return "reclaimed"
+	case OutcomeHandedBack:
+		return "handed_back"
+	case OutcomeUnsettled:
+		return "unsettled"
+	}
+	return "unknown"
 }
 
 // Dead-letter reasons.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/delaystream/delaystream/internal/heal"
+	"github.com/delaystream/delaystream/stream"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -124,15 +125,23 @@ func (rd *reader) read(ctx context.Context) error {
 		return rd.readShards(ctx)
 	}
 	sh := c.shards[0]
-	streams := []string{sh.main.Stream, sh.retry.Stream, ">", ">"}
+	both := []string{sh.main.Stream, sh.retry.Stream, ">", ">"}
+	streams := both
 	backoff := 50 * time.Millisecond
 	var fails failures
+	// A stream of the wrong type fails every read of both streams: the
+	// other one is read alone meanwhile, and both again every
+	// wrongTypeRetry, which finds the key fixed.
+	var skipSince time.Time
 	for ctx.Err() == nil {
 		// Hold no room during the blocking read: reclaim takes only free
 		// room and would starve behind an idle read.
 		n := rd.waitRoom(ctx)
 		if n == 0 {
 			return nil
+		}
+		if len(streams) == 2 && time.Since(skipSince) >= wrongTypeRetry {
+			streams = both
 		}
 		// The read is not tied to ctx: cancelling cannot interrupt a blocking
 		// XREADGROUP, and a reply cut short would leave entries pending
@@ -148,8 +157,18 @@ func (rd *reader) read(ctx context.Context) error {
 				continue
 			}
 			heal.After(c.rdb, err)
+			var kte *stream.KeyTypeError
 			if redis.HasErrorPrefix(err, "NOGROUP") {
 				rd.groupMissing(ctx, err)
+			} else if err = c.explain(ctx, err, sh); errors.As(err, &kte) && len(streams) == 4 &&
+				(kte.Key == sh.main.Stream || kte.Key == sh.retry.Stream) {
+				fails.failed(ctx, r.log, "xreadgroup failed; reading the group's other stream until the key is fixed", err)
+				other := sh.main.Stream
+				if kte.Key == other {
+					other = sh.retry.Stream
+				}
+				streams, skipSince = []string{other, ">"}, time.Now()
+				continue
 			} else if ctx.Err() == nil {
 				fails.failed(ctx, r.log, "xreadgroup failed", err, slog.Duration("retry_in", backoff))
 			}
@@ -157,7 +176,7 @@ func (rd *reader) read(ctx context.Context) error {
 			backoff = min(2*backoff, 2*time.Second)
 			continue
 		}
-		if fails.n > 0 {
+		if fails.n > 0 && len(streams) == 4 { // not while a stream is left out
 			fails.succeeded(ctx, r.log, "xreadgroup recovered")
 		}
 		backoff = 50 * time.Millisecond
@@ -167,6 +186,10 @@ func (rd *reader) read(ctx context.Context) error {
 	}
 	return nil
 }
+
+// wrongTypeRetry is how often a reader that reads one stream alone,
+// because the other holds the wrong type, tries both again.
+const wrongTypeRetry = time.Second
 
 // streamKey returns the consumer's own copy of a stream key named in a
 // reply (a reply's strings would keep its buffer alive).

@@ -251,11 +251,12 @@ func (rd *reader) readShards(ctx context.Context) error {
 		_, _ = pipe.Exec(rctx) // errors are per command
 		cancel()
 		var failed error
+		failedAt := 0 // the stream of failed
 		for k, i := range picks {
 			res, err := cmds[k].Result()
 			if err != nil && !errors.Is(err, redis.Nil) {
 				deferred = append(deferred, i) // read it again after the backoff
-				failed = err
+				failed, failedAt = err, i
 				if !failing[i] {
 					failing[i] = true
 					nfailing++
@@ -289,7 +290,8 @@ func (rd *reader) readShards(ctx context.Context) error {
 		if redis.HasErrorPrefix(failed, "NOGROUP") {
 			rd.groupMissing(ctx, failed)
 		} else if ctx.Err() == nil {
-			fails.failed(ctx, r.log, "xreadgroup failed", failed, slog.Duration("retry_in", backoff))
+			// A WRONGTYPE reply names no key: the log names it.
+			fails.failed(ctx, r.log, "xreadgroup failed", c.explain(ctx, failed, c.shardOf(streams[failedAt])), slog.Duration("retry_in", backoff))
 		}
 		retry.Reset(backoff)
 		backoff = min(2*backoff, 2*time.Second)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/delaystream/delaystream/internal/heal"
 	"github.com/delaystream/delaystream/internal/wire"
+	"github.com/delaystream/delaystream/stream"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -199,6 +200,7 @@ func xautoclaim(ctx context.Context, rdb redis.UniversalClient, key, group, cons
 	defer cancel()
 	v, err := rdb.Do(ctx, "XAUTOCLAIM", key, group, consumer, minIdle.Milliseconds(), start, "COUNT", count).Slice()
 	if err != nil {
+		err = stream.ExplainWrongType(ctx, rdb, err, stream.KeyType{Key: key, Want: "stream"})
 		return claimResult{}, fmt.Errorf("xautoclaim %s: %w", key, err)
 	}
 	return parseClaim(key, v)

@@ -31,8 +31,9 @@ func (s *settler) acked(f *flight, m *Message, start time.Time) {
 	}
 }
 
-// failed settles an entry whose handler returned herr.
-func (s *settler) failed(hctx context.Context, f *flight, m *Message, env *codec.Envelope, herr error) {
+// failed settles an entry whose handler returned herr and returns the
+// outcome.
+func (s *settler) failed(hctx context.Context, f *flight, m *Message, env *codec.Envelope, herr error) Outcome {
 	r, c := s.r, s.r.c
 	var drop *DropError
 	var dl *DeadLetterError
@@ -43,23 +44,25 @@ func (s *settler) failed(hctx context.Context, f *flight, m *Message, env *codec
 		if h := c.cfg.hooks.OnDropped; h != nil {
 			h(m, herr)
 		}
+		return OutcomeDropped
 	case errors.Is(context.Cause(hctx), errOwnershipLost):
 		c.ctr.lost.Add(1)
 		r.log.Warn("handler lost its entry to another consumer", slog.String("id", m.ID), slog.String("entry", m.EntryID))
+		return OutcomeReclaimed
 	case errors.As(herr, &dl):
 		c.ctr.failed.Add(1)
-		s.deadLetter(r.opCtx, m, env, ReasonHandler, herr)
+		return s.deadLetter(r.opCtx, m, env, ReasonHandler, herr)
 	case m.Attempt >= c.cfg.maxAttempts:
 		c.ctr.failed.Add(1)
-		s.deadLetter(r.opCtx, m, env, ReasonAttempts, herr)
+		return s.deadLetter(r.opCtx, m, env, ReasonAttempts, herr)
 	default:
 		c.ctr.failed.Add(1)
-		s.retry(r.opCtx, m, env, herr)
+		return s.retry(r.opCtx, m, env, herr)
 	}
 }
 
 // retry acknowledges the entry and schedules attempt+1 in the retry lane.
-func (s *settler) retry(ctx context.Context, m *Message, env *codec.Envelope, herr error) {
+func (s *settler) retry(ctx context.Context, m *Message, env *codec.Envelope, herr error) Outcome {
 	r, c := s.r, s.r.c
 	wait := max(c.cfg.backoff(m.Attempt+1), 0)
 	next := *env
@@ -74,21 +77,22 @@ func (s *settler) retry(ctx context.Context, m *Message, env *codec.Envelope, he
 	if err != nil {
 		// The entry stays pending; it is reclaimed after the visibility timeout.
 		heal.After(c.rdb, err)
-		r.log.ErrorContext(ctx, "scheduling retry failed", slog.String("id", m.ID), slog.Any("err", scripts.Explain(err)))
-		return
+		r.log.ErrorContext(ctx, "scheduling retry failed", slog.String("id", m.ID), slog.Any("err", c.explain(ctx, err, c.shardOf(m.Stream))))
+		return OutcomeUnsettled
 	}
 	if due < 0 {
-		return // no longer ours: another consumer reclaimed and settled it
+		return OutcomeReclaimed // no longer ours: another consumer reclaimed and settled it
 	}
 	s.trim.settled(m.Stream)
 	c.ctr.retried.Add(1)
 	if h := c.cfg.hooks.OnFailed; h != nil {
 		h(m, herr, wait)
 	}
+	return OutcomeRetried
 }
 
 // deadLetter acknowledges the entry and appends it to the dead letters.
-func (s *settler) deadLetter(ctx context.Context, m *Message, env *codec.Envelope, reason string, cause error) {
+func (s *settler) deadLetter(ctx context.Context, m *Message, env *codec.Envelope, reason string, cause error) Outcome {
 	fields := []any{
 		wire.FieldID, m.ID,
 		wire.FieldDue, strconv.FormatInt(m.Due.UnixMilli(), 10),
@@ -100,11 +104,13 @@ func (s *settler) deadLetter(ctx context.Context, m *Message, env *codec.Envelop
 		fieldSource, m.Stream,
 		fieldEntry, m.EntryID,
 	}
-	if s.settleDead(ctx, m.Stream, m.EntryID, fields) {
+	o := s.settleDead(ctx, m.Stream, m.EntryID, fields)
+	if o == OutcomeDeadLettered {
 		if h := s.r.c.cfg.hooks.OnDeadLettered; h != nil {
 			h(m, reason)
 		}
 	}
+	return o
 }
 
 // deadLetterRaw dead-letters an entry that could not be decoded, keeping
@@ -136,7 +142,7 @@ func (s *settler) deadLetterRaw(ctx context.Context, f *flight, cause error) {
 		}
 	}
 	s.r.log.Warn("undecodable entry dead-lettered", slog.String("stream", streamKey), slog.String("entry", id), slog.Any("err", cause))
-	if s.settleDead(ctx, streamKey, id, fields) {
+	if s.settleDead(ctx, streamKey, id, fields) == OutcomeDeadLettered {
 		if h := s.r.c.cfg.hooks.OnDeadLettered; h != nil {
 			h(nil, ReasonUndecodable)
 		}
@@ -144,9 +150,10 @@ func (s *settler) deadLetterRaw(ctx context.Context, f *flight, cause error) {
 }
 
 // settleDead acknowledges entry id of streamKey and appends fields to the
-// dead letters, in one script. It reports whether the entry was still
-// pending with the group (and so was dead-lettered).
-func (s *settler) settleDead(ctx context.Context, streamKey, id string, fields []any) bool {
+// dead letters, in one script. It returns OutcomeDeadLettered when the
+// entry was still pending with the group (and so was dead-lettered),
+// OutcomeReclaimed when it was not, OutcomeUnsettled when the script failed.
+func (s *settler) settleDead(ctx context.Context, streamKey, id string, fields []any) Outcome {
 	r, c := s.r, s.r.c
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
@@ -154,11 +161,11 @@ func (s *settler) settleDead(ctx context.Context, streamKey, id string, fields [
 	v, err := scripts.Dead.Run(ctx, c.rdb, []string{streamKey, c.shardOf(streamKey).dead}, args...).Int64Slice()
 	if err != nil || len(v) != 2 {
 		heal.After(c.rdb, err)
-		r.log.ErrorContext(ctx, "dead-lettering failed", slog.String("entry", id), slog.Any("err", scripts.Explain(err)))
-		return false
+		r.log.ErrorContext(ctx, "dead-lettering failed", slog.String("entry", id), slog.Any("err", c.explain(ctx, err, c.shardOf(streamKey))))
+		return OutcomeUnsettled
 	}
 	if v[0] == 0 {
-		return false
+		return OutcomeReclaimed
 	}
 	s.trim.settled(streamKey)
 	c.ctr.deadLettered.Add(1)
@@ -166,7 +173,7 @@ func (s *settler) settleDead(ctx context.Context, streamKey, id string, fields [
 		c.ctr.deadDropped.Add(uint64(v[1]))
 		r.log.WarnContext(ctx, "dead-letter cap reached; oldest dead letters trimmed", slog.Int64("dropped", v[1]), slog.Int64("cap", c.cfg.deadCap))
 	}
-	return true
+	return OutcomeDeadLettered
 }
 
 // handBack makes entries immediately reclaimable by any consumer of the

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -94,6 +95,7 @@ func (c *core) ensureGroups(ctx context.Context) error {
 	_, _ = pipe.Exec(ctx) // errors are per command
 	for _, cr := range creates {
 		if err := cr.cmd.Err(); err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
+			err = stream.ExplainWrongType(ctx, c.rdb, err, stream.KeyType{Key: cr.key, Want: "stream"})
 			return fmt.Errorf("create group %s on %s: %w", c.group, cr.key, err)
 		}
 	}
@@ -121,19 +123,29 @@ type failures struct {
 	n      int       // consecutive failed calls
 	since  time.Time // the first of them
 	logged time.Time // the last line logged about them
+	stuck  bool      // the last line logged was about a key of the wrong type
 }
 
-// failed records a failed call and logs it at Warn if due.
+// failed records a failed call and logs it at Warn if due. A key of the
+// wrong type (a *stream.KeyTypeError) is logged at Error, and at once
+// when the run of failures turns into one (its first failure may have
+// been another, such as the read that found its stream replaced): it
+// repeats until someone fixes the key.
 func (f *failures) failed(ctx context.Context, log *slog.Logger, msg string, err error, attrs ...slog.Attr) {
 	now := time.Now()
 	if f.n == 0 {
 		f.since = now
 	}
 	f.n++
-	if f.n == 1 || now.Sub(f.logged) >= failureLogEvery {
+	stuck := errors.Is(err, stream.ErrWrongType)
+	if f.n == 1 || now.Sub(f.logged) >= failureLogEvery || stuck && !f.stuck {
+		level := slog.LevelWarn
+		if stuck {
+			level = slog.LevelError
+		}
 		attrs = append(attrs, slog.Any("err", err), slog.Int("failures", f.n), slog.Time("since", f.since))
-		log.LogAttrs(ctx, slog.LevelWarn, msg, attrs...)
-		f.logged = now
+		log.LogAttrs(ctx, level, msg, attrs...)
+		f.logged, f.stuck = now, stuck
 	}
 }
 

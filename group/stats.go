@@ -93,6 +93,9 @@ func readShardStats(ctx context.Context, rdb redis.UniversalClient, layout *stre
 	for i := range out {
 		st, err := readShard(ctx, rdb, layout.Shard(i), group)
 		if err != nil {
+			if e := explainShard(ctx, rdb, err, layout.Shard(i), group); e != err {
+				err = fmt.Errorf("stats %s: %w", group, e) // a key of the wrong type, named
+			}
 			if layout.Shards() > 1 {
 				err = fmt.Errorf("shard %d: %w", i, err)
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/delaystream/delaystream/internal/heal"
 	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/stream"
 )
 
 // trimmer trims the queue stream and the retry lane and removes stale
@@ -112,6 +113,7 @@ func trim(ctx context.Context, rdb redis.UniversalClient, key string, retention 
 	for pass := 0; pass < trimPasses; pass++ {
 		v, err := scripts.Trim.Run(ctx, rdb, []string{key}, retention.Milliseconds(), trimLimit).Slice()
 		if err != nil {
+			err = stream.ExplainWrongType(ctx, rdb, scripts.Explain(err), stream.KeyType{Key: key, Want: "stream"})
 			return total, true, fmt.Errorf("trim %s: %w", key, err)
 		}
 		n, _ := v[0].(int64)

@@ -93,18 +93,28 @@ func (w *workers) handle(wctx context.Context, f *flight) {
 		h(m)
 	}
 	var start time.Time
-	if c.cfg.hooks.OnAcked != nil {
+	onHandled := c.cfg.hooks.OnHandled
+	if c.cfg.hooks.OnAcked != nil || onHandled != nil {
 		start = time.Now()
 	}
 	herr := w.call(hctx, m)
-	if f.handedBack.Load() && herr != nil {
-		return // drain timeout: the entry was handed back to the group
+	var took time.Duration
+	if onHandled != nil {
+		took = time.Since(start)
 	}
-	if herr == nil {
+	var o Outcome
+	switch {
+	case f.handedBack.Load() && herr != nil:
+		o = OutcomeHandedBack // drain timeout: the entry was handed back to the group
+	case herr == nil:
 		w.settle.acked(f, m, start)
-		return
+		o = OutcomeAcked
+	default:
+		o = w.settle.failed(hctx, f, m, &e.Envelope, herr)
 	}
-	w.settle.failed(hctx, f, m, &e.Envelope, herr)
+	if onHandled != nil {
+		onHandled(m, o, took)
+	}
 }
 
 // call runs the handler, turning a panic into an error.

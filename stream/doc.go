@@ -49,7 +49,10 @@
 // byte and envelope header is appended as is; the consumer checks its random
 // part, and consumers dead-letter an entry it cannot split. A key of the
 // wrong type (someone SET the delayed set) makes every call on it fail:
-// the mover reports it as a [*KeyTypeError] naming the key.
+// every part reports it as a [*KeyTypeError] naming the key (the
+// producer's and the dead-letter handle's calls return it, the mover's and
+// the consumer's loops log it, see [ExplainWrongType]), and goes on with
+// the other keys until it is fixed.
 //
 // # Entry format
 //

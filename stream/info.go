@@ -83,6 +83,7 @@ func ReadQuarantine(ctx context.Context, rdb redis.UniversalClient, key, after s
 	}
 	msgs, err := rdb.XRangeN(ctx, key, start, "+", count).Result()
 	if err != nil {
+		err = ExplainWrongType(ctx, rdb, err, KeyType{Key: key, Want: "stream"})
 		return nil, fmt.Errorf("read quarantine %s: %w", key, err)
 	}
 	out := make([]Quarantined, 0, len(msgs))
@@ -166,4 +167,22 @@ func CheckTypes(ctx context.Context, rdb redis.UniversalClient, keys ...KeyType)
 		}
 	}
 	return nil
+}
+
+// ExplainWrongType returns err as it is unless it is a WRONGTYPE reply of
+// Redis (to a command or inside a script), which does not say which key
+// holds the wrong type. Then it asks (see [CheckTypes]) and returns the
+// [*KeyTypeError] of the first of keys that holds another type than its
+// Want, so that callers, logs and hooks name the key; err itself if none
+// does or if the check fails (its TYPE refused by an ACL, say). The check
+// costs one round trip, made only after a WRONGTYPE reply.
+func ExplainWrongType(ctx context.Context, rdb redis.UniversalClient, err error, keys ...KeyType) error {
+	var kte *KeyTypeError
+	if err == nil || errors.As(err, &kte) || !redis.HasErrorPrefix(err, "WRONGTYPE") {
+		return err
+	}
+	if terr := CheckTypes(ctx, rdb, keys...); errors.As(terr, &kte) {
+		return kte
+	}
+	return err
 }

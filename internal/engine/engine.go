@@ -623,26 +623,12 @@ type callError struct {
 func (e *callError) Error() string { return e.err.Error() }
 func (e *callError) Unwrap() error { return e.err }
 
-// transientReplies are error replies that pass without anyone fixing the
-// lane: the server is loading, busy, failing over or out of memory.
-var transientReplies = []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN",
-	"READONLY", "MOVED", "ASK", "NOREPLICAS", "NOSCRIPT", "OOM"}
-
 // persistent reports whether err will repeat until someone fixes the lane's
 // keys or data: an error reply from Redis (a script error, a key of the
-// wrong type) that is not one of the transient ones. Network errors and
-// timeouts pass by themselves.
+// wrong type) that is not one of the transient ones (heal.Transient).
+// Network errors and timeouts pass by themselves.
 func persistent(err error) bool {
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
-		return false
-	}
-	for _, p := range transientReplies {
-		if redis.HasErrorPrefix(err, p) {
-			return false
-		}
-	}
-	return true
+	return err != nil && !heal.Transient(err)
 }
 
 // Log intervals of a failing lane: its first failure is logged at once,

@@ -47,3 +47,27 @@ func Suggests(err error) bool {
 	}
 	return false
 }
+
+// transientReplies are error replies that pass without anyone fixing a
+// key, a script or a permission: the server is loading, busy, failing over
+// or out of memory, or a script is not cached yet.
+var transientReplies = []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN",
+	"READONLY", "MOVED", "ASK", "NOREPLICAS", "NOSCRIPT", "OOM"}
+
+// Transient reports whether err passes by itself, so that the call is worth
+// repeating after a pause: a network error or timeout (anything that is not
+// an error reply from Redis), or one of the transientReplies. A script
+// error, a key of the wrong type or a refused permission repeats until
+// someone fixes it.
+func Transient(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return true
+	}
+	for _, p := range transientReplies {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -80,7 +80,9 @@ func (g *Guard) run(ctx context.Context, rdb redis.UniversalClient) (string, err
 	reply, err := scripts.Meta.Run(ctx, rdb, []string{l.Meta(), home.Main().Delayed, home.Main().Stream},
 		l.Shards(), hex.EncodeToString(tok[:])).Slice()
 	if err != nil {
-		return "", fmt.Errorf("queue %s: reading its shard count (%s): %w", l.Queue(), l.Meta(), scripts.Explain(err))
+		err = stream.ExplainWrongType(ctx, rdb, scripts.Explain(err), stream.KeyType{Key: l.Meta(), Want: "hash"},
+			stream.KeyType{Key: home.Main().Delayed, Want: "zset"}, stream.KeyType{Key: home.Main().Stream, Want: "stream"})
+		return "", fmt.Errorf("queue %s: reading its shard count (%s): %w", l.Queue(), l.Meta(), err)
 	}
 	var n int64
 	var epoch string

@@ -88,7 +88,7 @@ func Decode(key, id string, values map[string]any) (Entry, error) {
 	}
 	due, err := strconv.ParseInt(dueS, 10, 64)
 	if err != nil {
-		return fail(fmt.Errorf("%w: field %q = %q is not an integer", ErrMalformed, FieldDue, dueS))
+		return fail(fmt.Errorf("%w: field %q = %q is not an integer", ErrMalformed, FieldDue, Clip(dueS)))
 	}
 	var mid, raw string
 	if packed, ok := values[FieldPacked].(string); ok {
@@ -100,7 +100,7 @@ func Decode(key, id string, values map[string]any) (Entry, error) {
 			return fail(fmt.Errorf("%w: field %q missing", ErrMalformed, FieldID))
 		}
 		if strings.HasPrefix(mid, RetrySep) { // a retry member with no message id (found by fuzzing)
-			return fail(fmt.Errorf("%w: field %q = %q has no message id", ErrMalformed, FieldID, mid))
+			return fail(fmt.Errorf("%w: field %q = %q has no message id", ErrMalformed, FieldID, Clip(mid)))
 		}
 		if raw, ok = values[FieldEnvelope].(string); !ok {
 			return fail(fmt.Errorf("%w: field %q missing", ErrMalformed, FieldEnvelope))
@@ -119,6 +119,20 @@ func Decode(key, id string, values map[string]any) (Entry, error) {
 	e.Envelope.ID = mid
 	e.Envelope.Due = time.UnixMilli(due)
 	return e, nil
+}
+
+// ClipLen is how many bytes of a foreign value [Clip] keeps.
+const ClipLen = 64
+
+// Clip returns s, or its first [ClipLen] bytes and the count of the rest
+// when it is longer: what an error message quotes of a value found in
+// Redis, which may be any size (a 16 MiB field written by someone else must
+// not become a 16 MiB log line or dead-letter reason).
+func Clip(s string) string {
+	if len(s) <= ClipLen {
+		return s
+	}
+	return s[:ClipLen] + "… (" + strconv.Itoa(len(s)-ClipLen) + " more bytes)"
 }
 
 // PackedKind is the first byte of a packed delayed-set member (see ids.lua).

@@ -1,0 +1,76 @@
+// Package dsprom exports delaystream's metrics to Prometheus
+// (prometheus/client_golang): a [Metrics] collector fed by the core's hooks,
+// plus gauges read from Redis at each scrape. It lives in its own module
+// (github.com/delaystream/delaystream/contrib/prometheus), so the core
+// never depends on client_golang.
+//
+// # Wiring
+//
+// One Metrics per process, registered once; its hooks go into each mover
+// and consumer group, and [Metrics.Watch] names the queues and groups
+// whose figures a scrape reads:
+//
+//	m, err := dsprom.New()
+//	prometheus.MustRegister(m)
+//	q, err := delaystream.New(rdb, "orders",
+//		delaystream.WithMoverOptions(mover.WithHooks(m.MoverHooks("orders"))))
+//	billing, err := q.Handle("billing", bill, group.WithHooks(m.GroupHooks("orders", "billing")))
+//	err = m.Watch(q.Producer(), billing)
+//
+// The hooks only add to counters and histograms resolved when the hooks
+// are made: no lock, no allocation, no Redis call per message. A hook
+// field the adapter sets can be chained with your own by wrapping it.
+//
+// # Metrics
+//
+// Names start with the namespace ([WithNamespace], default "delaystream").
+// Labels: queue (as given to the hooks and to Watch), group, lane ("main":
+// a first attempt from the queue stream, "retry": a later attempt from the
+// group's retry lane), outcome (group.Outcome's String: acked, retried,
+// dead_lettered, dropped, reclaimed, handed_back, unsettled), reason (the
+// dead-letter reason: attempts, deliveries, handler, undecodable, deleted,
+// expired, other) and stuck (true, false).
+//
+//	name                            type       labels                 from
+//	promotion_lag_seconds           histogram  queue, group, lane     due → appended to the stream (Redis clock), at each entry's first delivery to the group
+//	delivery_lag_seconds            histogram  queue, group, lane     due → handler start, per delivery
+//	handler_duration_seconds        histogram  queue, group, outcome  the handler's run time, by outcome
+//	dead_lettered_total             counter    queue, group, reason   entries dead-lettered (also those whose handler never ran)
+//	reclaimed_total                 counter    queue, group           pending entries taken over from other consumers
+//	deleted_while_pending_total     counter    queue, group           pending entries found deleted from the stream
+//	group_data_loss_total           counter    queue, group           Redis lost the queue's data (seen by a consumer)
+//	mover_promoted_total            counter    queue                  due messages appended to the queue stream
+//	mover_quarantined_total         counter    queue                  unreadable waiting members set aside
+//	mover_batch_size                histogram  queue                  entries appended per promote call
+//	mover_promote_duration_seconds  histogram  queue                  promote script call time, round trip included
+//	mover_errors_total              counter    queue, stuck           failed promote calls and registry beats
+//	mover_owned_shards              gauge      queue                  shards this process's mover promotes
+//	mover_data_loss_total           counter    queue                  Redis lost the queue's data (seen by the mover)
+//	queue_waiting_messages          gauge      queue                  scrape: scheduled, not yet promoted
+//	queue_overdue_messages          gauge      queue                  scrape: waiting past their due time
+//	queue_overdue_seconds           gauge      queue                  scrape: how long the earliest waiting message has been due
+//	queue_stream_entries            gauge      queue                  scrape: queue stream length (needs a watched group)
+//	group_consumers                 gauge      queue, group           scrape: consumers known to the group
+//	group_pending_messages          gauge      queue, group           scrape: delivered, not acknowledged
+//	group_oldest_pending_seconds    gauge      queue, group           scrape: age of the oldest pending entry
+//	group_lag_messages              gauge      queue, group           scrape: stream entries not yet delivered to the group
+//	group_retry_waiting_messages    gauge      queue, group           scrape: messages waiting in the retry lane
+//	group_dead_letters              gauge      queue, group           scrape: entries in the dead-letter stream
+//	stats_errors_total              counter    queue                  scrape: figures that could not be read in time
+//
+// Lag histograms use [LagBuckets] (1 ms to 5 min) by default, handler
+// durations [DurationBuckets] (1 ms to 1 min); the mover's use
+// [PromoteBuckets] and [BatchBuckets].
+//
+// The promotion lag is computed by the consumers, not the mover: the
+// entry id's time is when Redis appended the entry, and the message's due
+// time is by the Redis clock too, so no host's clock skews it. Each group
+// observes it once per entry (on the first delivery; a retry's promotion
+// from the group's retry lane counts as lane "retry"), so with n groups a
+// message is observed n times. The delivery lag ends on this host's clock;
+// skew shows in it, and a negative value (skew only) is observed as 0.
+//
+// The scrape gauges report the shared state of Redis: every process that
+// watches a queue reports the same values, so aggregate them with max, not
+// sum. Counters and histograms are this process's: sum them.
+package dsprom

@@ -1,0 +1,60 @@
+package integration
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/redistest"
+)
+
+// A consumer started while Redis is down (or loading its data) waits for
+// it instead of failing: a process started before its Redis, or restarted
+// during a Redis restart, comes up by itself. Found by the chaos program,
+// whose consumers failed with LOADING while Redis loaded its AOF.
+func TestConsumerStartsWhileRedisIsDown(t *testing.T) {
+	t.Parallel()
+	srv := startOutageServer(t)
+	srv.kill()
+	rdb := redis.NewClient(redistest.Options(t, srv.addr))
+	t.Cleanup(func() { _ = rdb.Close() })
+	prefix := redistest.Prefix(t)
+	var handled atomic.Int64
+	c, err := group.New(rdb, "q", "g", func(context.Context, *group.Message) error {
+		handled.Add(1)
+		return nil
+	}, group.WithPrefix(prefix), group.WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned while Redis was down: %v", err)
+	case <-time.After(1500 * time.Millisecond):
+	}
+	srv.start(t)
+	q := newQueue(t, rdb, prefix, "q")
+	for i := range 5 {
+		_, err := q.Schedule(context.Background(), delay.Message{ID: "m" + string(rune('0'+i))}, delay.After(100*time.Millisecond))
+		require.NoError(t, err)
+	}
+	// The consumer created its group and promotes its queue (no mover runs).
+	require.Eventually(t, func() bool { return handled.Load() == 5 }, 15*time.Second, 10*time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return within 15s of cancel")
+	}
+}
