@@ -3,10 +3,10 @@
 # missing and apt-get is usable.
 
 GO       ?= go
-MODULES  := . ./examples ./integration ./bench ./cmd/delaystream
+MODULES  := . ./examples ./integration ./bench ./cmd/delaystream ./contrib/prometheus ./contrib/otel
 GOFLAGS_TEST ?= -race -count=1 -timeout 15m
 
-.PHONY: all test ensure-tools test-unit test-tls lint vet fmt ensure-redis bench tidy property fuzz fuzz-short
+.PHONY: all test ensure-tools chaos test-unit test-tls lint vet fmt ensure-redis bench tidy property fuzz fuzz-short
 
 # Fuzz targets run one at a time (go test -fuzz takes one target), each
 # for FUZZTIME with `make fuzz` and FUZZTIME_SHORT within `make test`.
@@ -94,6 +94,10 @@ vet:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+## chaos: the chaos program's long mode (integration/chaos): 100k messages, process kills, Redis pauses, connection kills and a restart from the AOF, checked against a ledger; CHAOSFLAGS=-fsync=everysec, -seed=N, -dir=D (make test runs its ~60 s short mode)
+chaos: ensure-redis
+	cd integration && $(GO) run ./chaos -mode long $(CHAOSFLAGS)
 
 ## ensure-redis: install redis-server (Redis >= 7.0) when absent
 ensure-redis:
