@@ -63,6 +63,12 @@ var metrics = []metricDef{
 
 	{scenario: "schedule", key: "one_rate", label: "one at a time, 1 goroutine", unit: "msg/s", scale: 1, better: +1},
 	{scenario: "schedule", key: "one_par_rate", label: "one at a time, parallel goroutines", unit: "msg/s", scale: 1, better: +1},
+	{scenario: "schedule", key: "one_par64_rate", label: "one at a time, 64 goroutines", unit: "msg/s", scale: 1, better: +1, op: ">=", target: 150000},
+	{scenario: "schedule", key: "one_par64_redis_cpu", label: "  64 goroutines: Redis CPU / msg", unit: "µs", scale: 1e6, better: -1, op: "<=", target: 6},
+	{scenario: "schedule", key: "one_par64_p50", label: "  64 goroutines: call latency p50", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "schedule", key: "one_par64_p99", label: "  64 goroutines: call latency p99", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "schedule", key: "one_par64_client_cpu", label: "  64 goroutines: client CPU / msg", unit: "µs", scale: 1e6, better: -1},
+	{scenario: "schedule", key: "one_par64_cmds", label: "  64 goroutines: Redis commands / msg", unit: "", scale: 1, better: -1},
 	{scenario: "schedule", key: "batch_rate", label: "batch, 1 goroutine (asynq: no batch API, parallel Enqueue)", unit: "msg/s", scale: 1, better: +1, op: ">=", target: 150000},
 	{scenario: "schedule", key: "one_redis_cpu", label: "  one at a time: Redis CPU / msg", unit: "µs", scale: 1e6, better: -1},
 	{scenario: "schedule", key: "one_client_cpu", label: "  one at a time: client CPU / msg", unit: "µs", scale: 1e6, better: -1},

@@ -2,8 +2,11 @@ package delay_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,5 +86,58 @@ func BenchmarkScheduleBatch(b *testing.B) {
 			b.ReportMetric((redisCPU(b, rdb)-cpu0)/msgs*1e6, "redis-µs/msg")
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/msgs, "ns/msg")
 		})
+	}
+}
+
+// BenchmarkScheduleConcurrent makes single Schedule calls (generated ids,
+// 128 B payloads, due in an hour) from 1 and from 64 goroutines, with group
+// commit (the default) and without it (each call alone, as ScheduleBatch
+// of one item). It reports msg/s and the Redis CPU per message like
+// BenchmarkScheduleBatch. Run it alone (-run '^$'); -count interleaves the
+// cases, which an A/B on a noisy machine needs.
+//
+//	go test -run '^$' -bench ScheduleConcurrent -benchmem -count 6 ./delay/
+func BenchmarkScheduleConcurrent(b *testing.B) {
+	payload := []byte(strings.Repeat("p", 128))
+	for _, goroutines := range []int{1, 64} {
+		for _, bc := range []struct {
+			name string
+			opts []delay.Option
+		}{
+			{"group-commit", nil},
+			{"alone", []delay.Option{delay.WithoutGroupCommit()}},
+		} {
+			b.Run(fmt.Sprintf("%d-goroutines/%s", goroutines, bc.name), func(b *testing.B) {
+				ctx := context.Background()
+				rdb := redis.NewClient(redistest.Options(b, redistest.Addr(b)))
+				b.Cleanup(func() { _ = rdb.Close() })
+				q, err := delay.New(rdb, "bench", append([]delay.Option{delay.WithPrefix(redistest.Prefix(b))}, bc.opts...)...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := q.Schedule(ctx, delay.Message{Payload: payload}, delay.After(time.Hour)); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				cpu0 := redisCPU(b, rdb)
+				var n atomic.Int64
+				b.ResetTimer()
+				var wg sync.WaitGroup
+				for range goroutines {
+					wg.Go(func() {
+						for n.Add(1) <= int64(b.N) {
+							if _, err := q.Schedule(ctx, delay.Message{Payload: payload}, delay.After(time.Hour)); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
+				b.ReportMetric((redisCPU(b, rdb)-cpu0)/float64(b.N)*1e6, "redis-µs/msg")
+			})
+		}
 	}
 }

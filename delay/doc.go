@@ -111,6 +111,41 @@
 // replica had not received yet may be delivered again (at least once),
 // never lost once the producer's call was confirmed.
 //
+// # Group commit
+//
+// Services schedule from request handlers, one message per call, from many
+// goroutines; a script call per message would cost Redis most of its time
+// in per-call overhead. So concurrent [Queue.Schedule] calls share script
+// calls, as a database commits the transactions that wait on one log
+// flush together. A call that finds no call of its group in flight sends
+// its message at once, alone: a lone caller waits for nothing. Calls that
+// arrive while one is in flight queue up; when it returns, the oldest
+// queued caller sends every queued message (up to the batch size, see
+// [WithBatchSize], and about 1 MiB) as one call, like [Queue.ScheduleBatch]:
+// one script call per shard, in one pipeline. The sender is always one of
+// the waiting callers; nothing runs in the background. A group is the
+// queue, or, for a sharded queue on a Redis Cluster client, each master:
+// masters do not wait for each other.
+//
+// Each caller still gets its own [Result] and error: its own duplicate
+// outcome (a Rejected call returns [ErrDuplicate], alone), its shard's
+// script error, the error of the whole call if it failed (every caller in
+// it gets it), and under [WithReplicaAck] its call's WAIT (one per call).
+// Invalid input is refused at the call, before it waits. Messages with one
+// id are applied in the order their callers arrived, with each message's
+// own policy, exactly as separate calls made one after the other.
+//
+// A caller whose ctx ends while it waits returns an error wrapping
+// ctx.Err() at once, without failing the others. If no call had taken its
+// message yet, nothing was written; if one had, the message may still be
+// written, as when a lone call is cancelled while its command is on the
+// wire (the outcome is [Unknown]; under [Keep], scheduling it again with
+// its id is safe). The caller sending a call waits for it to return. A
+// call carrying several callers' messages is made under the sender's ctx
+// values but not its cancellation, with the latest deadline among its
+// callers (none if one has none), so that no caller's ctx fails the call
+// for the others. [WithoutGroupCommit] turns all this off.
+//
 // # Concurrency and ownership
 //
 // A Queue is safe for concurrent use, starts no goroutines that outlive a

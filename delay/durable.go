@@ -141,7 +141,7 @@ func (q *Queue) run(ctx context.Context, s *redis.Script, keys []string, args ..
 	if q.cfg.ack.replicas == 0 {
 		cmd := s.Run(ctx, q.rdb, keys, args...)
 		if err := cmd.Err(); err != nil {
-			cmd.SetErr(scripts.Explain(err))
+			cmd.SetErr(explain(ctx, q.rdb, err, keys))
 		}
 		return cmd, nil
 	}
@@ -325,7 +325,7 @@ func (q *Queue) sendNode(ctx context.Context, node *redis.Client, scriptOf func(
 	}
 	for _, i := range idx {
 		if err := cmds[i].Err(); err != nil {
-			cmds[i].SetErr(scripts.Explain(err))
+			cmds[i].SetErr(explain(ctx, node, err, calls[i].Keys))
 		}
 	}
 	return res

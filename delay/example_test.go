@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -284,4 +285,37 @@ func ExampleWithExpireAfter() {
 	// standup expires 2030-01-01 10:00:00
 	// report expires 2030-01-02 09:00:00
 	// true
+}
+
+// Concurrent Schedule calls share script calls by default (group commit).
+// A producer whose go-redis hooks must see one command per message, or
+// whose callers' deadlines must bound their own socket I/O, can turn that
+// off; each call then makes its own script call.
+func ExampleWithoutGroupCommit() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+
+	q, err := delay.New(rdb, "webhooks", delay.WithoutGroupCommit())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			_, _ = q.Schedule(ctx, delay.Message{ID: fmt.Sprint("hook:", i)}, delay.After(5*time.Second))
+		})
+	}
+	wg.Wait()
+	n, _ := q.Len(ctx)
+	fmt.Println(n, "waiting")
+	// Output:
+	// 4 waiting
 }

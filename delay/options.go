@@ -25,6 +25,7 @@ type config struct {
 	shards     int
 	ack        ackConfig     // WithReplicaAck; zero: writes do not wait for replicas
 	expire     time.Duration // WithExpireAfter; 0: messages never expire by default
+	alone      bool          // WithoutGroupCommit: every Schedule makes its own script call
 }
 
 // Limits on what a producer accepts. They keep every script call bounded.
@@ -131,5 +132,25 @@ func WithShards(n int) Option {
 	return func(c *config) error {
 		c.shards = n
 		return optcheck.Range(ErrInvalidOption, "shard count", n, 1, stream.MaxShards)
+	}
+}
+
+// WithoutGroupCommit turns off group commit (see the package doc, "Group
+// commit"): every Schedule call then makes its own script call, however
+// many run at once, as ScheduleBatch with one item does. Default: on.
+//
+// Group commit costs a caller nothing while no other call of its group is
+// in flight, and under concurrency it multiplies the rate and divides the
+// Redis CPU per message. Turn it off when each call must stand alone:
+// when go-redis hooks (tracing, metrics) must see one command per
+// Schedule, when a caller's ctx deadline must bound the socket I/O of its
+// own call (redis.Options.ContextTimeoutEnabled; a grouped call's
+// messages are sent under the latest deadline among its callers), or when
+// a handful of concurrent callers on an idle server should each pay one
+// round trip rather than wait for the call in flight.
+func WithoutGroupCommit() Option {
+	return func(c *config) error {
+		c.alone = true
+		return nil
 	}
 }

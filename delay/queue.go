@@ -35,6 +35,7 @@ type Queue struct {
 	guard  *shards.Guard
 	lanes  []laneArgs // per shard, the arguments of its main lane's scripts
 	cfg    config
+	commit committer // group commit of concurrent Schedule calls (commit.go)
 }
 
 // laneArgs holds what the scripts of one shard's main lane take, built
@@ -73,6 +74,7 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Queue, error
 	}
 	q := &Queue{rdb: rdb, name: queue, layout: layout, guard: shards.NewGuard(layout, "producer"),
 		lanes: make([]laneArgs, layout.Shards()), cfg: cfg}
+	q.commit.init(rdb, layout.Shards())
 	for i := range q.lanes {
 		l := layout.Shard(i).Main()
 		q.lanes[i] = laneArgs{lane: l, zset: []string{l.Delayed}, lookup: []string{l.Delayed, l.Envelopes}, wake: scripts.Channel(l.Wake, l.Sharded)}
@@ -116,7 +118,26 @@ type Item struct {
 // differs from the queue's (stream.ErrShardCount). Under [WithReplicaAck],
 // a write that too few replicas confirmed returns its Result with an error
 // wrapping [ErrNotReplicated].
+//
+// Concurrent calls share script calls (group commit; see the package doc,
+// "Group commit", and [WithoutGroupCommit]): a call that finds no call of
+// its queue (on a Cluster with several shards, of its master) in flight
+// sends its message at once; calls that arrive meanwhile wait for it and
+// are then sent together, in arrival order, as one call of up to the
+// batch size. Each still gets its own Result and error. A call whose ctx
+// ends while it waits returns an error wrapping ctx.Err() at once without
+// failing the others: its message was not written if no call had taken it
+// yet, and may be written if one had (as when a lone call is cancelled on
+// the wire: the outcome is [Unknown]).
 func (q *Queue) Schedule(ctx context.Context, msg Message, when When) (Result, error) {
+	if q.cfg.alone {
+		return q.scheduleAlone(ctx, msg, when)
+	}
+	return q.scheduleGrouped(ctx, Item{Message: msg, When: when})
+}
+
+// scheduleAlone is Schedule without group commit: a batch of one.
+func (q *Queue) scheduleAlone(ctx context.Context, msg Message, when When) (Result, error) {
 	res, err := q.ScheduleBatch(ctx, []Item{{Message: msg, When: when}})
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return Result{}, err
@@ -161,22 +182,7 @@ func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, erro
 	if len(items) == 0 {
 		return results, nil
 	}
-	err = q.check(ctx)
-	if err == nil {
-		calls, byScript := q.calls(items, results, &p)
-		var cmds []*redis.Cmd
-		switch {
-		case q.cfg.ack.replicas > 0:
-			cmds, replErr = q.runAcked(ctx, func(c int) *redis.Script { return p.chunks[c].script() }, calls)
-		case byScript == nil:
-			cmds, err = scripts.RunPipelined(ctx, q.rdb, p.chunks[0].script(), calls)
-		default:
-			cmds, err = runPipelinedMixed(ctx, q.rdb, byScript, calls)
-		}
-		if err == nil {
-			err = q.fillResults(items, results, &p, cmds)
-		}
-	}
+	err, replErr = q.send(ctx, items, results, &p, nil)
 	for i := range results {
 		if items[i].Message.ID == "" && results[i].Outcome == Unknown {
 			results[i].ID = ""
@@ -193,6 +199,35 @@ func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, erro
 		return results, fmt.Errorf("schedule %s: %w", q.name, replErr)
 	}
 	return results, nil
+}
+
+// send makes the queue's shard-count check, then the script calls of p,
+// and fills in results. err is the first failure, as ScheduleBatch reports
+// it; replErr the replication error under WithReplicaAck. If errs is not
+// nil, errs[i] gets the error of the call that failed to write item i.
+func (q *Queue) send(ctx context.Context, items []Item, results []Result, p *batchPlan, errs []error) (err, replErr error) {
+	if err = q.check(ctx); err != nil {
+		return err, nil
+	}
+	calls, byScript := q.calls(items, results, p)
+	var cmds []*redis.Cmd
+	switch {
+	case q.cfg.ack.replicas > 0:
+		cmds, replErr = q.runAcked(ctx, func(c int) *redis.Script { return p.chunks[c].script() }, calls)
+	case byScript == nil:
+		cmds, err = scripts.RunPipelined(ctx, q.rdb, p.chunks[0].script(), calls)
+		for i, cmd := range cmds {
+			if e := cmd.Err(); e != nil {
+				cmd.SetErr(explain(ctx, q.rdb, e, calls[i].Keys))
+			}
+		}
+	default:
+		cmds, err = runPipelinedMixed(ctx, q.rdb, byScript, calls)
+	}
+	if err == nil {
+		err = q.fillResults(items, results, p, cmds, errs)
+	}
+	return err, replErr
 }
 
 // itemError reports the failure of item i of n: a single message's error
@@ -238,31 +273,47 @@ func (p *batchPlan) item(k int) int {
 	return int(p.order[k])
 }
 
-// plan validates items, notes their ids in results (for generated ids,
-// the random part: their time part is known once Redis has answered),
-// routes each to its shard and cuts each shard's items into chunks of up
-// to the batch size. It talks to no server.
+// plan validates items, then routes them (see route). It talks to no
+// server.
 func (q *Queue) plan(items []Item, results []Result) (batchPlan, error) {
+	now := time.Now()
+	for i := range items {
+		if err := q.checkItem(&items[i], now); err != nil {
+			return batchPlan{}, itemError(len(items), i, err)
+		}
+	}
+	return q.route(items, results), nil
+}
+
+// checkItem validates one item against the queue's limits; now is the
+// producer's clock, for its deadline.
+func (q *Queue) checkItem(it *Item, now time.Time) error {
+	if err := validate(&it.Message, q.cfg.maxPayload); err != nil {
+		return err
+	}
+	if _, _, err := it.When.millis(); err != nil {
+		return err
+	}
+	return checkDeadline(&it.Message, it.When, now)
+}
+
+// route notes the ids of validated items in results (for generated ids,
+// the random part, drawn here unless results already holds one: their
+// time part is known once Redis has answered), routes each to its shard
+// and cuts each shard's items into chunks of up to the batch size.
+func (q *Queue) route(items []Item, results []Result) batchPlan {
 	n := len(q.lanes)
 	var shardOf []uint16 // MaxShards fits
 	if n > 1 {
 		shardOf = make([]uint16, len(items))
 	}
 	var ids idGen
-	now := time.Now()
 	for i := range items {
 		it := &items[i]
-		if err := validate(&it.Message, q.cfg.maxPayload); err != nil {
-			return batchPlan{}, itemError(len(items), i, err)
-		}
-		if _, _, err := it.When.millis(); err != nil {
-			return batchPlan{}, itemError(len(items), i, err)
-		}
-		if err := checkDeadline(&it.Message, it.When, now); err != nil {
-			return batchPlan{}, itemError(len(items), i, err)
-		}
 		if it.Message.ID == "" {
-			results[i].ID = ids.next(len(items) - i)
+			if results[i].ID == "" {
+				results[i].ID = ids.next(len(items) - i)
+			}
 			if n > 1 {
 				shardOf[i] = uint16(wire.ShardOfRandom(results[i].ID, n))
 			}
@@ -278,7 +329,7 @@ func (q *Queue) plan(items []Item, results []Result) (batchPlan, error) {
 	if n == 1 {
 		p.chunks = make([]chunk, 0, (len(items)+bs-1)/bs)
 		q.cut(items, &p, 0, 0, len(items))
-		return p, nil
+		return p
 	}
 	// A counting sort: the items of each shard, in the caller's order.
 	next := make([]int32, n+1) // next[s]: where shard s's next item goes in order
@@ -305,7 +356,7 @@ func (q *Queue) plan(items []Item, results []Result) (batchPlan, error) {
 		q.cut(items, &p, s, start, end)
 		start = end
 	}
-	return p, nil
+	return p
 }
 
 // cut appends the chunks of shard s's items p.order[start:end] (or
@@ -426,15 +477,16 @@ func runPipelinedMixed(ctx context.Context, rdb redis.UniversalClient, byScript 
 			cmds[i] = byScript[i].Run(ctx, rdb, c.Keys, c.Args...)
 		}
 		if err := cmds[i].Err(); err != nil {
-			cmds[i].SetErr(scripts.Explain(err))
+			cmds[i].SetErr(explain(ctx, rdb, err, c.Keys))
 		}
 	}
 	return cmds, nil
 }
 
 // fillResults fills in results from the replies of the schedule scripts,
-// one per chunk of p. It returns the first failed chunk's error, if any.
-func (q *Queue) fillResults(items []Item, results []Result, p *batchPlan, cmds []*redis.Cmd) error {
+// one per chunk of p. It returns the first failed chunk's error, if any;
+// if errs is not nil, errs[i] gets the error of item i's chunk.
+func (q *Queue) fillResults(items []Item, results []Result, p *batchPlan, cmds []*redis.Cmd, errs []error) error {
 	var firstErr error
 	for c, cmd := range cmds {
 		ch := &p.chunks[c]
@@ -448,6 +500,9 @@ func (q *Queue) fillResults(items []Item, results []Result, p *batchPlan, cmds [
 			err = fmt.Errorf("script reply has %d items for %d messages", len(codes), want)
 		}
 		if err != nil {
+			for k := ch.start; errs != nil && k < ch.end; k++ {
+				errs[p.item(k)] = err
+			}
 			switch {
 			case firstErr != nil:
 			case len(cmds) == 1:
@@ -549,7 +604,7 @@ func (q *Queue) Get(ctx context.Context, id string) (codec.Envelope, error) {
 	reply, err := scripts.Get.Run(ctx, q.rdb, l.lookup, id).Slice()
 	if err != nil {
 		heal.After(q.rdb, err)
-		return codec.Envelope{}, fmt.Errorf("get %s: %w", id, scripts.Explain(err))
+		return codec.Envelope{}, fmt.Errorf("get %s: %w", id, explain(ctx, q.rdb, err, l.lookup))
 	}
 	if len(reply) != 2 {
 		return codec.Envelope{}, fmt.Errorf("get %s: %w", id, ErrNotFound)
@@ -635,6 +690,7 @@ func (q *Queue) shardStats(ctx context.Context) ([]Stats, error) {
 			err = errors.New("stats script: unexpected reply")
 		}
 		if err != nil {
+			err = explain(ctx, q.rdb, err, q.lanes[i].zset)
 			if len(cmds) > 1 {
 				err = fmt.Errorf("shard %d: %w", i, err)
 			}
@@ -657,7 +713,7 @@ func (q *Queue) Len(ctx context.Context) (int64, error) {
 	if len(q.lanes) == 1 {
 		n, err := q.rdb.ZCard(ctx, q.lanes[0].lane.Delayed).Result()
 		if err != nil {
-			return 0, fmt.Errorf("len %s: %w", q.name, err)
+			return 0, fmt.Errorf("len %s: %w", q.name, explain(ctx, q.rdb, err, q.lanes[0].zset))
 		}
 		return n, nil
 	}
@@ -672,7 +728,7 @@ func (q *Queue) Len(ctx context.Context) (int64, error) {
 	for i, cmd := range cmds {
 		n, err := cmd.Result()
 		if err != nil {
-			return 0, fmt.Errorf("len %s: shard %d: %w", q.name, i, err)
+			return 0, fmt.Errorf("len %s: shard %d: %w", q.name, i, explain(ctx, q.rdb, err, q.lanes[i].zset))
 		}
 		sum += n
 	}

@@ -612,7 +612,8 @@ func TestShardedScheduleBatchPartialFailure(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), fmt.Sprintf("schedule q: shard %d chunk ", bad))
 	assert.Contains(t, err.Error(), "the first item 0)")
-	assert.Contains(t, err.Error(), "WRONGTYPE")
+	wrong := &stream.KeyTypeError{Key: l.Shard(bad).Main().Delayed, Want: "zset", Got: "string"}
+	assert.ErrorContains(t, err, wrong.Error(), "the error names the key")
 	require.Len(t, res, len(items))
 	var created, unknownGenerated int
 	for i, r := range res {
@@ -638,10 +639,10 @@ func TestShardedScheduleBatchPartialFailure(t *testing.T) {
 	assert.Positive(t, unknownGenerated, "generated ids routed to the failed shard")
 	_, err = q.Len(ctx)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), fmt.Sprintf("len q: shard %d: WRONGTYPE", bad))
+	assert.Contains(t, err.Error(), fmt.Sprintf("len q: shard %d: %v", bad, wrong))
 	_, err = q.Stats(ctx)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), fmt.Sprintf("stats q: shard %d: WRONGTYPE", bad))
+	assert.Contains(t, err.Error(), fmt.Sprintf("stats q: shard %d: %v", bad, wrong))
 
 	require.NoError(t, rdb.Del(ctx, l.Shard(bad).Main().Delayed).Err())
 	n, err := q.Len(ctx)
