@@ -36,6 +36,9 @@ type Queue struct {
 	lanes  []laneArgs // per shard, the arguments of its main lane's scripts
 	cfg    config
 	commit committer // group commit of concurrent Schedule calls (commit.go)
+	// tokenTTL is the time to live of call tokens in ms, 0 when calls
+	// carry none (see callTokenTTL, once.go).
+	tokenTTL int64
 }
 
 // laneArgs holds what the scripts of one shard's main lane take, built
@@ -45,6 +48,7 @@ type laneArgs struct {
 	zset   []string // KEYS: the delayed set (schedule_generated.lua, stats.lua)
 	lookup []string // KEYS: the delayed set and the envelopes (schedule, cancel, reschedule, get)
 	wake   any      // ARGV[1] of the schedule scripts: the lane's wake channel
+	calls  string   // the prefix of its call tokens' keys (stream.Keys.CallPrefix)
 }
 
 // New returns a producer for queue. It validates its arguments and options
@@ -75,9 +79,11 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Queue, error
 	q := &Queue{rdb: rdb, name: queue, layout: layout, guard: shards.NewGuard(layout, "producer"),
 		lanes: make([]laneArgs, layout.Shards()), cfg: cfg}
 	q.commit.init(rdb, layout.Shards())
+	q.tokenTTL = callTokenTTL(rdb).Milliseconds()
 	for i := range q.lanes {
 		l := layout.Shard(i).Main()
-		q.lanes[i] = laneArgs{lane: l, zset: []string{l.Delayed}, lookup: []string{l.Delayed, l.Envelopes}, wake: scripts.Channel(l.Wake, l.Sharded)}
+		q.lanes[i] = laneArgs{lane: l, zset: []string{l.Delayed}, lookup: []string{l.Delayed, l.Envelopes}, wake: scripts.Channel(l.Wake, l.Sharded),
+			calls: layout.Shard(i).CallPrefix()}
 	}
 	return q, nil
 }
@@ -430,6 +436,7 @@ func (q *Queue) calls(items []Item, results []Result, p *batchPlan) (calls []scr
 				args = append(args, it.Message.ID, wire.MarshalEnvelope(&env), when, pol)
 			}
 		}
+		keys, args = q.withToken(l, keys, args)
 		calls[c] = scripts.Call{Keys: keys, Args: args}
 	}
 	return calls, byScript
@@ -543,7 +550,8 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 		return false, fmt.Errorf("cancel %s: %w", id, err)
 	}
 	l := &q.lanes[q.layout.ShardOf(id)]
-	cmd, replErr := q.run(ctx, scripts.Cancel, l.lookup, id)
+	keys, args := q.withToken(l, l.lookup, []any{id})
+	cmd, replErr := q.run(ctx, scripts.Cancel, keys, args...)
 	n, err := cmd.Int64()
 	if err != nil {
 		heal.After(q.rdb, err)
@@ -573,7 +581,8 @@ func (q *Queue) Reschedule(ctx context.Context, id string, when When) (time.Time
 		return time.Time{}, fmt.Errorf("reschedule %s: %w", id, err)
 	}
 	l := &q.lanes[q.layout.ShardOf(id)]
-	cmd, replErr := q.run(ctx, scripts.Reschedule, l.lookup, id, w, l.wake)
+	keys, args := q.withToken(l, l.lookup, []any{id, w, l.wake})
+	cmd, replErr := q.run(ctx, scripts.Reschedule, keys, args...)
 	due, err := cmd.Int64()
 	if err != nil {
 		heal.After(q.rdb, err)

@@ -60,6 +60,9 @@ func snapshot(t *testing.T, rdb redis.UniversalClient, prefix string) map[string
 	out := map[string]string{}
 	iter := rdb.Scan(ctx, 0, prefix+":*", 1000).Iterator()
 	for iter.Next(ctx) {
+		if strings.Contains(iter.Val(), "}:k:") {
+			continue // a call token: expires by itself (TestCallTokens)
+		}
 		v, err := rdb.Dump(ctx, iter.Val()).Result()
 		require.NoError(t, err, iter.Val())
 		out[iter.Val()] = v

@@ -122,6 +122,14 @@ func (k Keys) Retry(group string) Lane { return k.lane(k.base + ":r:" + group) }
 // DeadLetters returns the key of group's dead-letter stream.
 func (k Keys) DeadLetters(group string) string { return k.base + ":d:" + group }
 
+// CallPrefix returns the prefix of the shard's call-token keys: a
+// producer's call that may be sent twice (go-redis re-sends a command whose
+// reply was lost) carries a token, and its script stores its reply under
+// CallPrefix()+token for a short time, so that a second run of the call
+// returns the first run's reply instead of acting again. The keys are
+// STRINGs that expire by themselves.
+func (k Keys) CallPrefix() string { return k.base + ":k:" }
+
 func (k Keys) lane(p string) Lane {
 	l := Lane{
 		Delayed:    p + ":z",

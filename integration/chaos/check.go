@@ -499,6 +499,20 @@ func judge(recs []record, torn int, faults []fault, final *finalRedis, fsync str
 	if torn > 0 {
 		violate("%d torn ledger lines", torn)
 	}
+	// What a call that go-redis sent twice did twice. The producer's calls
+	// carry tokens (delay/once.go) so that a second run only repeats the
+	// first run's reply: any of these is a bug.
+	for _, g := range s.Groups {
+		if g.ResentEarly > 0 {
+			violate("%s: %d messages delivered before the due time Schedule returned (a re-sent Schedule created them again)", g.Group, g.ResentEarly)
+		}
+		if g.Twins > 0 {
+			violate("%s: %d messages created twice by a re-sent Schedule", g.Group, g.Twins)
+		}
+	}
+	if s.RetriedCancelFalse > 0 {
+		violate("%d Cancel calls returned false for a message no group received (a re-sent Cancel reported its second run)", s.RetriedCancelFalse)
+	}
 	s.Recovery = recoveries(faults, hs, t0)
 	sort.Strings(violations)
 	s.ViolationList = violations

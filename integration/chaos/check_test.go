@@ -84,7 +84,7 @@ func TestJudge(t *testing.T) {
 			rec(recCancel, tok, callerID(tok), "0", "600", "700", "")}, violations: 2},
 		{name: "Cancel false re-sent across a connection kill", faults: []fault{kill}, recs: []record{sched(tok, 1000, 500e6),
 			rec(recCancel, tok, callerID(tok), "0", itoa(kill.Start.UnixNano()-1e6), itoa(kill.Start.UnixNano()+1e6), "")},
-			check: func(t *testing.T, s *Summary) { assert.Equal(t, 1, s.RetriedCancelFalse) }},
+			violations: 1, check: func(t *testing.T, s *Summary) { assert.Equal(t, 1, s.RetriedCancelFalse) }},
 		{name: "duplicate without a fault", recs: append(append([]record{sched(tok, 1000, 500e6)}, both(tok, 1000, 1000)...), handled("billing", tok, 1000, 1000, true)),
 			violations: 1, check: func(t *testing.T, s *Summary) { assert.Equal(t, 1, s.Groups[0].Duplicates) }},
 		{name: "duplicate within the bound", faults: []fault{{Kind: faultConsumerKill, Start: t0, End: t0, InFlight: map[string]int64{"billing": 1}}},
@@ -113,7 +113,7 @@ func TestJudge(t *testing.T) {
 				assert.Equal(t, 1, s.Groups[0].Twins)
 				assert.Zero(t, s.Groups[0].Duplicates)
 				assert.Len(t, s.Findings, 2)
-			}},
+			}, violations: 4}, // twins and early, in each group
 		{name: "quarantined", recs: nil, final: &finalRedis{quarantined: 3}, violations: 1},
 	}
 	for _, c := range cases {

@@ -109,14 +109,16 @@
 //   - Unexpected: nothing is delivered that no producer sent; nothing is
 //     quarantined; no consumer reports data loss; no ledger line is torn.
 //
-// Figures that are reported, not judged: a Cancel that returned false for
-// a message no group received, while the call spanned a connection kill or
-// the restart, is counted apart ("false but re-sent"): go-redis re-sends a
-// command whose connection dropped, so the first run can cancel the
-// message and the second find nothing. Messages delivered under two ids
-// (twins: a batch with generated ids re-sent the same way) are counted, as
-// are schedules whose outcome is unknown and messages dead-lettered for
-// other reasons than poison. The table also gives the lateness of first
+// Calls that go-redis sent twice (it re-sends a command whose connection
+// dropped, so a call that spanned a connection kill or the restart may
+// run twice) must not act twice: the producer's calls carry tokens that
+// make a second run return the first run's reply (delay/once.go). So these
+// are violations too: a message delivered before the due time Schedule
+// returned or created twice by a re-sent Schedule (twins), and a Cancel
+// that returned false for a message no group received ("false but
+// re-sent"). Reported, not judged: the number of schedules whose outcome
+// is unknown and of messages dead-lettered for other reasons than poison.
+// The table also gives the lateness of first
 // deliveries, faults by kind, and after each Redis-wide fault how soon the
 // first entry was appended and handled by each group.
 //

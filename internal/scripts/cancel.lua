@@ -6,13 +6,19 @@
 -- KEYS[2]  HASH  envelopes of plain members
 -- ARGV[1]  message id
 --
--- Returns 1 if the message was waiting and is now removed, else 0.
+-- Returns 1 if the message was waiting and is now removed, else 0. With a
+-- call token: see once.lua.
+once_args(2)
+local seen = once_seen()
+if seen then
+  return seen
+end
 local m, _, packed = locate(KEYS[1], ARGV[1])
 if not packed then
   -- A plain member, or an orphaned envelope without one: remove both.
   redis.call('HDEL', KEYS[2], ARGV[1])
 end
 if not m then
-  return 0
+  return once_done(0)
 end
-return redis.call('ZREM', KEYS[1], m)
+return once_done(redis.call('ZREM', KEYS[1], m))

@@ -8,11 +8,17 @@
 -- ARGV[2]  when: "r<ms>" after Redis TIME, "a<ms>" absolute Unix ms
 -- ARGV[3]  wake channel, published the new due time when it becomes the head ("" = never)
 --
--- Returns the new due ms, or -1 if the message is not waiting.
+-- Returns the new due ms, or -1 if the message is not waiting. With a call
+-- token: see once.lua.
+once_args(2)
+local seen = once_seen()
+if seen then
+  return seen
+end
 local id = ARGV[1]
 local m, _, packed = locate(KEYS[1], id)
 if not m then
-  return -1
+  return once_done(-1)
 end
 local due = tonumber(string.sub(ARGV[2], 2))
 if string.sub(ARGV[2], 1, 1) == 'r' then
@@ -35,4 +41,4 @@ if ARGV[3] ~= '' then
     publish(ARGV[3], score)
   end
 end
-return due
+return once_done(due)

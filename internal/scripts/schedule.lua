@@ -13,6 +13,8 @@
 --          policy: "k" keep existing, "r" replace existing, "e" refuse if existing
 --                  (ignored for generated ids: they are new)
 --
+-- With a call token (one more key and ARGV, last): see once.lua.
+--
 -- Returns a flat array, two items per message, in order:
 --          status (1 created, 2 replaced, 3 kept, 4 refused), due ms (the
 --          stored due time: the existing one for kept and refused)
@@ -23,6 +25,11 @@
 -- generated one and is not waiting as a plain member, ZADD, HSET (only for
 -- caller-chosen ids), maybe PUBLISH (ZMSCORE, ZADD and HSET once per slice of
 -- 2000 values).
+local nargv = once_args(2)
+local seen = once_seen()
+if seen then
+  return seen
+end
 local t = redis.call('TIME')
 -- "now" rounded up to the next ms, so "r<ms>" is never due sooner than <ms>
 -- after this script ran.
@@ -34,7 +41,7 @@ local headDue = head[2] and tonumber(head[2]) or nil
 -- commands are sent in slices.
 local SLICE = 2000
 
-local n = (#ARGV - 1) / 4
+local n = (nargv - 1) / 4
 -- The caller-chosen ids (generated ones are new: nothing to look up).
 local ids, at, np = {}, {}, 0
 for k = 1, n do
@@ -159,4 +166,4 @@ send('HSET', KEYS[2], hargs, nh)
 if ARGV[1] ~= '' and earliest and (headDue == nil or earliest < headDue) then
   publish(ARGV[1], string.format('%d', earliest))
 end
-return out
+return once_done(out)

@@ -10,18 +10,25 @@
 -- ARGV[2..] pairs per message: packed member, when ("r<ms>" due <ms> after
 --          Redis TIME, "a<ms>" due at absolute Unix ms)
 --
+-- With a call token (one more key and ARGV, last): see once.lua.
+--
 -- Returns a flat array, two items per message, in order: status (always 1,
 -- created), due ms.
 --
 -- Commands, for any number of messages: TIME, ZRANGE, ZADD (once per slice
--- of 2000 values), maybe PUBLISH.
+-- of 2000 values), maybe PUBLISH; with a call token (once.lua) GET and SET.
+local nargv = once_args(1)
+local seen = once_seen()
+if seen then
+  return seen
+end
 local t = redis.call('TIME')
 -- "now" rounded up to the next ms, so "r<ms>" is never due sooner than <ms>
 -- after this script ran.
 local now = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000)
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 
-local n = (#ARGV - 1) / 2
+local n = (nargv - 1) / 2
 local out, zargs = {}, {}
 local lastWhen, due, score, earliest
 for k = 1, n do
@@ -48,4 +55,4 @@ end
 if ARGV[1] ~= '' and earliest and (head[2] == nil or earliest < tonumber(head[2])) then
   publish(ARGV[1], string.format('%d', earliest))
 end
-return out
+return once_done(out)

@@ -17,6 +17,8 @@ var (
 	idsSrc string
 	//go:embed publish.lua
 	publishSrc string
+	//go:embed once.lua
+	onceSrc string
 	//go:embed schedule.lua
 	scheduleSrc string
 	//go:embed schedule_generated.lua
@@ -56,14 +58,14 @@ var (
 // packed) and the functions that find a message by id. Run them with Script.Run (EVALSHA with EVAL fallback); inside a
 // pipeline use [RunPipelined], which loads them first.
 var (
-	Schedule = newScript("publish.lua", publishSrc, "ids.lua", idsSrc, "schedule.lua", scheduleSrc)
+	Schedule = newScript("publish.lua", publishSrc, "once.lua", onceSrc, "ids.lua", idsSrc, "schedule.lua", scheduleSrc)
 	// ScheduleGenerated is Schedule's fast path for calls in which every
 	// message has a generated id.
-	ScheduleGenerated = newScript("publish.lua", publishSrc, "schedule_generated.lua", scheduleGeneratedSrc)
+	ScheduleGenerated = newScript("publish.lua", publishSrc, "once.lua", onceSrc, "schedule_generated.lua", scheduleGeneratedSrc)
 	Promote           = newScript("publish.lua", publishSrc, "ids.lua", idsSrc, "promote.lua", promoteSrc)
 	Release           = newScript("publish.lua", publishSrc, "release.lua", releaseSrc)
-	Cancel            = newScript("ids.lua", idsSrc, "cancel.lua", cancelSrc)
-	Reschedule        = newScript("publish.lua", publishSrc, "ids.lua", idsSrc, "reschedule.lua", rescheduleSrc)
+	Cancel            = newScript("once.lua", onceSrc, "ids.lua", idsSrc, "cancel.lua", cancelSrc)
+	Reschedule        = newScript("publish.lua", publishSrc, "once.lua", onceSrc, "ids.lua", idsSrc, "reschedule.lua", rescheduleSrc)
 	Get               = newScript("ids.lua", idsSrc, "get.lua", getSrc)
 	Stats             = newScript("stats.lua", statsSrc)
 

@@ -1,0 +1,69 @@
+package delay
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Call tokens: go-redis sends a command again when its reply was lost (the
+// connection was killed or timed out after Redis ran it; up to MaxRetries
+// times). The producer's scripts act on what they find: run twice, a
+// Schedule whose message was promoted in between creates it again (a
+// second delivery, the first before the due time the call returned), a
+// Cancel reports false for the message it removed, a Reschedule reports
+// ErrNotFound for the message it moved. So every such call carries a
+// token: its script stores its reply under the token's key (in the lane's
+// slot) for callTokenTTL, and a second run of the call returns that reply
+// and does nothing else (internal/scripts/once.lua). A client that never
+// re-sends (MaxRetries -1) makes no tokens. Cost: a GET and a SET with a
+// time to live per script call (one per batch chunk, one per group-commit
+// flush), and a key of about 150 bytes for the TTL.
+
+// callTokenTTL returns how long a call's token is kept: longer than rdb may
+// take to send a call again after its first run, and 0 when rdb never
+// re-sends. Each re-send follows the failure of the previous attempt, which
+// may take a dial, a write and a read timeout, then a backoff; 5 s more
+// cover the clocks. With go-redis's defaults (3 retries, 5 s dial, 3 s
+// write and read, 512 ms backoff) it is 39.5 s.
+func callTokenTTL(rdb redis.UniversalClient) time.Duration {
+	var retries int
+	var dial, write, read, backoff time.Duration
+	switch c := rdb.(type) {
+	case *redis.Client:
+		o := c.Options()
+		retries, dial, write, read, backoff = o.MaxRetries, o.DialTimeout, o.WriteTimeout, o.ReadTimeout, o.MaxRetryBackoff
+	case *redis.ClusterClient:
+		o := c.Options()
+		retries, dial, write, read, backoff = o.MaxRetries, o.DialTimeout, o.WriteTimeout, o.ReadTimeout, o.MaxRetryBackoff
+	case *redis.Ring:
+		o := c.Options()
+		retries, dial, write, read, backoff = o.MaxRetries, o.DialTimeout, o.WriteTimeout, o.ReadTimeout, o.MaxRetryBackoff
+	default: // another UniversalClient: assume go-redis's defaults
+		retries, dial, write, read, backoff = 3, 5*time.Second, 3*time.Second, 3*time.Second, 512*time.Millisecond
+	}
+	if retries <= 0 { // the options as the client normalised them: 0 = no retries
+		return 0
+	}
+	// No timeout (negative after normalising) means a lost reply is seen
+	// only when the connection fails: bound it.
+	for _, d := range []*time.Duration{&dial, &write, &read} {
+		if *d <= 0 {
+			*d = 30 * time.Second
+		}
+	}
+	return time.Duration(retries)*(dial+write+read+max(backoff, 0)) + 5*time.Second
+}
+
+// withToken returns keys and args with a new call token of lane l added
+// (see callTokenTTL), or as they are when the queue makes no tokens. keys
+// is not modified: lanes share their key slices.
+func (q *Queue) withToken(l *laneArgs, keys []string, args []any) ([]string, []any) {
+	if q.tokenTTL == 0 {
+		return keys, args
+	}
+	tok := strconv.FormatUint(rand.Uint64(), 36) + strconv.FormatUint(rand.Uint64(), 36)
+	return append(keys[:len(keys):len(keys)], l.calls+tok), append(args, q.tokenTTL)
+}

@@ -1,0 +1,186 @@
+package integration
+
+import (
+	"context"
+	"io"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/stream"
+)
+
+// lossyConn loses the first reply read after armed is set, once ready()
+// holds (or after 3 s), as a connection killed after Redis ran the command
+// and before its reply arrived would: go-redis then sends the command again
+// on a new connection (MaxRetries, 3 by default).
+type lossyConn struct {
+	net.Conn
+	armed *atomic.Bool
+	ready func() bool
+	hit   *atomic.Bool // ready() held when the reply was lost
+}
+
+func (c *lossyConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.armed.CompareAndSwap(true, false) {
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if c.ready() {
+				c.hit.Store(true)
+				break
+			}
+		}
+		_ = c.Conn.Close()
+		return 0, io.EOF
+	}
+	return n, err
+}
+
+// lossyClient returns a client with go-redis's defaults whose connections
+// lose one reply when armed is set (see lossyConn); hit reports that the
+// reply lost was one after which ready() held.
+func lossyClient(t *testing.T, addr string, armed, hit *atomic.Bool, ready func() bool) *redis.Client {
+	opt := redistest.Options(t, addr)
+	d := &net.Dialer{Timeout: time.Second}
+	opt.Dialer = redistest.WrapDialer(t, func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &lossyConn{Conn: c, armed: armed, ready: ready, hit: hit}, nil
+	})
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// A Schedule that go-redis sends again after its reply was lost, when the
+// message of its first run was promoted in between, creates nothing more:
+// one stream entry, at the due time the call returned. Found by the chaos
+// program: without call tokens the second run created the message again,
+// and it was delivered twice, the first time before the due time returned.
+func TestScheduleSentAgainAfterPromotion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	addr := redistest.Addr(t)
+	ctl := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	const queue = "resent"
+	keys, err := stream.NewKeys(prefix, queue, 0, 1)
+	require.NoError(t, err)
+	lane := keys.Main()
+
+	var armed, hit atomic.Bool
+	rdb := lossyClient(t, addr, &armed, &hit, func() bool { n, _ := ctl.XLen(ctx, lane.Stream).Result(); return n >= 2 }) // the warm-up + ours
+	startMover(t, ctl, prefix, queue)
+
+	q, err := delay.New(rdb, queue, delay.WithPrefix(prefix))
+	require.NoError(t, err)
+	// Warm up: the shard-count check and the script load happen now.
+	_, err = q.Schedule(ctx, delay.Message{ID: "warm-up"}, delay.After(0))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { n, _ := ctl.XLen(ctx, lane.Stream).Result(); return n == 1 }, 3*time.Second, 5*time.Millisecond)
+
+	armed.Store(true)
+	res, err := q.Schedule(ctx, delay.Message{ID: "order:1", Payload: []byte("x")}, delay.After(50*time.Millisecond))
+	require.NoError(t, err)
+	require.True(t, hit.Load(), "the call's reply was not lost after its first run: the test tested nothing")
+	assert.Equal(t, delay.Created, res.Outcome)
+
+	time.Sleep(500 * time.Millisecond) // past any due time a second run would set
+	entries, err := ctl.XRange(ctx, lane.Stream, "-", "+").Result()
+	require.NoError(t, err)
+	var ours []redis.XMessage
+	for _, e := range entries {
+		if e.Values["i"] == "order:1" {
+			ours = append(ours, e)
+		}
+	}
+	require.Len(t, ours, 1, "one Schedule call, one message")
+	assert.False(t, stream.EntryTime(ours[0].ID).Before(res.Due), "appended before the due time Schedule returned (%s)", res.Due.Format("15:04:05.000"))
+	assert.Equal(t, ours[0].Values["d"], strconvMs(res.Due), "the entry's due time is the one Schedule returned")
+}
+
+// A Cancel sent again after its reply was lost reports what its first run
+// did: true, the message was removed (a second run finds nothing and would
+// say false, and a caller would think the message fired).
+func TestCancelSentAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	addr := redistest.Addr(t)
+	ctl := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	const queue = "resent-cancel"
+	keys, err := stream.NewKeys(prefix, queue, 0, 1)
+	require.NoError(t, err)
+	lane := keys.Main()
+
+	var armed, hit atomic.Bool
+	rdb := lossyClient(t, addr, &armed, &hit, func() bool { n, _ := ctl.ZCard(ctx, lane.Delayed).Result(); return n == 0 })
+	q, err := delay.New(rdb, queue, delay.WithPrefix(prefix))
+	require.NoError(t, err)
+	_, err = q.Schedule(ctx, delay.Message{ID: "order:2"}, delay.After(time.Hour))
+	require.NoError(t, err)
+	_, err = q.Cancel(ctx, "warm-up") // loads the script: the reply lost below is the call's
+	require.NoError(t, err)
+
+	armed.Store(true)
+	ok, err := q.Cancel(ctx, "order:2")
+	require.NoError(t, err)
+	require.True(t, hit.Load(), "the call's reply was not lost after its first run: the test tested nothing")
+	assert.True(t, ok, "Cancel removed the message and said it did not")
+	n, err := ctl.ZCard(ctx, lane.Delayed).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n)
+}
+
+// A Reschedule sent again after its reply was lost, when the message was
+// promoted at its new due time in between, reports the new due time, not
+// ErrNotFound.
+func TestRescheduleSentAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	addr := redistest.Addr(t)
+	ctl := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	const queue = "resent-reschedule"
+	keys, err := stream.NewKeys(prefix, queue, 0, 1)
+	require.NoError(t, err)
+	lane := keys.Main()
+
+	var armed, hit atomic.Bool
+	rdb := lossyClient(t, addr, &armed, &hit, func() bool { n, _ := ctl.XLen(ctx, lane.Stream).Result(); return n >= 1 })
+	q, err := delay.New(rdb, queue, delay.WithPrefix(prefix))
+	require.NoError(t, err)
+	_, err = q.Schedule(ctx, delay.Message{ID: "order:3"}, delay.After(time.Hour))
+	require.NoError(t, err)
+	_, err = q.Reschedule(ctx, "warm-up", delay.After(time.Hour)) // loads the script
+	require.ErrorIs(t, err, delay.ErrNotFound)
+	startMover(t, ctl, prefix, queue)
+
+	armed.Store(true)
+	due, err := q.Reschedule(ctx, "order:3", delay.After(20*time.Millisecond))
+	require.NoError(t, err, "the first run moved the message; the call must say so")
+	require.True(t, hit.Load(), "the call's reply was not lost after its first run: the test tested nothing")
+	var entries []redis.XMessage
+	require.Eventually(t, func() bool {
+		entries, err = ctl.XRange(ctx, lane.Stream, "-", "+").Result()
+		return err == nil && len(entries) > 0
+	}, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // a second entry would come now
+	entries, err = ctl.XRange(ctx, lane.Stream, "-", "+").Result()
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	assert.Equal(t, strconvMs(due), entries[0].Values["d"])
+}
+
+// strconvMs is t as the stream entries' due field: Unix ms.
+func strconvMs(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
