@@ -30,6 +30,8 @@
 //	                                and --reason with --all, or all; --dry-run writes nothing
 //	quarantine ls <queue>           members the mover could not promote, with their reason
 //	watch [queue...]                a live view refreshing every --interval, with depth and lag bars
+//	serve                           the web view (loopback by default): queues, groups, dead letters
+//	                                with redrive and purge buttons; see internal/web
 //
 // Every read command takes --json and then prints one JSON document (the
 // structs of package internal/inspect, snake_case fields, times in RFC

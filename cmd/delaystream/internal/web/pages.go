@@ -1,0 +1,487 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+)
+
+//go:embed templates
+var templateFS embed.FS
+
+// pages are the parsed templates, one set per page.
+type pages struct {
+	byName map[string]*template.Template
+}
+
+var pageNames = []string{"index", "queues", "queue", "group", "error"}
+
+func parsePages() (*pages, error) {
+	p := &pages{byName: map[string]*template.Template{}}
+	for _, n := range pageNames {
+		t, err := template.New(n).Funcs(funcs).ParseFS(templateFS,
+			"templates/layout.html", "templates/parts.html", "templates/"+n+".html")
+		if err != nil {
+			return nil, fmt.Errorf("web: template %s: %w", n, err)
+		}
+		p.byName[n] = t
+	}
+	return p, nil
+}
+
+// base is what every page's layout shows.
+type base struct {
+	Title    string
+	Prefix   string // "" on the index
+	Queue    string
+	Group    string
+	Prefixes []string
+	ReadOnly bool
+	CSRF     string
+	Path     string // the page's own path and query, where actions return
+	Flash    string
+	Error    string
+}
+
+// render executes page into a buffer first, so that a failing template
+// yields a clean 500 instead of half a page.
+func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, page string, data any) {
+	var buf bytes.Buffer
+	if err := s.pages.byName[page].ExecuteTemplate(&buf, "layout", data); err != nil {
+		s.cfg.logger.ErrorContext(r.Context(), "web: render failed", slog.String("page", page), slog.Any("err", err))
+		http.Error(w, "internal error: could not render the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = buf.WriteTo(w)
+}
+
+func (s *Server) base(r *http.Request, title string) base {
+	b := base{Title: title, Prefix: r.PathValue("prefix"), Queue: r.PathValue("queue"),
+		Group: r.PathValue("group"), Prefixes: s.cfg.prefixes, ReadOnly: s.cfg.readOnly, CSRF: s.token,
+		Path: r.URL.EscapedPath()}
+	if r.URL.RawQuery != "" {
+		b.Path += "?" + r.URL.RawQuery
+	}
+	b.Flash = flash(r.URL.Query())
+	return b
+}
+
+// flash is the message shown after an action redirected back: built from
+// fixed words and numbers only, never from text of the request.
+func flash(q url.Values) string {
+	did := q.Get("did")
+	if did != "redrive" && did != "purge" {
+		return ""
+	}
+	n, _ := strconv.Atoi(q.Get("n"))
+	verb := map[string]string{"redrive": "Redrove", "purge": "Purged"}[did]
+	msg := fmt.Sprintf("%s %d dead letter%s.", verb, n, plural(n))
+	if m, _ := strconv.Atoi(q.Get("missing")); m > 0 {
+		msg += fmt.Sprintf(" %d no longer existed.", m)
+	}
+	if u, _ := strconv.Atoi(q.Get("unrecoverable")); u > 0 {
+		msg += fmt.Sprintf(" %d could not be redriven (no valid envelope): purge them instead.", u)
+	}
+	return msg
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// inspector returns the Inspector of the request's prefix, or answers 404.
+func (s *Server) inspector(w http.ResponseWriter, r *http.Request) *inspect.Inspector {
+	in := s.ins[r.PathValue("prefix")]
+	if in == nil {
+		s.fail(w, r, fmt.Errorf("prefix %q is not served here: %w", r.PathValue("prefix"), inspect.ErrNotFound))
+	}
+	return in
+}
+
+// statusOf maps an inspect error to an HTTP status.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, inspect.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, inspect.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusBadGateway
+}
+
+// fail shows err on an error page (or as JSON under /api/).
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code := statusOf(err)
+	if code >= 500 {
+		s.cfg.logger.WarnContext(r.Context(), "web: request failed", slog.String("path", r.URL.Path), slog.Any("err", err))
+	}
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		writeJSON(w, code, map[string]string{"error": err.Error()})
+		return
+	}
+	b := s.base(r, http.StatusText(code))
+	b.Error = err.Error()
+	s.render(w, r, code, "error", struct{ base }{b})
+}
+
+// reqCtx bounds the Redis reads of one request.
+func reqCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), 10*time.Second)
+}
+
+func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
+	if len(s.cfg.prefixes) == 1 {
+		http.Redirect(w, r, "/p/"+url.PathEscape(s.cfg.prefixes[0])+"/", http.StatusFound)
+		return
+	}
+	s.render(w, r, http.StatusOK, "index", struct{ base }{s.base(r, "Prefixes")})
+}
+
+// queuesPage lists the queues of one prefix.
+type queuesPage struct {
+	base
+	Queues []inspect.QueueStats
+}
+
+func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request) {
+	in := s.inspector(w, r)
+	if in == nil {
+		return
+	}
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	all, err := in.Overview(ctx, inspect.StatsOptions{})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "queues", queuesPage{base: s.base(r, "Queues under "+in.Prefix()), Queues: all})
+}
+
+// queuePage is one queue: its figures, chart, next due messages, groups
+// and the first dead letters of each group.
+type queuePage struct {
+	base
+	Stats       inspect.QueueStats
+	Chart       chart
+	IntervalMs  int64
+	Next        []nextRow
+	Groups      []groupSection
+	Quarantine  []quarantineRow
+	PeekCount   int
+	QuarCount   int
+	SampleSince time.Time
+}
+
+// nextRow is a waiting message with its bounded preview.
+type nextRow struct {
+	inspect.Message
+	Shown preview
+}
+
+// groupSection is a group's figures and its first dead letters.
+type groupSection struct {
+	inspect.GroupStats
+	Dead []deadRow
+}
+
+// deadRow is a dead letter with its bounded preview.
+type deadRow struct {
+	inspect.DeadLetter
+	Shown preview
+}
+
+// quarantineRow is a quarantined entry with its bounded preview.
+type quarantineRow struct {
+	inspect.Quarantined
+	Shown preview
+}
+
+func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
+	in := s.inspector(w, r)
+	if in == nil {
+		return
+	}
+	queue := r.PathValue("queue")
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	st, err := in.Stats(ctx, queue, inspect.StatsOptions{})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p := queuePage{base: s.base(r, queue), Stats: st, IntervalMs: s.cfg.sampleInterval.Milliseconds(),
+		PeekCount: peekCount, Chart: newChart(s.hist.get(in.Prefix(), queue))}
+	msgs, err := in.Peek(ctx, queue, peekCount)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	for _, m := range msgs {
+		p.Next = append(p.Next, nextRow{Message: m, Shown: s.preview(m.Payload)})
+	}
+	for _, g := range st.Groups {
+		sec := groupSection{GroupStats: g}
+		if g.DeadLetters > 0 {
+			dls, err := in.DeadLetters(ctx, queue, g.Group, inspect.ListOptions{Limit: queueDeadCount})
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			sec.Dead = s.deadRows(dls)
+		}
+		p.Groups = append(p.Groups, sec)
+	}
+	if st.Quarantined > 0 {
+		qs, err := in.Quarantine(ctx, queue, queueDeadCount)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		for _, q := range qs {
+			raw := q.Raw
+			if len(raw) == 0 {
+				raw = q.Member
+			}
+			p.Quarantine = append(p.Quarantine, quarantineRow{Quarantined: q, Shown: s.preview(raw)})
+		}
+	}
+	if ms := s.started.Load(); ms > 0 {
+		p.SampleSince = time.UnixMilli(ms)
+	}
+	s.render(w, r, http.StatusOK, "queue", p)
+}
+
+func (s *Server) deadRows(dls []inspect.DeadLetter) []deadRow {
+	out := make([]deadRow, len(dls))
+	for i, d := range dls {
+		out[i] = deadRow{DeadLetter: d, Shown: s.preview(d.Payload)}
+	}
+	return out
+}
+
+// handleChart serves the chart alone (an HTML fragment holding an inline
+// SVG), which the page's script fetches to refresh it.
+func (s *Server) handleChart(w http.ResponseWriter, r *http.Request) {
+	in := s.inspector(w, r)
+	if in == nil {
+		return
+	}
+	c := newChart(s.hist.get(in.Prefix(), r.PathValue("queue")))
+	var buf bytes.Buffer
+	if err := s.pages.byName["queue"].ExecuteTemplate(&buf, "chart", c); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = buf.WriteTo(w)
+}
+
+// groupPage is one group: its figures, consumers and a page of dead
+// letters.
+type groupPage struct {
+	base
+	Stats inspect.GroupStats
+	Rows  []deadRow
+	Now   time.Time // the Redis clock
+	After string    // this page starts after this entry id ("" first page)
+	Next  string    // the next page starts after this entry id ("" last page)
+	Limit int
+}
+
+func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request) {
+	in := s.inspector(w, r)
+	if in == nil {
+		return
+	}
+	queue, g := r.PathValue("queue"), r.PathValue("group")
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	groups, err := in.Groups(ctx, queue)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p := groupPage{base: s.base(r, queue+" / "+g), After: r.URL.Query().Get("after"), Limit: groupDeadCount}
+	p.Stats.Group = g
+	for _, gs := range groups {
+		if gs.Group == g {
+			p.Stats = gs
+		}
+	}
+	dls, err := in.DeadLetters(ctx, queue, g, inspect.ListOptions{After: p.After, Limit: groupDeadCount + 1})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(dls) > groupDeadCount {
+		dls = dls[:groupDeadCount]
+		p.Next = dls[len(dls)-1].EntryID
+	}
+	p.Rows = s.deadRows(dls)
+	if p.Now, err = in.Client().Time(ctx).Result(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "group", p)
+}
+
+// handleAction runs a redrive or purge posted by a page's button: the form
+// must carry the CSRF token, and the server must not be read-only. It
+// answers with a redirect back to the page (303 See Other).
+func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
+	action := r.PathValue("action")
+	if action != "redrive" && action != "purge" {
+		http.NotFound(w, r)
+		return
+	}
+	if s.cfg.readOnly {
+		http.Error(w, "read-only: actions are disabled (--read-only)", http.StatusForbidden)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
+	if !s.checkToken(r) {
+		http.Error(w, "missing or invalid CSRF token: reload the page and try again", http.StatusForbidden)
+		return
+	}
+	in := s.inspector(w, r)
+	if in == nil {
+		return
+	}
+	queue, g := r.PathValue("queue"), r.PathValue("group")
+	sel := inspect.Selection{IDs: r.PostForm["id"], All: r.PostFormValue("all") == "1"}
+	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+	defer cancel()
+	var (
+		res inspect.ActionResult
+		err error
+	)
+	if action == "redrive" {
+		res, err = in.Redrive(ctx, queue, g, sel, inspect.ActionOptions{})
+	} else {
+		res, err = in.Purge(ctx, queue, g, sel, inspect.ActionOptions{})
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.cfg.logger.InfoContext(ctx, "web: "+action, slog.String("prefix", in.Prefix()), slog.String("queue", queue),
+		slog.String("group", g), slog.Int("done", res.Done), slog.Int("matched", res.Matched))
+	back := localPath(r.PostFormValue("return"))
+	if back == "" {
+		back = "/p/" + url.PathEscape(in.Prefix()) + "/q/" + url.PathEscape(queue)
+	}
+	u, _ := url.Parse(back) // localPath checked it
+	q := u.Query()
+	for _, k := range []string{"did", "n", "missing", "unrecoverable"} {
+		q.Del(k)
+	}
+	q.Set("did", action)
+	q.Set("n", strconv.Itoa(res.Done))
+	if len(res.NotFound) > 0 {
+		q.Set("missing", strconv.Itoa(len(res.NotFound)))
+	}
+	if len(res.Unrecoverable) > 0 {
+		q.Set("unrecoverable", strconv.Itoa(len(res.Unrecoverable)))
+	}
+	if action == "purge" || res.Done > 0 {
+		q.Del("after") // the page's first entry may be gone
+	}
+	u.RawQuery = q.Encode()
+	http.Redirect(w, r, u.String(), http.StatusSeeOther)
+}
+
+// localPath returns p when it is a path of this server ("/..." but not
+// "//host" or "/\host"), else "".
+func localPath(p string) string {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") {
+		return ""
+	}
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" {
+		return ""
+	}
+	return p
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// actionForm is one redrive or purge button and its form.
+type actionForm struct {
+	Action  string // the form's URL
+	CSRF    string
+	Return  string // the page to come back to
+	ID      string // the dead letter's entry id; "" with All
+	All     bool
+	Class   string
+	Label   string
+	Confirm string // the question asked before posting ("" for none)
+}
+
+// Act returns the form of action ("redrive", "purge", "redrive-all" or
+// "purge-all") on dead letter id of group, coming back to this page.
+func (b base) Act(group, action, id string) actionForm {
+	f := actionForm{CSRF: b.CSRF, Return: b.Path, ID: id, Class: action}
+	verb := action
+	if all, ok := strings.CutSuffix(action, "-all"); ok {
+		verb, f.All, f.ID = all, true, ""
+	}
+	f.Action = "/p/" + url.PathEscape(b.Prefix) + "/q/" + url.PathEscape(b.Queue) + "/g/" + url.PathEscape(group) + "/" + verb
+	switch action {
+	case "redrive":
+		f.Label = "Redrive"
+	case "purge":
+		f.Label = "Purge"
+		f.Confirm = "Delete dead letter " + id + " of " + group + " for good?"
+	case "redrive-all":
+		f.Label = "Redrive all"
+		f.Confirm = "Redrive every dead letter of " + group + "?"
+	case "purge-all":
+		f.Label = "Purge all"
+		f.Confirm = "Delete every dead letter of " + group + " for good?"
+	}
+	return f
+}
+
+// deadTable is a table of dead letters of one group.
+type deadTable struct {
+	base
+	GroupName string
+	Rows      []deadRow
+	Now       time.Time
+}
+
+// Dead returns the table of rows, dead letters of group, as of now.
+func (b base) Dead(group string, rows []deadRow, now time.Time) deadTable {
+	return deadTable{base: b, GroupName: group, Rows: rows, Now: now}
+}

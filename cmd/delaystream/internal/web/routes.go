@@ -1,0 +1,71 @@
+package web
+
+import (
+	"embed"
+	"io/fs"
+	"net/http"
+	"strings"
+)
+
+//go:embed static
+var staticFS embed.FS
+
+// routes builds the handler: security headers, then basic auth (when
+// configured), then cross-origin protection of POSTs, then the routes.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	sub, _ := fs.Sub(staticFS, "static") // static is embedded: cannot fail
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(sub)))
+
+	mux.HandleFunc("GET /{$}", s.handleIndex)
+	mux.HandleFunc("GET /p/{prefix}/{$}", s.handleQueues)
+	mux.HandleFunc("GET /p/{prefix}/q/{queue}", s.handleQueue)
+	mux.HandleFunc("GET /p/{prefix}/q/{queue}/chart", s.handleChart)
+	mux.HandleFunc("GET /p/{prefix}/q/{queue}/g/{group}", s.handleGroup)
+	mux.HandleFunc("POST /p/{prefix}/q/{queue}/g/{group}/{action}", s.handleAction)
+
+	mux.HandleFunc("GET /api/p/{prefix}/queues", s.apiQueues)
+	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}", s.apiQueue)
+	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/history", s.apiHistory)
+	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/next", s.apiNext)
+	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/g/{group}/dead", s.apiDead)
+
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "cross-origin request refused", http.StatusForbidden)
+	}))
+	var h http.Handler = cop.Handler(mux)
+	if s.cfg.auth {
+		h = s.requireAuth(h)
+	}
+	return securityHeaders(h)
+}
+
+// securityHeaders forbids framing, sniffing, inline scripts and styles and
+// third-party resources, and caching of pages.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; "+
+			"img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		if !strings.HasPrefix(r.URL.Path, "/static/") {
+			h.Set("Cache-Control", "no-store")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requireAuth answers 401 to requests without the configured credentials.
+func (s *Server) requireAuth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.checkAuth(r) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="delaystream", charset="UTF-8"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,281 @@
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+	"github.com/delaystream/delaystream/stream"
+)
+
+// Defaults of the options.
+const (
+	DefaultPreviewBytes   = 256             // see WithPreviewBytes
+	DefaultSampleInterval = 5 * time.Second // see WithSampleInterval
+	DefaultHistorySize    = 720             // see WithHistorySize: one hour at the default interval
+	MaxSampledQueues      = 1000            // queues per server whose history is kept
+)
+
+// Page sizes.
+const (
+	peekCount      = 20 // next due messages on a queue page
+	queueDeadCount = 10 // dead letters per group on a queue page
+	groupDeadCount = 50 // dead letters per page on a group page
+)
+
+var (
+	// ErrInvalidOption is wrapped by every error an Option or New returns.
+	ErrInvalidOption = errors.New("web: invalid option")
+	// ErrRunning is returned by a second concurrent [Server.Run].
+	ErrRunning = errors.New("web: sampler already running")
+)
+
+// Option configures a Server.
+type Option func(*config) error
+
+type config struct {
+	readOnly       bool
+	user, pass     string
+	auth           bool
+	previewBytes   int
+	prefixes       []string
+	sampleInterval time.Duration
+	historySize    int
+	logger         *slog.Logger
+}
+
+// WithReadOnly serves the pages without any action: no redrive or purge
+// buttons are shown and every POST is refused with 403 Forbidden.
+func WithReadOnly() Option {
+	return func(c *config) error { c.readOnly = true; return nil }
+}
+
+// WithBasicAuth requires HTTP basic authentication with user and pass on
+// every request (pages, static files and the JSON API). Both must be
+// non-empty. Default: no authentication.
+func WithBasicAuth(user, pass string) Option {
+	return func(c *config) error {
+		if user == "" || pass == "" {
+			return fmt.Errorf("%w: basic auth needs a user and a password", ErrInvalidOption)
+		}
+		c.user, c.pass, c.auth = user, pass, true
+		return nil
+	}
+}
+
+// WithPreviewBytes sets how much of a payload the pages and the JSON API
+// ever show: a preview of at most n bytes (see inspect.Preview), cut with
+// an ellipsis. Payloads are never served whole. Default
+// [DefaultPreviewBytes]; n must be 16 to 65536.
+func WithPreviewBytes(n int) Option {
+	return func(c *config) error {
+		if n < 16 || n > 65536 {
+			return fmt.Errorf("%w: preview bytes must be 16 to 65536, got %d", ErrInvalidOption, n)
+		}
+		c.previewBytes = n
+		return nil
+	}
+}
+
+// WithPrefixes sets the key prefixes served, one queue list page each.
+// Default: the Inspector's prefix alone. Each must satisfy
+// stream.ValidateName.
+func WithPrefixes(prefixes ...string) Option {
+	return func(c *config) error {
+		if len(prefixes) == 0 {
+			return fmt.Errorf("%w: no prefix", ErrInvalidOption)
+		}
+		for _, p := range prefixes {
+			if err := stream.ValidateName("prefix", p); err != nil {
+				return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+			}
+		}
+		c.prefixes = slices.Compact(slices.Sorted(slices.Values(prefixes)))
+		return nil
+	}
+}
+
+// WithSampleInterval sets how often [Server.Run] reads the figures of
+// every queue for the charts. Default [DefaultSampleInterval]; at least
+// 100 ms.
+func WithSampleInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 100*time.Millisecond {
+			return fmt.Errorf("%w: sample interval must be >= 100ms, got %s", ErrInvalidOption, d)
+		}
+		c.sampleInterval = d
+		return nil
+	}
+}
+
+// WithHistorySize sets how many samples are kept per queue (a ring: the
+// oldest is dropped). Default [DefaultHistorySize]; 2 to 100000.
+func WithHistorySize(n int) Option {
+	return func(c *config) error {
+		if n < 2 || n > 100000 {
+			return fmt.Errorf("%w: history size must be 2 to 100000, got %d", ErrInvalidOption, n)
+		}
+		c.historySize = n
+		return nil
+	}
+}
+
+// WithLogger sets the logger of the sampler's failures and of failed
+// requests. Default slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// Server is the web view: an http.Handler serving the pages, the JSON API
+// and the embedded static files, and a sampler ([Server.Run]) recording
+// each queue's figures for the charts. Build it with [New]; it is safe for
+// concurrent use.
+type Server struct {
+	cfg     config
+	ins     map[string]*inspect.Inspector // by prefix
+	token   string                        // CSRF token of this process
+	hist    *history
+	pages   *pages
+	handler http.Handler
+	running atomic.Bool
+	started atomic.Int64 // unix ms when Run started sampling; 0 before
+}
+
+// New returns the web view of the queues in reaches (under its prefix, or
+// those of WithPrefixes, read with its client). It validates the options,
+// talks to no server and starts nothing: serve [Server.ServeHTTP] and call
+// [Server.Run] for the charts. Errors wrap [ErrInvalidOption].
+func New(in *inspect.Inspector, opts ...Option) (*Server, error) {
+	if in == nil {
+		return nil, fmt.Errorf("%w: nil inspector", ErrInvalidOption)
+	}
+	cfg := config{previewBytes: DefaultPreviewBytes, prefixes: []string{in.Prefix()},
+		sampleInterval: DefaultSampleInterval, historySize: DefaultHistorySize, logger: slog.Default()}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	s := &Server{cfg: cfg, ins: map[string]*inspect.Inspector{},
+		hist: newHistory(cfg.historySize, MaxSampledQueues)}
+	for _, p := range cfg.prefixes {
+		if p == in.Prefix() {
+			s.ins[p] = in
+			continue
+		}
+		pin, err := inspect.New(in.Client(), inspect.WithPrefix(p))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		s.ins[p] = pin
+	}
+	var tok [32]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return nil, fmt.Errorf("web: csrf token: %w", err)
+	}
+	s.token = hex.EncodeToString(tok[:])
+	pg, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	s.pages = pg
+	s.handler = s.routes()
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Prefixes returns the key prefixes served, sorted.
+func (s *Server) Prefixes() []string { return slices.Clone(s.cfg.prefixes) }
+
+// ReadOnly reports whether the server refuses actions.
+func (s *Server) ReadOnly() bool { return s.cfg.readOnly }
+
+// Run samples the figures of every queue of every prefix served, at once
+// and then every sample interval, into a bounded in-memory history per
+// queue (the charts and /api/.../history), until ctx is cancelled; it then
+// returns nil. A failed round is logged and the next one runs as usual.
+// A second concurrent Run returns [ErrRunning]. Each round is bounded by
+// the sample interval (at least 10 s); Run returns as soon as the round
+// in flight sees ctx cancelled.
+func (s *Server) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer s.running.Store(false)
+	s.started.CompareAndSwap(0, time.Now().UnixMilli())
+	s.cfg.logger.DebugContext(ctx, "web: sampler started", slog.Duration("interval", s.cfg.sampleInterval))
+	defer s.cfg.logger.DebugContext(ctx, "web: sampler stopped")
+	t := time.NewTicker(s.cfg.sampleInterval)
+	defer t.Stop()
+	for {
+		for _, p := range s.cfg.prefixes {
+			if err := s.sampleOnce(ctx, p); err != nil && ctx.Err() == nil {
+				s.cfg.logger.WarnContext(ctx, "web: sampling failed", slog.String("prefix", p), slog.Any("err", err))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// sampleOnce records one sample of every queue under prefix.
+func (s *Server) sampleOnce(ctx context.Context, prefix string) error {
+	ctx, cancel := context.WithTimeout(ctx, max(s.cfg.sampleInterval, 10*time.Second))
+	defer cancel()
+	all, err := s.ins[prefix].Overview(ctx, inspect.StatsOptions{})
+	if err != nil {
+		return err
+	}
+	for _, st := range all {
+		s.hist.add(prefix, st.Queue, sampleOf(st))
+	}
+	s.hist.endRound(prefix)
+	return nil
+}
+
+// History returns the samples recorded for queue under prefix, oldest
+// first (empty before the first round of [Server.Run]).
+func (s *Server) History(prefix, queue string) History {
+	return History{Prefix: prefix, Queue: queue, IntervalMs: s.cfg.sampleInterval.Milliseconds(),
+		Samples: s.hist.get(prefix, queue)}
+}
+
+// checkAuth reports whether r carries the configured basic credentials,
+// comparing digests in constant time.
+func (s *Server) checkAuth(r *http.Request) bool {
+	u, p, ok := r.BasicAuth()
+	if !ok {
+		return false
+	}
+	hu, hp := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
+	wu, wp := sha256.Sum256([]byte(s.cfg.user)), sha256.Sum256([]byte(s.cfg.pass))
+	return subtle.ConstantTimeCompare(hu[:], wu[:])&subtle.ConstantTimeCompare(hp[:], wp[:]) == 1
+}
+
+// checkToken reports whether the form of r carries this process's CSRF
+// token.
+func (s *Server) checkToken(r *http.Request) bool {
+	got := r.PostFormValue("csrf")
+	return len(got) == len(s.token) && subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) == 1
+}

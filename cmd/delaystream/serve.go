@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/web"
+)
+
+// basicAuthEnv holds "user:password" for serve's basic auth when
+// --basic-auth is not given (an environment variable stays out of ps).
+const basicAuthEnv = "DELAYSTREAM_BASIC_AUTH"
+
+// serveFlags are the flags of `delaystream serve`.
+type serveFlags struct {
+	addr           string
+	allowRemote    bool
+	readOnly       bool
+	basicAuth      string
+	previewBytes   int
+	sampleInterval time.Duration
+	history        int
+	prefixes       []string
+}
+
+func (a *app) serveCmd() *cobra.Command {
+	var f serveFlags
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the web view: queues, groups, dead letters, with redrive and purge buttons",
+		Long: `serve runs the web view on --addr: a page per prefix listing its queues, and a page per queue with
+waiting and overdue over time (sampled by this process from the moment it starts), the next due
+messages, each group's pending, oldest pending age, lag and retry lane, and the dead letters with
+payload previews and redrive / purge buttons. A JSON API under /api/ serves the documents of --json.
+
+Safe by default: it listens on loopback only and refuses any other address without --allow-remote;
+redrive and purge are POSTs carrying a per-process CSRF token (cross-site requests are refused);
+--read-only removes every action; --basic-auth (or $` + basicAuthEnv + `) protects every path;
+payloads are shown as previews of at most --preview-bytes, never whole.
+
+It runs until interrupted (SIGINT / SIGTERM), then stops within about 5 s.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.serve(ctxOf(cmd), f) },
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "host:port to listen on (loopback unless --allow-remote)")
+	fl.BoolVar(&f.allowRemote, "allow-remote", false, "allow --addr to be a non-loopback address (use with --basic-auth behind TLS, or --read-only)")
+	fl.BoolVar(&f.readOnly, "read-only", false, "show no redrive or purge button and refuse every POST")
+	fl.StringVar(&f.basicAuth, "basic-auth", "", "user:password required on every request ($"+basicAuthEnv+"; prefer it: flags show in ps)")
+	fl.IntVar(&f.previewBytes, "preview-bytes", web.DefaultPreviewBytes, "most bytes of a payload preview shown; payloads are never shown whole (16 to 65536)")
+	fl.DurationVar(&f.sampleInterval, "sample-interval", web.DefaultSampleInterval, "how often the charts' figures are read (at least 100ms)")
+	fl.IntVar(&f.history, "history", web.DefaultHistorySize, "samples kept per queue for the charts (a ring; memory only)")
+	fl.StringSliceVar(&f.prefixes, "prefixes", nil, "serve these key prefixes, one queue list each (default: --prefix)")
+	return c
+}
+
+// serve runs the web view until ctx is cancelled.
+func (a *app) serve(ctx context.Context, f serveFlags) error {
+	loopback, err := isLoopback(ctx, f.addr)
+	if err != nil {
+		return usagef("--addr %s: %w", f.addr, err)
+	}
+	if !loopback && !f.allowRemote {
+		return usagef("--addr %s is not a loopback address: the web view can redrive and purge, so it listens on "+
+			"loopback only unless you pass --allow-remote (then protect it with --basic-auth and TLS in front, or --read-only)", f.addr)
+	}
+	opts := []web.Option{web.WithPreviewBytes(f.previewBytes), web.WithSampleInterval(f.sampleInterval),
+		web.WithHistorySize(f.history), web.WithLogger(slog.New(slog.NewTextHandler(a.stderr, nil)))}
+	auth := f.basicAuth
+	if auth == "" {
+		auth = os.Getenv(basicAuthEnv)
+	}
+	if auth != "" {
+		user, pass, ok := strings.Cut(auth, ":")
+		if !ok || user == "" || pass == "" {
+			return usagef("--basic-auth / $%s must be user:password", basicAuthEnv)
+		}
+		opts = append(opts, web.WithBasicAuth(user, pass))
+	}
+	if f.readOnly {
+		opts = append(opts, web.WithReadOnly())
+	}
+	if len(f.prefixes) > 0 {
+		opts = append(opts, web.WithPrefixes(f.prefixes...))
+	}
+	in, err := a.inspector()
+	if err != nil {
+		return err
+	}
+	srv, err := web.New(in, opts...)
+	if err != nil {
+		if errors.Is(err, web.ErrInvalidOption) {
+			return usageError{err}
+		}
+		return err
+	}
+	if !loopback {
+		switch {
+		case auth == "" && !f.readOnly:
+			fmt.Fprintf(a.stderr, "delaystream: WARNING: serving %s beyond this host with NO authentication and "+
+				"redrive/purge enabled: anyone who can reach it can act on your queues. Add --basic-auth or --read-only.\n", f.addr)
+		case auth == "":
+			fmt.Fprintf(a.stderr, "delaystream: WARNING: serving %s beyond this host with no authentication: "+
+				"anyone who can reach it can read your queues and payload previews.\n", f.addr)
+		default:
+			fmt.Fprintf(a.stderr, "delaystream: warning: serving %s beyond this host; basic auth sends the password "+
+				"in clear unless a TLS proxy is in front.\n", f.addr)
+		}
+	}
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", f.addr)
+	if err != nil {
+		return err
+	}
+	mode := ""
+	if f.readOnly {
+		mode = " (read-only)"
+	}
+	fmt.Fprintf(a.stdout, "delaystream: serving prefix %s on http://%s/%s\n",
+		strings.Join(srv.Prefixes(), ","), l.Addr(), mode)
+
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Run(gctx) })
+	g.Go(func() error {
+		if err := hs.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := hs.Shutdown(sctx); err != nil {
+			return hs.Close()
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+// isLoopback reports whether addr ("host:port") listens on loopback only:
+// a loopback IP, "localhost", or a name resolving to loopback addresses
+// only. An empty host (every interface) is not.
+func isLoopback(ctx context.Context, addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	host, _, _ = strings.Cut(host, "%") // an IPv6 zone
+	switch {
+	case host == "":
+		return false, nil
+	case strings.EqualFold(host, "localhost"):
+		return true, nil
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback(), nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupIPAddr(rctx, host)
+	if err != nil {
+		return false, err
+	}
+	for _, ip := range ips {
+		if !ip.IP.IsLoopback() {
+			return false, nil
+		}
+	}
+	return len(ips) > 0, nil
+}
