@@ -42,6 +42,9 @@ type shard struct {
 	main  stream.Lane // the queue's lane: the group reads its stream
 	retry stream.Lane // the group's retry lane
 	dead  string      // the group's dead letters
+	// groups is the record of the groups that read main's stream
+	// (stream.Keys.Groups): trimming main waits for every one of them.
+	groups string
 }
 
 // init fills in c, with the keys of every shard of layout.
@@ -53,7 +56,7 @@ func (c *core) init(rdb redis.UniversalClient, layout *stream.Layout, group stri
 	c.h, c.cfg, c.held.batches = h, cfg, make(map[*batch]struct{})
 	for i := range c.shards {
 		k := layout.Shard(i)
-		sh := &shard{i: i, main: k.Main(), retry: k.Retry(group), dead: k.DeadLetters(group)}
+		sh := &shard{i: i, main: k.Main(), retry: k.Retry(group), dead: k.DeadLetters(group), groups: k.Groups()}
 		c.shards[i] = sh
 		c.byStream[sh.main.Stream] = sh
 		c.byStream[sh.retry.Stream] = sh
@@ -86,17 +89,25 @@ func (c *core) ensureGroups(ctx context.Context) error {
 		cmd *redis.StatusCmd
 	}
 	creates := make([]create, 0, 2*len(c.shards))
+	records := make([]*redis.IntCmd, len(c.shards))
 	pipe := c.rdb.Pipeline()
-	for _, sh := range c.shards {
+	for i, sh := range c.shards {
 		creates = append(creates,
 			create{sh.main.Stream, pipe.XGroupCreateMkStream(ctx, sh.main.Stream, c.group, start)},
 			create{sh.retry.Stream, pipe.XGroupCreateMkStream(ctx, sh.retry.Stream, c.group, "0")})
+		records[i] = pipe.SAdd(ctx, sh.groups, c.group) // trimming waits for the groups recorded
 	}
 	_, _ = pipe.Exec(ctx) // errors are per command
 	for _, cr := range creates {
 		if err := cr.cmd.Err(); err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
 			err = stream.ExplainWrongType(ctx, c.rdb, err, stream.KeyType{Key: cr.key, Want: "stream"})
 			return fmt.Errorf("create group %s on %s: %w", c.group, cr.key, err)
+		}
+	}
+	for i, cmd := range records {
+		if err := cmd.Err(); err != nil {
+			err = stream.ExplainWrongType(ctx, c.rdb, err, stream.KeyType{Key: c.shards[i].groups, Want: "set"})
+			return fmt.Errorf("record group %s in %s: %w", c.group, c.shards[i].groups, err)
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -66,7 +67,11 @@ func (t *trimmer) loop(ctx context.Context) error {
 			if !t.due[i].Swap(false) && !full {
 				continue
 			}
-			_, more, err := trim(ctx, c.rdb, s, c.cfg.retention)
+			groups := "" // the retry lane is this group's alone
+			if sh := c.shardOf(s); s == sh.main.Stream {
+				groups = sh.groups
+			}
+			_, more, err := trim(ctx, c.rdb, s, groups, c.cfg.retention)
 			if more { // failed or bounded: go on at the next pass
 				t.due[i].Store(true)
 			}
@@ -93,6 +98,10 @@ func (t *trimmer) loop(ctx context.Context) error {
 	return nil
 }
 
+// errGroupMissing is the error of a trim that a group recorded for the
+// stream (stream.Keys.Groups) but missing from it held back.
+var errGroupMissing = errors.New("not trimmed while a recorded group is missing from the stream")
+
 // trimIdleEvery is how often a consumer that settled nothing still trims.
 const trimIdleEvery = time.Minute
 
@@ -106,15 +115,27 @@ const (
 
 // trim runs the trim script on one stream and returns how many entries it
 // removed, and whether the bound on one pass stopped it before the threshold.
-func trim(ctx context.Context, rdb redis.UniversalClient, key string, retention time.Duration) (int64, bool, error) {
+// groups is the record of the groups that read the stream ("" for a retry
+// lane): while one of them is missing from the stream, nothing is trimmed
+// and the error says which.
+func trim(ctx context.Context, rdb redis.UniversalClient, key, groups string, retention time.Duration) (int64, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
+	keys := []string{key}
+	types := []stream.KeyType{{Key: key, Want: "stream"}}
+	if groups != "" {
+		keys = append(keys, groups)
+		types = append(types, stream.KeyType{Key: groups, Want: "set"})
+	}
 	var total int64
 	for pass := 0; pass < trimPasses; pass++ {
-		v, err := scripts.Trim.Run(ctx, rdb, []string{key}, retention.Milliseconds(), trimLimit).Slice()
+		v, err := scripts.Trim.Run(ctx, rdb, keys, retention.Milliseconds(), trimLimit).Slice()
 		if err != nil {
-			err = stream.ExplainWrongType(ctx, rdb, scripts.Explain(err), stream.KeyType{Key: key, Want: "stream"})
+			err = stream.ExplainWrongType(ctx, rdb, scripts.Explain(err), types...)
 			return total, true, fmt.Errorf("trim %s: %w", key, err)
+		}
+		if len(v) > 3 {
+			return total, true, fmt.Errorf("trim %s: %w: %v (its consumers recreate it when they next read; group.Forget removes a group for good)", key, errGroupMissing, v[3])
 		}
 		n, _ := v[0].(int64)
 		total += n

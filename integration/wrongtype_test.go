@@ -189,13 +189,6 @@ type wtCase struct {
 	key    func(k stream.Keys, l *stream.Layout) string
 	want   string // the type the library keeps there
 	shared bool   // the key is the queue's, not group g1's: group g2 stops too
-	// noTrim runs the groups without trimming. A queue stream replaced
-	// and then deleted loses its consumer groups; each group recreates its
-	// own when it next reads, and until the slower one has, the faster
-	// one's trim removes entries it acknowledged that the slower one has
-	// not read (the stream is the only record of its groups). See the
-	// report: a fix needs a record of the groups that trim.lua checks.
-	noTrim bool
 	// meet makes the library meet the key while it is wrong, asserting the
 	// synchronous calls' errors, and returns the ids scheduled meanwhile
 	// (each must be handled once the key is fixed).
@@ -254,7 +247,7 @@ func TestWrongTypeKeys(t *testing.T) {
 				require.NoError(t, err)
 				return []string{res.ID}
 			}},
-		{name: "stream", want: "stream", shared: true, noTrim: true,
+		{name: "stream", want: "stream", shared: true,
 			key: func(k stream.Keys, _ *stream.Layout) string { return k.Main().Stream },
 			meet: func(ctx context.Context, t *testing.T, env *wtEnv, key string) []string {
 				_, err := env.a.cons["g1"].Stats(ctx)
@@ -371,9 +364,6 @@ func wrongTypeCase(t *testing.T, tc wtCase) {
 	rdb := harness.Redis(t)
 	prefix := harness.Prefix(t, rdb)
 	var opts []group.Option
-	if tc.noTrim {
-		opts = append(opts, group.WithoutTrim())
-	}
 	env := &wtEnv{rdb: rdb, prefix: prefix,
 		a: startWTQueue(t, rdb, prefix, "a", []string{"g1", "g2"}, opts...),
 		b: startWTQueue(t, rdb, prefix, "b", []string{"g"})}

@@ -122,6 +122,15 @@ func (k Keys) Retry(group string) Lane { return k.lane(k.base + ":r:" + group) }
 // DeadLetters returns the key of group's dead-letter stream.
 func (k Keys) DeadLetters(group string) string { return k.base + ":d:" + group }
 
+// Groups returns the key of the shard's record of the consumer groups that
+// read its main stream: a SET of group names, to which every consumer adds
+// its group when it starts. Trimming keeps every entry while a recorded
+// group is missing from the stream (the stream was deleted and recreated,
+// and that group's consumers have not recreated it yet), so that a group
+// that comes back finds what was appended meanwhile. group.Forget removes
+// a group from it.
+func (k Keys) Groups() string { return k.base + ":g" }
+
 // CallPrefix returns the prefix of the shard's call-token keys: a
 // producer's call that may be sent twice (go-redis re-sends a command whose
 // reply was lost) carries a token, and its script stores its reply under

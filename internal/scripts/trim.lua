@@ -4,17 +4,37 @@
 -- position. A stream without groups is not trimmed.
 --
 -- KEYS[1]  STREAM  the stream
+-- KEYS[2]  SET     optional: the groups that read the stream (a queue's
+--                  record, stream.Keys.Groups): while one of them is missing
+--                  from the stream (deleted with it, not recreated yet),
+--                  nothing is trimmed and the reply names it
 -- ARGV[1]  retention in ms: entries younger than this are kept even if acknowledged (0 = none)
 -- ARGV[2]  most entries to remove in this call, about (the approximate trim
 --          removes at most this many, the exact trim then less than one
 --          stream node, 100 entries by default); call again while more is 1
 --
 -- Returns {trimmed, threshold, more}: entries removed, the MINID used ("" if
--- none), and 1 if the limit stopped it before the threshold.
+-- none), and 1 if the limit stopped it before the threshold; or {0, "", 0,
+-- group} when a recorded group is missing.
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {0, '', 0}
 end
 local groups = redis.call('XINFO', 'GROUPS', KEYS[1])
+if KEYS[2] then
+  local have = {}
+  for _, g in ipairs(groups) do
+    for i = 1, #g, 2 do
+      if g[i] == 'name' then
+        have[g[i + 1]] = true
+      end
+    end
+  end
+  for _, name in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+    if not have[name] then
+      return {0, '', 0, name}
+    end
+  end
+end
 if #groups == 0 then
   return {0, '', 0}
 end
