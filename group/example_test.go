@@ -153,3 +153,24 @@ func ExampleDrop() {
 	// garbage: drop=false dead=true err=dead-letter: cannot parse order
 	// fine: drop=false dead=false err=<nil>
 }
+
+// Retire group "legacy-audit" of queue "orders" for good, once none of its
+// consumers runs: trimming of the queue stream no longer keeps entries for
+// it. Its dead letters stay until purged. Compile-only: it needs a Redis
+// server.
+func ExampleForget() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+
+	ctx := context.Background()
+	if err := group.Forget(ctx, rdb, "orders", "legacy-audit"); err != nil {
+		log.Fatal(err)
+	}
+	dl, err := group.NewDeadLetters(rdb, "orders", "legacy-audit")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := dl.PurgeAll(ctx); err != nil {
+		log.Fatal(err)
+	}
+}
