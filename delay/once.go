@@ -15,12 +15,15 @@ import (
 // second delivery, the first before the due time the call returned), a
 // Cancel reports false for the message it removed, a Reschedule reports
 // ErrNotFound for the message it moved. So every such call carries a
-// token: its script stores its reply under the token's key (in the lane's
-// slot) for callTokenTTL, and a second run of the call returns that reply
-// and does nothing else (internal/scripts/once.lua). A client that never
-// re-sends (MaxRetries -1) makes no tokens. Cost: a GET and a SET with a
-// time to live per script call (one per batch chunk, one per group-commit
-// flush), and a key of about 150 bytes for the TTL.
+// token: its script stores, under the token's key (in the lane's slot) for
+// callTokenTTL, what it needs to give the same reply again (its "now", one
+// status digit per message and the due times of kept and refused ones;
+// Cancel's and Reschedule's reply), and a second run of the call rebuilds
+// that reply and changes nothing (internal/scripts/once.lua). A client
+// that never re-sends (MaxRetries -1) makes no tokens. Cost: a GET and a
+// SET with a time to live per script call (one per batch chunk, one per
+// group-commit flush), and a key of about 100 bytes plus one per message
+// of the call for the TTL.
 
 // callTokenTTL returns how long a call's token is kept: longer than rdb may
 // take to send a call again after its first run, and 0 when rdb never

@@ -9,16 +9,18 @@
 -- Returns 1 if the message was waiting and is now removed, else 0. With a
 -- call token: see once.lua.
 once_args(2)
-local seen = once_seen()
+local seen = once_seen() -- the first run's reply
 if seen then
-  return seen
+  return tonumber(seen)
 end
 local m, _, packed = locate(KEYS[1], ARGV[1])
 if not packed then
   -- A plain member, or an orphaned envelope without one: remove both.
   redis.call('HDEL', KEYS[2], ARGV[1])
 end
-if not m then
-  return once_done(0)
+local n = 0
+if m then
+  n = redis.call('ZREM', KEYS[1], m)
 end
-return once_done(redis.call('ZREM', KEYS[1], m))
+once_store(n)
+return n

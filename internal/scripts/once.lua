@@ -10,9 +10,10 @@
 -- A call with a token has one key more than the script's own, last: the
 -- token's key (under the lane's hash tag, so in its slot), and one ARGV
 -- more, last: the key's time to live in ms, longer than the client may
--- take to send the call again. The first run stores its reply there; a
--- later run of the same call returns the stored reply and does nothing
--- else. A call without a token runs as before.
+-- take to send the call again. The first run stores there what it needs to
+-- give the same reply again (a few bytes: see each script); a later run of
+-- the same call rebuilds that reply and changes nothing. A call without a
+-- token runs as before.
 local ONCE_KEY, ONCE_TTL
 
 -- once_args notes the token of a script of nkeys keys of its own and
@@ -25,48 +26,29 @@ local function once_args(nkeys)
   return #ARGV
 end
 
--- once_seen returns the reply of the call's first run, or nil when this
--- is the first (or the call has no token). Replies are integers or flat
--- arrays of integers, stored as "n<int>" or "a<int>,<int>,...".
+-- once_seen returns what the call's first run stored, or nil when this is
+-- its first run (or the call has no token).
 local function once_seen()
   if not ONCE_KEY then
     return nil
   end
-  local prev = redis.call('GET', ONCE_KEY)
-  if not prev then
-    return nil
-  end
-  if string.sub(prev, 1, 1) == 'n' then
-    return tonumber(string.sub(prev, 2))
-  end
-  local out, n = {}, 0
-  for v in string.gmatch(string.sub(prev, 2), '[^,]+') do
-    n = n + 1
-    out[n] = tonumber(v)
-  end
-  return out
+  return redis.call('GET', ONCE_KEY) or nil
 end
 
--- once_done stores reply as the call's and returns it.
-local function once_done(reply)
+-- once_join is table.concat(parts, sep), in pieces of 200: one concat of
+-- thousands of parts overflows some Lua implementations' stack
+-- (miniredis's).
+local function once_join(parts, sep)
+  local pieces, n = {}, #parts
+  for i = 1, n, 200 do
+    pieces[#pieces + 1] = table.concat(parts, sep, i, math.min(i + 199, n))
+  end
+  return table.concat(pieces, sep)
+end
+
+-- once_store stores s as what the call's first run did.
+local function once_store(s)
   if ONCE_KEY then
-    local s
-    if type(reply) == 'table' then
-      -- Joined in pieces of 200: one concat of thousands of parts
-      -- overflows some Lua implementations' stack (miniredis's).
-      local pieces, parts = {}, {}
-      for i = 1, #reply do
-        parts[#parts + 1] = string.format('%d', reply[i])
-        if #parts == 200 or i == #reply then
-          pieces[#pieces + 1] = table.concat(parts, ',')
-          parts = {}
-        end
-      end
-      s = 'a' .. table.concat(pieces, ',')
-    else
-      s = 'n' .. string.format('%d', reply)
-    end
     redis.call('SET', ONCE_KEY, s, 'PX', ONCE_TTL)
   end
-  return reply
 end

@@ -11,14 +11,15 @@
 -- Returns the new due ms, or -1 if the message is not waiting. With a call
 -- token: see once.lua.
 once_args(2)
-local seen = once_seen()
+local seen = once_seen() -- the first run's reply
 if seen then
-  return seen
+  return tonumber(seen)
 end
 local id = ARGV[1]
 local m, _, packed = locate(KEYS[1], id)
 if not m then
-  return once_done(-1)
+  once_store(-1)
+  return -1
 end
 local due = tonumber(string.sub(ARGV[2], 2))
 if string.sub(ARGV[2], 1, 1) == 'r' then
@@ -41,4 +42,5 @@ if ARGV[3] ~= '' then
     publish(ARGV[3], score)
   end
 end
-return once_done(due)
+once_store(score)
+return due

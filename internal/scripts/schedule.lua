@@ -26,9 +26,34 @@
 -- caller-chosen ids), maybe PUBLISH (ZMSCORE, ZADD and HSET once per slice of
 -- 2000 values).
 local nargv = once_args(2)
+-- With a call token, the first run stores "<now>|<statuses>|<dues>": its
+-- "now", one status digit per message, and the stored due times of the
+-- kept and refused ones (the others' follow from now and their when). A
+-- later run rebuilds the reply from it and writes nothing.
 local seen = once_seen()
 if seen then
-  return seen
+  local nowS, st, rest = string.match(seen, '^(%d+)|(%d*)|(.*)$')
+  local now, kept, j = tonumber(nowS), {}, 0
+  for v in string.gmatch(rest, '%d+') do
+    kept[#kept + 1] = tonumber(v)
+  end
+  local out = {}
+  for k = 1, (nargv - 1) / 4 do
+    local status, due = tonumber(string.sub(st, k, k)), nil
+    if status <= 2 then
+      local when = ARGV[4 * k]
+      due = tonumber(string.sub(when, 2))
+      if string.byte(when) == 114 then -- "r"
+        due = now + due
+      end
+    else
+      j = j + 1
+      due = kept[j]
+    end
+    out[2 * k - 1] = status
+    out[2 * k] = due
+  end
+  return out
 end
 local t = redis.call('TIME')
 -- "now" rounded up to the next ms, so "r<ms>" is never due sooner than <ms>
@@ -166,4 +191,14 @@ send('HSET', KEYS[2], hargs, nh)
 if ARGV[1] ~= '' and earliest and (headDue == nil or earliest < headDue) then
   publish(ARGV[1], string.format('%d', earliest))
 end
-return once_done(out)
+if ONCE_KEY then
+  local st, kept = {}, {}
+  for k = 1, n do
+    st[k] = out[2 * k - 1]
+    if st[k] > 2 then
+      kept[#kept + 1] = string.format('%d', out[2 * k])
+    end
+  end
+  once_store(string.format('%d', now) .. '|' .. once_join(st, '') .. '|' .. once_join(kept, ','))
+end
+return out
