@@ -24,6 +24,13 @@ func TestTrimWaitsForRecordedGroups(t *testing.T) {
 	opts := []group.Option{group.WithTrimInterval(100 * time.Millisecond), group.WithoutPromotion()}
 	rf := start(t, h.consumer("fast", fast.ack, opts...).Run)
 	rs := start(t, h.consumer("slow", slow.ack, opts...).Run)
+	// Both groups exist before anything arrives: a group whose consumers
+	// have not started yet is not waited for (the fast group could trim
+	// what the slow one, created later, would read).
+	waitFor(t, 10*time.Second, func() bool {
+		gs, err := h.rdb.XInfoGroups(ctx, h.mainStream()).Result()
+		return err == nil && len(gs) == 2
+	})
 	h.schedule(ids("a", 5), 0)
 	waitFor(t, 10*time.Second, func() bool { return fast.total() == 5 && slow.total() == 5 })
 	rs.stop(t) // the slow group's consumer is away
