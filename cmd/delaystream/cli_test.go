@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
 	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/stream"
 )
 
 func TestQueuesAndStats(t *testing.T) {
@@ -255,4 +257,33 @@ func TestExitCodes(t *testing.T) {
 			assert.Contains(t, r.stderr, c.msg)
 		})
 	}
+}
+
+// forget-group retires a group: refused without --yes (nothing written),
+// then its group is gone from the stream and from the queue's record of
+// groups; an unknown group exits 3.
+func TestForgetGroup(t *testing.T) {
+	t.Parallel()
+	tg := single(t)
+	seed(t, tg)
+	rdb := tg.client(t)
+	ctx := context.Background()
+	before := redistest.Keys(t, rdb, tg.prefix)
+	r := tg.run(t, "forget-group", "jobs", "audit")
+	assert.Equal(t, exitNotConfirmd, r.code)
+	assert.Equal(t, before, redistest.Keys(t, rdb, tg.prefix), "a refused command wrote something")
+
+	assert.Contains(t, tg.ok(t, "forget-group", "jobs", "audit", "--yes"), "forgot group audit of jobs")
+	var gs []inspect.GroupStats
+	tg.json(t, &gs, "groups", "jobs")
+	require.Len(t, gs, 1)
+	assert.Equal(t, "billing", gs[0].Group)
+	keys, err := stream.NewKeys(tg.prefix, "jobs", 0, 1)
+	require.NoError(t, err)
+	recorded, err := rdb.SMembers(ctx, keys.Groups()).Result()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"billing"}, recorded)
+
+	assert.Equal(t, exitNotFound, tg.run(t, "forget-group", "jobs", "audit", "--yes").code)
+	assert.Equal(t, exitUsage, tg.run(t, "forget-group", "jobs", "bad name", "--yes").code)
 }

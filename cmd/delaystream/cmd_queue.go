@@ -328,6 +328,36 @@ func (a *app) cancelCmd() *cobra.Command {
 	return c
 }
 
+func (a *app) forgetGroupCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "forget-group <queue> <group>",
+		Short: "Retire a consumer group for good: trimming no longer waits for it (asks for confirmation; --yes without a terminal)",
+		Long: "Destroys the group on the queue's streams (its position and pending entries) and removes it from the\n" +
+			"queue's record of its groups, which trimming waits for: use it for a group whose consumers will not\n" +
+			"run again. Its retry lane and dead letters stay (dlq purge --all removes the latter).",
+		Args: cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			in, err := a.inspector()
+			if err != nil {
+				return err
+			}
+			if _, err := in.Queue(ctxOf(c), args[0]); err != nil {
+				return err
+			}
+			if err := a.confirm(fmt.Sprintf("forget group %s of queue %s (its pending entries are dropped)", args[1], args[0])); err != nil {
+				return err
+			}
+			if err := in.ForgetGroup(ctxOf(c), args[0], args[1]); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "forgot group %s of %s\n", args[1], args[0])
+			return nil
+		},
+	}
+	a.addYes(c)
+	return c
+}
+
 func (a *app) rescheduleCmd() *cobra.Command {
 	var (
 		in time.Duration
