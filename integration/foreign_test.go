@@ -40,6 +40,8 @@ type foreignEntry struct {
 // reads it), and nothing of its unknown fields.
 func TestForeignStreamEntries(t *testing.T) {
 	t.Parallel()
+	heavy.Lock() // a load test: 16 MiB entries (see heavy)
+	t.Cleanup(heavy.Unlock)
 	ctx := context.Background()
 	rdb := harness.Redis(t)
 	prefix := harness.Prefix(t, rdb)

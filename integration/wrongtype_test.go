@@ -210,6 +210,10 @@ type wtEnv struct {
 // by every group.
 func TestWrongTypeKeys(t *testing.T) {
 	t.Parallel()
+	// A load test: a dozen queues of two groups each at once (see heavy).
+	// Released once every subtest has finished.
+	heavy.Lock()
+	t.Cleanup(heavy.Unlock)
 	cases := []wtCase{
 		{name: "delayed", want: "zset", shared: true,
 			key: func(k stream.Keys, _ *stream.Layout) string { return k.Main().Delayed },
