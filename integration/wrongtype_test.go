@@ -210,10 +210,6 @@ type wtEnv struct {
 // by every group.
 func TestWrongTypeKeys(t *testing.T) {
 	t.Parallel()
-	// A load test: a dozen queues of two groups each at once (see heavy).
-	// Released once every subtest has finished.
-	heavy.Lock()
-	t.Cleanup(heavy.Unlock)
 	cases := []wtCase{
 		{name: "delayed", want: "zset", shared: true,
 			key: func(k stream.Keys, _ *stream.Layout) string { return k.Main().Delayed },
@@ -358,6 +354,13 @@ func TestWrongTypeKeys(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			// Each case is a load test (two queues, three groups, movers):
+			// one at a time, and not beside the timing tests (see heavy).
+			// Per case, not around the parent: a parent holding the lock
+			// while its parallel subtests wait for a slot that tests blocked
+			// on heavy.RLock hold would deadlock.
+			heavy.Lock()
+			defer heavy.Unlock()
 			wrongTypeCase(t, tc)
 		})
 	}
