@@ -9,7 +9,7 @@
 -- Returns 1 if the message was waiting and is now removed, else 0. With a
 -- call token: see once.lua.
 once_args(2)
-local seen = once_seen() -- the first run's reply
+local seen = once_seen('^%d+$') -- the first run's reply
 if seen then
   return tonumber(seen)
 end

@@ -27,12 +27,19 @@ local function once_args(nkeys)
 end
 
 -- once_seen returns what the call's first run stored, or nil when this is
--- its first run (or the call has no token).
-local function once_seen()
+-- its first run (or the call has no token). pattern is the form the script
+-- stores: a value of another form (not written by this library) counts as
+-- none, so that no bytes found there can make the call fail; the first
+-- run then overwrites it.
+local function once_seen(pattern)
   if not ONCE_KEY then
     return nil
   end
-  return redis.call('GET', ONCE_KEY) or nil
+  local v = redis.call('GET', ONCE_KEY)
+  if v and string.find(v, pattern) then
+    return v
+  end
+  return nil
 end
 
 -- once_join is table.concat(parts, sep), in pieces of 200: one concat of

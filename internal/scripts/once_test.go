@@ -99,3 +99,42 @@ func TestCallTokenReplays(t *testing.T) {
 	require.NoError(t, err)
 	assert.Less(t, len(v), 64, "a token holds a few bytes (now, statuses, kept due times), not the reply: %q", v)
 }
+
+// A token key holding bytes this library did not write there (or a record
+// that does not fit the call) does not make the call fail: it runs as a
+// first run and overwrites it.
+func TestCallTokenForeignValues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	p := redistest.Prefix(t) + ":1:{q}"
+	z, m, tok := p+":z", p+":m", p+":k:"
+	const ttl = 60000
+	for i, v := range []string{"", "garbage", "\x00\xff", "123|9|", "123|11|", "123|3|", "-5", "1|2|3|4"} {
+		k := tok + "f" + string(rune('a'+i))
+		require.NoError(t, rdb.Set(ctx, k, v, 0).Err())
+		out, err := scripts.Schedule.Run(ctx, rdb, []string{z, m, k}, "", "id"+string(rune('a'+i)), "\xd5\x01a", "r1000", "k", ttl).Slice()
+		require.NoError(t, err, "value %q", v)
+		require.Len(t, out, 2, "value %q", v)
+		assert.EqualValues(t, 1, out[0], "value %q: created by this run", v)
+		n, err := rdb.ZScore(ctx, z, "id"+string(rune('a'+i))).Result()
+		require.NoError(t, err, "value %q: written", v)
+		assert.Positive(t, n)
+
+		gk := tok + "g" + string(rune('a'+i))
+		require.NoError(t, rdb.Set(ctx, gk, v, 0).Err())
+		_, err = scripts.ScheduleGenerated.Run(ctx, rdb, []string{z, gk}, "", "\x01ABCDEFGHJKMNPQR"+string(rune('A'+i))+"\xd5\x01e", "r100", ttl).Slice()
+		require.NoError(t, err, "value %q", v)
+
+		ck := tok + "c" + string(rune('a'+i))
+		require.NoError(t, rdb.Set(ctx, ck, v, 0).Err())
+		c, err := scripts.Cancel.Run(ctx, rdb, []string{z, m, ck}, "id"+string(rune('a'+i)), ttl).Int64()
+		require.NoError(t, err, "value %q", v)
+		assert.EqualValues(t, 1, c, "value %q: cancelled by this run", v)
+
+		rk := tok + "r" + string(rune('a'+i))
+		require.NoError(t, rdb.Set(ctx, rk, v, 0).Err())
+		_, err = scripts.Reschedule.Run(ctx, rdb, []string{z, m, rk}, "missing", "r1000", "", ttl).Int64()
+		require.NoError(t, err, "value %q", v)
+	}
+}

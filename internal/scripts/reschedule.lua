@@ -11,7 +11,7 @@
 -- Returns the new due ms, or -1 if the message is not waiting. With a call
 -- token: see once.lua.
 once_args(2)
-local seen = once_seen() -- the first run's reply
+local seen = once_seen('^%-?%d+$') -- the first run's reply
 if seen then
   return tonumber(seen)
 end

@@ -30,30 +30,37 @@ local nargv = once_args(2)
 -- "now", one status digit per message, and the stored due times of the
 -- kept and refused ones (the others' follow from now and their when). A
 -- later run rebuilds the reply from it and writes nothing.
-local seen = once_seen()
+local seen = once_seen('^%d+|[1-4]*|[%d,]*$')
 if seen then
   local nowS, st, rest = string.match(seen, '^(%d+)|(%d*)|(.*)$')
-  local now, kept, j = tonumber(nowS), {}, 0
+  local now, kept, nkept = tonumber(nowS), {}, 0
   for v in string.gmatch(rest, '%d+') do
     kept[#kept + 1] = tonumber(v)
   end
-  local out = {}
-  for k = 1, (nargv - 1) / 4 do
-    local status, due = tonumber(string.sub(st, k, k)), nil
-    if status <= 2 then
-      local when = ARGV[4 * k]
-      due = tonumber(string.sub(when, 2))
-      if string.byte(when) == 114 then -- "r"
-        due = now + due
-      end
-    else
-      j = j + 1
-      due = kept[j]
-    end
-    out[2 * k - 1] = status
-    out[2 * k] = due
+  for c in string.gmatch(st, '[34]') do
+    nkept = nkept + 1
   end
-  return out
+  -- Only a record of this call (one status per message, one due time per
+  -- kept or refused one) is replayed; anything else counts as none.
+  if #st == (nargv - 1) / 4 and nkept == #kept then
+    local out, j = {}, 0
+    for k = 1, #st do
+      local status, due = tonumber(string.sub(st, k, k)), nil
+      if status <= 2 then
+        local when = ARGV[4 * k]
+        due = tonumber(string.sub(when, 2))
+        if string.byte(when) == 114 then -- "r"
+          due = now + due
+        end
+      else
+        j = j + 1
+        due = kept[j]
+      end
+      out[2 * k - 1] = status
+      out[2 * k] = due
+    end
+    return out
+  end
 end
 local t = redis.call('TIME')
 -- "now" rounded up to the next ms, so "r<ms>" is never due sooner than <ms>

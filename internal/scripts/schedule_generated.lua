@@ -20,7 +20,7 @@
 local nargv = once_args(1)
 -- With a call token, the first run stores its "now": every message is
 -- created, so a later run rebuilds the reply from it and writes nothing.
-local seen = once_seen()
+local seen = once_seen('^%d+$')
 local now
 if seen then
   now = tonumber(seen)
