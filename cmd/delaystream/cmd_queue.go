@@ -307,14 +307,8 @@ func (a *app) cancelCmd() *cobra.Command {
 		Short: "Remove a waiting message (asks for confirmation; --yes without a terminal)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
-			in, err := a.inspector()
+			in, err := a.confirmOn(c, args[0], fmt.Sprintf("cancel message %s of queue %s", args[1], args[0]))
 			if err != nil {
-				return err
-			}
-			if _, err := in.Queue(ctxOf(c), args[0]); err != nil {
-				return err
-			}
-			if err := a.confirm(fmt.Sprintf("cancel message %s of queue %s", args[1], args[0])); err != nil {
 				return err
 			}
 			if err := in.Cancel(ctxOf(c), args[0], args[1]); err != nil {
@@ -328,6 +322,23 @@ func (a *app) cancelCmd() *cobra.Command {
 	return c
 }
 
+// confirmOn returns the inspector for an action on queue once the queue
+// exists and the operator confirmed question (see confirm): an unknown
+// queue is refused before anyone is asked.
+func (a *app) confirmOn(c *cobra.Command, queue, question string) (*inspect.Inspector, error) {
+	in, err := a.inspector()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := in.Queue(ctxOf(c), queue); err != nil {
+		return nil, err
+	}
+	if err := a.confirm(question); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
 func (a *app) forgetGroupCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "forget-group <queue> <group>",
@@ -337,14 +348,8 @@ func (a *app) forgetGroupCmd() *cobra.Command {
 			"run again. Its retry lane and dead letters stay (dlq purge --all removes the latter).",
 		Args: cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
-			in, err := a.inspector()
+			in, err := a.confirmOn(c, args[0], fmt.Sprintf("forget group %s of queue %s (its pending entries are dropped)", args[1], args[0]))
 			if err != nil {
-				return err
-			}
-			if _, err := in.Queue(ctxOf(c), args[0]); err != nil {
-				return err
-			}
-			if err := a.confirm(fmt.Sprintf("forget group %s of queue %s (its pending entries are dropped)", args[1], args[0])); err != nil {
 				return err
 			}
 			if err := in.ForgetGroup(ctxOf(c), args[0], args[1]); err != nil {
@@ -383,14 +388,8 @@ func (a *app) rescheduleCmd() *cobra.Command {
 			default:
 				w = delay.After(in)
 			}
-			insp, err := a.inspector()
+			insp, err := a.confirmOn(c, args[0], fmt.Sprintf("reschedule message %s of queue %s to %s", args[1], args[0], w))
 			if err != nil {
-				return err
-			}
-			if _, err := insp.Queue(ctxOf(c), args[0]); err != nil {
-				return err
-			}
-			if err := a.confirm(fmt.Sprintf("reschedule message %s of queue %s to %s", args[1], args[0], w)); err != nil {
 				return err
 			}
 			due, err := insp.Reschedule(ctxOf(c), args[0], args[1], w)
