@@ -2,6 +2,7 @@ package delaystream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -260,7 +261,9 @@ func Schedule[T any](ctx context.Context, q *Queue, id string, v T, when When) (
 
 // Run runs the queue's mover (unless [WithoutPromotion]) and one consumer
 // of every group added with [Queue.Handle], until ctx is cancelled or one
-// of them fails. On cancellation every group stops reading at once and
+// of them fails. It first creates every group (see
+// [group.Consumer.CreateGroup]; it waits while Redis is unreachable), so
+// that each group gets every message the mover then promotes. On cancellation every group stops reading at once and
 // lets its in-flight handlers finish within the drain timeout (see
 // [WithDrainTimeout]); Run then returns nil. It returns the first real
 // failure of a part (the others are stopped and drained first), and
@@ -290,6 +293,24 @@ func (q *Queue) Run(ctx context.Context) error {
 		q.running = false
 		q.mu.Unlock()
 	}()
+
+	// Every group exists (and is recorded, so trimming keeps what it has
+	// not read) before the mover promotes anything: a group whose consumer
+	// started late would otherwise miss what the others had acknowledged
+	// and trimmed. A key of the wrong type is left to the group's Run,
+	// which logs it and reads the group's other streams.
+	var create errgroup.Group
+	for _, p := range groups {
+		create.Go(func() error {
+			if err := p.c.CreateGroup(ctx); err != nil && !errors.Is(err, stream.ErrWrongType) && ctx.Err() == nil {
+				return wrapPart("group "+p.name, err)
+			}
+			return nil
+		})
+	}
+	if err := create.Wait(); err != nil || ctx.Err() != nil {
+		return err
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
 	if q.mover != nil {

@@ -99,7 +99,21 @@ func TestQueueFanOut(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- q.Run(runCtx) }()
 	// Every group: billing and audit through s, the typed group through typed.
-	require.Eventually(t, func() bool { return s.count() == 2*len(want) && len(typed) == len(want) }, 10*time.Second, 5*time.Millisecond)
+	deadline := time.Now().Add(20 * time.Second)
+	for s.count() != 2*len(want) || len(typed) != len(want) {
+		select {
+		case err := <-done:
+			require.FailNow(t, "Run returned before every group was served", "err %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.mu.Lock()
+			billing, audit := len(s.got["billing"]), len(s.got["audit"])
+			s.mu.Unlock()
+			require.FailNow(t, "not every group was served", "billing %d, audit %d, typed %d of %d; promoted %d",
+				billing, audit, len(typed), len(want), q.Mover().Counters().Promoted)
+		}
+	}
 	cancel()
 	select {
 	case err := <-done:

@@ -202,28 +202,55 @@ func (c *Consumer) ShardStats(ctx context.Context) ([]Stats, error) {
 	return readShardStats(ctx, c.rdb, c.layout, c.group)
 }
 
-// start checks the queue's shard count (recording it on the queue's first
-// use) and creates the group where it is missing. A failure that passes by
-// itself (Redis unreachable, loading its data, failing over: heal.Transient)
-// is retried with backoff until ctx ends, when start returns nil. It
-// returns the error of a shard count that disagrees, and of anything that
-// needs someone to act (a refused permission, say). A key of the wrong
-// type is not such an error: start logs it (a *stream.KeyTypeError naming
-// the key) and returns nil, and the reader reads the group's other streams
-// and recreates the group once the key is deleted; failing here would stop
-// every part run with this consumer (the whole front-door Queue).
+// CreateGroup creates the group on every shard's queue stream and retry
+// lane and records it in the queue's set of groups (which trimming waits
+// for), checking the queue's shard count first; Run does the same when it
+// starts, and a second call changes nothing. Call it before anything of
+// the queue is promoted when the group must get every message from then
+// on: trimming keeps what a recorded group has not read, but a group
+// first created by a consumer that starts late only sees what the other
+// groups' consumers have not trimmed yet. The front door ([Queue.Run] of
+// package delaystream) does it for all its groups before its mover
+// starts. It retries failures that pass by themselves (Redis unreachable,
+// loading its data, failing over) with backoff until ctx ends, then
+// returns ctx's error. A key of the wrong type is returned as an error
+// wrapping [stream.ErrWrongType] (a *stream.KeyTypeError naming it).
+func (c *Consumer) CreateGroup(ctx context.Context) error {
+	log := c.cfg.logger.With(slog.String("queue", c.queue), slog.String("group", c.group), slog.String("consumer", c.cfg.consumer))
+	if err := c.createGroup(ctx, log); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// start is what Run does first: createGroup, where a key of the wrong type
+// is not an error: start logs it and returns nil, and the reader reads
+// the group's other streams and recreates the group once the key is
+// deleted; failing here would stop every part run with this consumer
+// (the whole front-door Queue).
 func (c *Consumer) start(ctx context.Context, log *slog.Logger) error {
+	err := c.createGroup(ctx, log)
+	if errors.Is(err, stream.ErrWrongType) {
+		log.ErrorContext(ctx, "creating the group failed: a key holds the wrong type; reading the other streams until it is fixed",
+			slog.Any("err", err))
+		return nil
+	}
+	return err
+}
+
+// createGroup checks the queue's shard count (recording it on the queue's
+// first use) and creates the group where it is missing. A failure that
+// passes by itself (heal.Transient) is retried with backoff until ctx
+// ends, when createGroup returns nil. It returns the error of a shard
+// count that disagrees, of a key of the wrong type, and of anything that
+// needs someone to act (a refused permission, say).
+func (c *Consumer) createGroup(ctx context.Context, log *slog.Logger) error {
 	backoff := 50 * time.Millisecond
 	var fails failures
 	for {
 		err := c.guard.Check(ctx, c.rdb)
 		if err == nil {
 			err = c.ensureGroups(ctx)
-			if errors.Is(err, stream.ErrWrongType) {
-				log.ErrorContext(ctx, "creating the group failed: a key holds the wrong type; reading the other streams until it is fixed",
-					slog.Any("err", err))
-				err = nil
-			}
 		}
 		switch {
 		case ctx.Err() != nil:
@@ -231,7 +258,7 @@ func (c *Consumer) start(ctx context.Context, log *slog.Logger) error {
 		case err == nil:
 			fails.succeeded(ctx, log, "consumer started after failures")
 			return nil
-		case errors.Is(err, stream.ErrShardCount) || !heal.Transient(err):
+		case errors.Is(err, stream.ErrShardCount) || errors.Is(err, stream.ErrWrongType) || !heal.Transient(err):
 			return err
 		}
 		heal.After(c.rdb, err)

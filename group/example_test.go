@@ -174,3 +174,25 @@ func ExampleForget() {
 		log.Fatal(err)
 	}
 }
+
+// A deploy step that adds group "audit" to a queue that is already
+// running: created now, the group gets every message promoted from now on,
+// even if its consumers start much later (trimming by the other groups'
+// consumers keeps what it has not read). Compile-only: it needs a Redis
+// server.
+func ExampleConsumer_CreateGroup() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+
+	c, err := group.New(rdb, "orders", "audit", func(ctx context.Context, m *group.Message) error {
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.CreateGroup(ctx); err != nil {
+		log.Fatal(err)
+	}
+}

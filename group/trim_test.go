@@ -15,6 +15,7 @@ import (
 	"github.com/delaystream/delaystream/group"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/stream"
 )
 
 // With one group that keeps up, the trim loop removes what it acknowledged:
@@ -386,4 +387,58 @@ func TestTrimOnlyAfterActivity(t *testing.T) {
 	}
 	r.stop(t)
 	assert.Zero(t, retryTrims.n.Load(), "nothing settled on the retry lane: never trimmed")
+}
+
+// A group created ahead with CreateGroup, whose consumer starts only after
+// the other group's consumer has acknowledged and trimmed everything,
+// still gets every message: trimming keeps what a recorded group has not
+// read. CreateGroup is idempotent.
+func TestCreateGroupAheadKeepsEverything(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	const n = 200
+	late := newRecorder()
+	lateC := h.consumer("late", late.ack)
+	require.NoError(t, lateC.CreateGroup(ctx))
+	require.NoError(t, lateC.CreateGroup(ctx), "a second call changes nothing")
+	h.startMover()
+	// The fast consumer's client counts its trim passes over the queue stream.
+	fastClient := redis.NewClient(redistest.Options(t, redistest.Addr(t)))
+	t.Cleanup(func() { _ = fastClient.Close() })
+	trims := newScriptCounter(scripts.Trim, h.mainStream())
+	fastClient.AddHook(trims)
+	fast := newRecorder()
+	r := start(t, h.consumerOn(fastClient, "fast", fast.ack, group.WithTrimInterval(100*time.Millisecond)).Run)
+	h.schedule(ids("c", n), 0)
+	waitFor(t, 20*time.Second, func() bool { return fast.total() >= n })
+	// The fast consumer trims only after acknowledging, so each of its
+	// passes had entries that it had acknowledged: they kept every entry,
+	// since "late" has read none of them.
+	waitFor(t, 10*time.Second, func() bool { return trims.n.Load() >= 1 }, "a trim pass")
+	l, err := h.rdb.XLen(ctx, h.mainStream()).Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, n, l, "nothing trimmed while the recorded group has read nothing")
+
+	r2 := start(t, lateC.Run)
+	waitFor(t, 20*time.Second, func() bool { return late.total() >= n })
+	waitFor(t, 10*time.Second, func() bool {
+		l, err := h.rdb.XLen(ctx, h.mainStream()).Result()
+		return err == nil && l == 0
+	}, "both groups acknowledged everything: trimmed to 0")
+	r2.stop(t)
+	r.stop(t)
+	assert.Equal(t, n, late.total())
+}
+
+// CreateGroup with a queue stream of the wrong type returns the error,
+// naming the key (Run logs it and reads the other streams).
+func TestCreateGroupWrongType(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	require.NoError(t, h.rdb.Set(ctx, h.mainStream(), "x", 0).Err())
+	err := h.consumer("g", newRecorder().ack).CreateGroup(ctx)
+	require.ErrorIs(t, err, stream.ErrWrongType)
+	assert.Contains(t, err.Error(), h.mainStream())
 }
