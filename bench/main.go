@@ -52,9 +52,10 @@ type config struct {
 	cpuProfile string
 	allowFlush bool
 	moverBatch int // 0 = library default
+	queuesN    int // queues served by one process in the "queues" scenario
 }
 
-var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "cluster"}
+var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "queues", "cluster"}
 
 func main() {
 	if len(os.Args) > 2 && os.Args[1] == childFlag {
@@ -81,6 +82,7 @@ func main() {
 	flag.IntVar(&cfg.crashRuns, "crash-runs", 0, "runs of the crash scenario (default -runs)")
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (producers, mover, consumers) to this file")
 	flag.IntVar(&cfg.moverBatch, "mover-batch", 0, "delaystream mover batch size (mover.WithBatchSize); 0 = the library default")
+	flag.IntVar(&cfg.queuesN, "queues-n", 100, "queues served by one process (one consumer each, one client) in the queues scenario")
 	flag.BoolVar(&cfg.allowFlush, "allow-flush", false, "with REDIS_ADDR: allow FLUSHALL on that server (required)")
 	flag.Parse()
 
@@ -209,6 +211,8 @@ func run(cfg config) error {
 			b.repeat(ctx, sc, sys, cfg.crashRuns, b.crash)
 		case "idle":
 			b.repeat(ctx, sc, systems, cfg.runs, b.idleCost)
+		case "queues":
+			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.manyQueues)
 		case "cluster":
 			// delaystream only: the same queue unsharded and sharded, each
 			// with 1 mover + 1 consumer and 2 + 2 (clusterSpecs), on a

@@ -106,6 +106,17 @@ var metrics = []metricDef{
 	{scenario: "idle", key: "redis_cpu_per_s", label: "  Redis CPU while idle", unit: "ms/s", scale: 1e3, better: -1},
 	{scenario: "idle", key: "client_cpu_per_s", label: "  client CPU while idle (mover+consumer)", unit: "ms/s", scale: 1e3, better: -1},
 
+	{scenario: "queues", key: "cmds_per_s", label: "many queues idle (one client, a consumer each): Redis commands/s", unit: "/s", scale: 1},
+	{scenario: "queues", key: "cmds_per_s_per_queue", label: "  per queue", unit: "/s", scale: 1, better: -1},
+	{scenario: "queues", key: "redis_cpu_per_s", label: "  Redis CPU while idle", unit: "ms/s", scale: 1e3},
+	{scenario: "queues", key: "conns", label: "  connections to Redis (the process's)", unit: "", scale: 1},
+	{scenario: "queues", key: "pool_conns", label: "  of which in the client's pool (at the end)", unit: "", scale: 1},
+	{scenario: "queues", key: "pool_timeouts", label: "  pool timeouts (waits for a connection that gave up), worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "queues", key: "sched_failed", label: "  Schedule calls (one per queue, concurrent) failed within 5 s, worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "queues", key: "lat_p50", label: "  one message due on every queue: lateness p50", unit: "ms", scale: 1e3},
+	{scenario: "queues", key: "lat_max", label: "  lateness max", unit: "ms", scale: 1e3},
+	{scenario: "queues", key: "lost", label: "  not delivered within 10 s, worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+
 	// cluster: systems are the deployments of clusterSpecs ("S=1 1+1",
 	// "S=16 1+1", "S=1 2+2", "S=16 2+2"), delaystream only; printed by
 	// printClusterTable. Costs are summed over the masters.
