@@ -14,6 +14,7 @@ import (
 
 	"github.com/delaystream/delaystream/group"
 	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/internal/scripts"
 )
 
 // A consumer process killed with SIGKILL while it holds entries: a consumer
@@ -363,4 +364,65 @@ func TestIdleReclaimIsOneCallPerStream(t *testing.T) {
 	t.Logf("%s: %d and %d calls, at most %d passes", time.Since(began), main.n.Load(), retry.n.Load(), ticks)
 	assert.LessOrEqual(t, main.n.Load(), ticks, "queue stream")
 	assert.LessOrEqual(t, retry.n.Load(), ticks, "retry lane")
+}
+
+// A reclaimer whose consumer is full claims nothing more, however much is
+// left to claim, and the entries it claimed are held like read ones: kept
+// from reclaim (extended) while they wait in its queue, and handed back
+// when it stops. Its consumer has room for 5 (one worker, whose handler
+// blocks, and 4 read ahead); a dead consumer left 50 entries pending.
+func TestFullReclaimerHoldsOnlyItsRoom(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	const n, room = 50, 5
+	const visibility = 300 * time.Millisecond
+	key := h.mainStream()
+	require.NoError(t, h.rdb.XGroupCreateMkStream(ctx, key, "g", "0").Err())
+	want := ids("left", n)
+	for _, id := range want {
+		h.addEntry(key, envEntry(id, id)...)
+	}
+	_, err := h.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "ghost", Streams: []string{key, ">"}, Count: n, Block: -1}).Result()
+	require.NoError(t, err)
+
+	client := redis.NewClient(redistest.Options(t, redistest.Addr(t)))
+	t.Cleanup(func() { _ = client.Close() })
+	extends := &pipelineCounter{}
+	extends.match = newScriptCounter(scripts.Extend, key).match
+	client.AddHook(extends)
+	started := make(chan string, n)
+	c := h.consumerOn(client, "g", func(ctx context.Context, m *group.Message) error {
+		started <- m.ID
+		<-ctx.Done() // until the drain timeout
+		return ctx.Err()
+	}, group.WithConsumerName("full"), group.WithWorkers(1), group.WithPrefetch(room-1),
+		group.WithVisibilityTimeout(visibility), group.WithReclaimInterval(50*time.Millisecond),
+		group.WithDrainTimeout(100*time.Millisecond))
+	r := start(t, c.Run)
+	<-started
+	// Its held entries are extended every third of the visibility timeout:
+	// ten extensions of each span many reclaim passes of its own.
+	waitFor(t, 20*time.Second, func() bool { return extends.n.Load() >= 10*room }, "extensions")
+	p, err := h.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: key, Group: "g", Start: "-", End: "+", Count: 2 * n, Consumer: "full"}).Result()
+	require.NoError(t, err)
+	assert.Len(t, p, room, "claimed more than it can hold")
+	for _, e := range p {
+		assert.Less(t, e.Idle, visibility, "%s: a claimed entry left unextended", e.ID)
+	}
+	assert.EqualValues(t, room, c.Counters().Reclaimed)
+	assert.Len(t, started, 0, "one handler, blocked")
+	r.stop(t)
+	assert.EqualValues(t, room, c.Counters().HandedBack, "the running entry and the queue handed back")
+
+	rec := newRecorder()
+	last := h.consumer("g", rec.ack, group.WithVisibilityTimeout(visibility), group.WithReclaimInterval(50*time.Millisecond))
+	rl := start(t, last.Run)
+	waitFor(t, 20*time.Second, func() bool { return rec.total() >= n }, "all %d handled", n)
+	rl.stop(t)
+	assert.Equal(t, want, sortedKeys(rec.snapshot()))
+	for id, ds := range rec.snapshot() {
+		assert.Len(t, ds, 1, id)
+	}
+	assert.Zero(t, h.pending(key, "g"))
 }
