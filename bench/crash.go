@@ -219,8 +219,15 @@ func (b *bench) crash(ctx context.Context, sysName string, run int) (map[string]
 	}
 	complete := tr.wait(limit)
 	sum := tr.summarize()
-	b.noteOnce("crash", sysName, run, fmt.Sprintf("the killed consumer held %d messages (%d in handlers, %d read ahead); the survivor (%d workers, default options) started just after the kill",
-		held, childWorkers, held-childWorkers, b.cfg.workers))
+	survivor := fmt.Sprintf("a group.Consumer with %d workers, other options default", b.cfg.workers)
+	switch sysName {
+	case sysAsynq:
+		survivor = fmt.Sprintf("an asynq server with %d workers, the bench's settings", b.cfg.workers)
+	case sysRaw:
+		survivor = "a bare XAUTOCLAIM loop"
+	}
+	b.noteOnce("crash", sysName, run, fmt.Sprintf("the killed consumer held %d messages (%d in handlers, %d read ahead); the survivor (%s) started just after the kill",
+		held, childWorkers, held-childWorkers, survivor))
 	since := tr.since(tKill)
 	b.res.note("crash", sysName, fmt.Sprintf("run %d: held %d, killed %s after the child held them; kill -> handler start in the survivor: p50 %.2f s, max %.2f s, first %.2f s, %d of %d handled, %d duplicates (load %s)",
 		run, held, pause.Round(time.Millisecond), since.p50.Seconds(), since.max.Seconds(), since.first.Seconds(), sum.delivered, k, sum.dups, load))
