@@ -25,8 +25,8 @@ import (
 
 // childFlag, as the first argument, runs this binary as a consumer process
 // for the crash scenario: it prints "ready", then "got <seq>" for every
-// message it receives, and holds every message (its handler blocks) until
-// it is killed.
+// message its handlers receive, and holds every message (its handlers
+// block; the read-ahead waits behind them) until it is killed.
 const childFlag = "-bench-child"
 
 func childMain(args []string) int {
@@ -34,6 +34,7 @@ func childMain(args []string) int {
 	sys := fs.String("system", sysDS, "")
 	addr := fs.String("addr", "", "")
 	workers := fs.Int("workers", 8, "")
+	prefetch := fs.Int("prefetch", -1, "group.WithPrefetch; -1: the library default (adaptive)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -67,9 +68,13 @@ func childMain(args []string) int {
 			fmt.Fprintln(os.Stderr, "child:", err)
 			return 1
 		}
+		opts := []group.Option{group.WithWorkers(*workers), group.WithoutPromotion()}
+		if *prefetch >= 0 {
+			opts = append(opts, group.WithPrefetch(*prefetch))
+		}
 		c, err := group.New(rdb, benchQueue, benchGroup, func(ctx context.Context, m *group.Message) error {
 			return hold(ctx, m.Payload)
-		}, group.WithWorkers(*workers), group.WithoutPromotion())
+		}, opts...)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "child:", err)
 			return 1
@@ -91,17 +96,26 @@ func childMain(args []string) int {
 	select {} // until killed
 }
 
-// crash: a consumer child process takes `workers` messages and holds them;
-// a second consumer (in this process) is started; the child is killed with
-// SIGKILL at a random moment within the visibility timeout; we measure how
-// long until the second consumer has handled all of them.
+// crash: a consumer child process takes crashWorkers + crashPrefetch
+// messages and holds them: crashWorkers in its handlers (which block), the
+// rest read ahead, queued behind them (asynq reads no more than it has
+// workers: its child gets as many workers as messages, all in handlers).
+// After a random pause (so that the kill falls anywhere in the child's
+// lease-extension cycle), the child is killed with SIGKILL and a second
+// consumer, with default options, is started just after the kill. We
+// measure, for each held message, the time from the kill to the start of
+// its handler in the second consumer: p50 and max over the held messages.
 func (b *bench) crash(ctx context.Context, sysName string, run int) (map[string]float64, error) {
 	sys, err := b.fresh(ctx, sysName)
 	if err != nil {
 		return nil, err
 	}
 	defer sys.Close()
-	k := b.cfg.workers
+	k := b.cfg.crashWorkers + b.cfg.crashPrefetch // messages the child holds
+	childWorkers, childPrefetch := b.cfg.crashWorkers, b.cfg.crashPrefetch
+	if sysName == sysAsynq {
+		childWorkers, childPrefetch = k, 0 // no read-ahead: every held task is in a handler
+	}
 	if ds, ok := sys.(*dsSystem); ok {
 		if err := ds.startMoverOnly(ctx); err != nil { // promotes the queue in this process
 			return nil, err
@@ -115,7 +129,8 @@ func (b *bench) crash(ctx context.Context, sysName string, run int) (map[string]
 	if sysName == sysRaw {
 		childSys = sysDS // the killed consumer is a group.Consumer; only the survivor is the floor
 	}
-	cmd := exec.Command(exe, childFlag, "-system", childSys, "-addr", b.addr, "-workers", strconv.Itoa(b.cfg.workers))
+	cmd := exec.Command(exe, childFlag, "-system", childSys, "-addr", b.addr,
+		"-workers", strconv.Itoa(childWorkers), "-prefetch", strconv.Itoa(childPrefetch))
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
@@ -160,15 +175,33 @@ func (b *bench) crash(ctx context.Context, sysName string, run int) (map[string]
 	if err := waitLines("ready", 1, 10*time.Second); err != nil {
 		return nil, err
 	}
-	for i := 0; i < k; i++ {
-		if err := sys.ScheduleOne(ctx, payloadFor(i, time.Now(), b.cfg.payload), when{in: 0}); err != nil {
+	ps := make([][]byte, k)
+	ws := make([]when, k)
+	for i := range ps {
+		ps[i] = payloadFor(i, time.Now(), b.cfg.payload)
+	}
+	if err := sys.ScheduleMany(ctx, ps, ws); err != nil {
+		return nil, err
+	}
+	if err := waitLines("got", childWorkers, 10*time.Second); err != nil {
+		return nil, err
+	}
+	held := k
+	if ds, ok := sys.(*dsSystem); ok {
+		// The read-ahead: every message is pending with the child.
+		if held, err = ds.waitPending(ctx, k, 10*time.Second); err != nil {
 			return nil, err
 		}
 	}
-	if err := waitLines("got", k, 10*time.Second); err != nil {
+	pause := 200*time.Millisecond + time.Duration(rand.Int64N(int64(group.DefaultVisibility)))
+	time.Sleep(pause)
+	load := loadAvg()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		return nil, err
 	}
-	// The survivor.
+	killed = true
+	tKill := time.Now()
+	// The survivor, started just after the kill.
 	tr := newTracker(k)
 	if ds, ok := sys.(*dsSystem); ok && ds.raw {
 		ds.goRun(ctx, func(ctx context.Context) error { return ds.rawReclaim(ctx, tr.handler) })
@@ -180,67 +213,98 @@ func (b *bench) crash(ctx context.Context, sysName string, run int) (map[string]
 	if err != nil {
 		return nil, err
 	}
-	hold := 200*time.Millisecond + time.Duration(rand.Int64N(int64(group.DefaultVisibility)))
-	time.Sleep(hold)
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		return nil, err
-	}
-	killed = true
-	tKill := time.Now()
 	limit := 30 * time.Second
 	if sysName == sysAsynq {
 		limit = 200 * time.Second
 	}
 	complete := tr.wait(limit)
 	sum := tr.summarize()
-	b.noteOnce("crash", sysName, run, fmt.Sprintf("%d messages held by the killed consumer; killed %s after the survivor started", k, hold.Round(time.Millisecond)))
+	survivor := fmt.Sprintf("a group.Consumer with %d workers, other options default", b.cfg.workers)
+	switch sysName {
+	case sysAsynq:
+		survivor = fmt.Sprintf("an asynq server with %d workers, the bench's settings", b.cfg.workers)
+	case sysRaw:
+		survivor = "a bare XAUTOCLAIM loop"
+	}
+	b.noteOnce("crash", sysName, run, fmt.Sprintf("the killed consumer held %d messages (%d in handlers, %d read ahead); the survivor (%s) started just after the kill",
+		held, childWorkers, held-childWorkers, survivor))
+	since := tr.since(tKill)
+	b.res.note("crash", sysName, fmt.Sprintf("run %d: held %d, killed %s after the child held them; kill -> handler start in the survivor: p50 %.2f s, max %.2f s, first %.2f s, %d of %d handled, %d duplicates (load %s)",
+		run, held, pause.Round(time.Millisecond), since.p50.Seconds(), since.max.Seconds(), since.first.Seconds(), sum.delivered, k, sum.dups, load))
+	v := map[string]float64{"held": float64(held)}
 	if !complete {
 		// Recorded as the limit: a lower bound, and a failed target.
 		b.res.note("crash", sysName, fmt.Sprintf("run %d: only %d of %d held messages handled elsewhere within %s of the kill; recorded as %s (a lower bound)",
 			run, sum.delivered, k, limit, limit))
 		l := limit.Seconds()
-		v := map[string]float64{"redeliver": l, "redeliver_worst": l, "redeliver_first": l}
+		v["redeliver"], v["redeliver_worst"], v["redeliver_p50"], v["redeliver_first"] = l, l, l, l
 		if sum.delivered > 0 {
-			v["redeliver_first"] = sum.first.Sub(tKill).Seconds()
+			v["redeliver_first"] = since.first.Seconds()
+		}
+		if 2*sum.delivered > k {
+			v["redeliver_p50"] = since.p50.Seconds()
 		}
 		return v, nil
 	}
-	last := sum.last.Sub(tKill).Seconds()
-	return map[string]float64{
-		"redeliver":       last,
-		"redeliver_first": sum.first.Sub(tKill).Seconds(),
-		"redeliver_worst": last,
-	}, nil
+	v["redeliver"], v["redeliver_worst"] = since.max.Seconds(), since.max.Seconds()
+	v["redeliver_p50"], v["redeliver_first"] = since.p50.Seconds(), since.first.Seconds()
+	return v, nil
+}
+
+// waitPending waits until the group has n entries pending (read and not
+// acknowledged), and returns how many it has.
+func (s *dsSystem) waitPending(ctx context.Context, n int, d time.Duration) (int, error) {
+	key := s.q.Keys().Main().Stream
+	deadline := time.Now().Add(d)
+	for {
+		p, err := s.rdb.XPending(ctx, key, benchGroup).Result()
+		if err != nil {
+			return 0, err
+		}
+		if int(p.Count) >= n {
+			return int(p.Count), nil
+		}
+		if time.Now().After(deadline) {
+			return int(p.Count), fmt.Errorf("child: %d of %d messages pending within %s", p.Count, n, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // rawReclaim is the floor reference for crash redelivery: what the group
-// package's defaults promise (visibility 2 s, reclaim every 1 s) done with
-// bare XAUTOCLAIM and XACK, nothing else.
+// package's defaults promise (visibility 2 s, reclaim every 1 s, the first
+// pass at start) done with bare XAUTOCLAIM and XACK, nothing else. A pass
+// continues while the cursor says there is more.
 func (s *dsSystem) rawReclaim(ctx context.Context, h handler) error {
 	key := s.q.Keys().Main().Stream
 	t := time.NewTicker(group.DefaultReclaimEvery)
 	defer t.Stop()
 	for {
+		for start := "0-0"; ctx.Err() == nil; {
+			msgs, next, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+				Stream: key, Group: benchGroup, Consumer: "raw-survivor", MinIdle: group.DefaultVisibility, Start: start, Count: 100,
+			}).Result()
+			if err != nil {
+				break
+			}
+			var ids []string
+			for _, x := range msgs {
+				if e, err := wire.Decode(key, x.ID, x.Values); err == nil {
+					_ = h(ctx, delivery{payload: e.Envelope.Payload, due: e.Envelope.Due, appended: e.Appended()})
+				}
+				ids = append(ids, x.ID)
+			}
+			if len(ids) > 0 {
+				_ = s.rdb.XAck(ctx, key, benchGroup, ids...).Err()
+			}
+			if start = next; start == "0-0" {
+				break
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-		}
-		msgs, _, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-			Stream: key, Group: benchGroup, Consumer: "raw-survivor", MinIdle: group.DefaultVisibility, Start: "0-0", Count: 100,
-		}).Result()
-		if err != nil {
-			continue
-		}
-		var ids []string
-		for _, x := range msgs {
-			if e, err := wire.Decode(key, x.ID, x.Values); err == nil {
-				_ = h(ctx, delivery{payload: e.Envelope.Payload, due: e.Envelope.Due, appended: e.Appended()})
-			}
-			ids = append(ids, x.ID)
-		}
-		if len(ids) > 0 {
-			_ = s.rdb.XAck(ctx, key, benchGroup, ids...).Err()
 		}
 	}
 }

@@ -53,6 +53,10 @@ type config struct {
 	allowFlush bool
 	moverBatch int // 0 = library default
 	queuesN    int // queues served by one process in the "queues" scenario
+
+	// crash: what the killed consumer holds, in its handlers (its workers)
+	// and read ahead (group.WithPrefetch)
+	crashWorkers, crashPrefetch int
 }
 
 var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "queues", "cluster"}
@@ -80,6 +84,8 @@ func main() {
 	flag.IntVar(&cfg.parallel, "parallel", 16, "goroutines for parallel one-at-a-time scheduling")
 	flag.DurationVar(&cfg.idle, "idle", 10*time.Second, "idle measurement window")
 	flag.IntVar(&cfg.crashRuns, "crash-runs", 0, "runs of the crash scenario (default -runs)")
+	flag.IntVar(&cfg.crashWorkers, "crash-workers", 100, "crash: messages the killed consumer holds in its handlers (its workers)")
+	flag.IntVar(&cfg.crashPrefetch, "crash-prefetch", 100, "crash: messages the killed consumer holds read ahead (group.WithPrefetch; asynq: more workers)")
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (producers, mover, consumers) to this file")
 	flag.IntVar(&cfg.moverBatch, "mover-batch", 0, "delaystream mover batch size (mover.WithBatchSize); 0 = the library default")
 	flag.IntVar(&cfg.queuesN, "queues-n", 100, "queues served by one process (one consumer each, one client) in the queues scenario")
@@ -96,6 +102,10 @@ func main() {
 	}
 	if cfg.crashRuns == 0 {
 		cfg.crashRuns = cfg.runs
+	}
+	if cfg.crashWorkers < 1 || cfg.crashPrefetch < 0 {
+		fmt.Fprintln(os.Stderr, "bench: -crash-workers must be >= 1 and -crash-prefetch >= 0")
+		os.Exit(2)
 	}
 	if cfg.payload < 16 {
 		fmt.Fprintln(os.Stderr, "bench: -payload must be >= 16")

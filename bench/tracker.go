@@ -120,6 +120,25 @@ func (t *tracker) summarize() summary {
 	return s
 }
 
+// spread is how long after an instant the delivered messages were first
+// received: the first, the median and the last.
+type spread struct{ first, p50, max time.Duration }
+
+// since returns when, after t0, the delivered messages were first received.
+func (t *tracker) since(t0 time.Time) spread {
+	var ds []int64
+	for i := 0; i < t.n; i++ {
+		if t.count[i].Load() > 0 {
+			ds = append(ds, t.recv[i].Load()-t0.UnixNano())
+		}
+	}
+	if len(ds) == 0 {
+		return spread{}
+	}
+	slices.Sort(ds)
+	return spread{first: time.Duration(ds[0]), p50: time.Duration(pct(ds, .5)), max: time.Duration(ds[len(ds)-1])}
+}
+
 // pct returns the p-quantile of sorted xs (nearest rank).
 func pct(xs []int64, p float64) int64 {
 	i := int(math.Ceil(p*float64(len(xs)))) - 1

@@ -3,6 +3,7 @@ package group_test
 import (
 	"context"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/internal/scripts"
 )
 
 // A consumer process killed with SIGKILL while it holds entries: a consumer
@@ -213,4 +216,213 @@ func TestKilledConsumerReadAheadIsReclaimed(t *testing.T) {
 	assert.Len(t, rec.get(running[0].ID), 1)
 	assert.EqualValues(t, n, c.Counters().Reclaimed)
 	assert.Zero(t, h.pending(h.mainStream(), "g"))
+}
+
+// A killed consumer holding 200 entries, 100 in its handlers and 100 read
+// ahead: a consumer with default options (8 workers, room for 40 at
+// first), started just after the kill, handles every one of them, each
+// once and as its second delivery, though it can hold only a part of them
+// at a time. The time it takes is the bench's (crash scenario); the bound
+// here only catches a pass that left entries behind for good.
+func TestKilledConsumerHolding200IsReclaimed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const workers, ahead, n = 100, 100, 200
+	h.startMover()
+	h.schedule(ids("held", n), 0)
+	ch := h.startChild("g", "doomed", helperConfig{Workers: workers, Prefetch: ahead})
+	running := ch.waitHeld(t, workers, 30*time.Second)
+	waitFor(t, 10*time.Second, func() bool {
+		p, err := h.rdb.XPendingExt(context.Background(), &redis.XPendingExtArgs{
+			Stream: h.mainStream(), Group: "g", Start: "-", End: "+", Count: 2 * n, Consumer: "doomed"}).Result()
+		return err == nil && len(p) == n
+	}, "the child holds all %d", n)
+
+	killed := time.Now()
+	ch.kill(t)
+	rec := newRecorder()
+	var claimed, calls atomic.Int64
+	c := h.consumer("g", rec.ack, group.WithConsumerName("survivor"), group.WithHooks(group.Hooks{
+		OnReclaimed: func(s string, k, _ int) {
+			if s == h.mainStream() {
+				claimed.Add(int64(k))
+				calls.Add(1)
+			}
+		},
+	}))
+	r := start(t, c.Run)
+	waitFor(t, 15*time.Second, func() bool { return rec.total() >= n }, "all %d handled by the survivor", n)
+	r.stop(t)
+
+	var last time.Duration
+	for id, ds := range rec.snapshot() {
+		require.Len(t, ds, 1, "%s: handled once", id)
+		assert.EqualValues(t, 2, ds[0].Deliveries, "%s: its second delivery", id)
+		last = max(last, ds[0].At.Sub(killed))
+	}
+	t.Logf("kill -9 to all %d handled elsewhere: %s, in %d claims", n, last, calls.Load())
+	assert.Equal(t, ids("held", n), sortedKeys(rec.snapshot()), "every entry the child held, none else")
+	for _, l := range running {
+		assert.EqualValues(t, 1, l.Deliveries, "%s: the child's was the first delivery", l.ID)
+	}
+	assert.EqualValues(t, n, claimed.Load(), "claimed once each")
+	x := c.Counters()
+	assert.EqualValues(t, n, x.Reclaimed)
+	assert.EqualValues(t, n, x.Acked)
+	assert.Zero(t, h.pending(h.mainStream(), "g"))
+}
+
+// A reclaim pass keeps claiming while there is more to claim, but never
+// more than the consumer has room for: a consumer with room for 5 (one
+// worker, 4 read ahead) takes over 200 entries a dead consumer left
+// pending in one pass, in claims of at most 5 entries, waiting for room
+// between them. Its reclaim interval (8 s) is long enough to tell passes
+// apart: a pass that stopped at its room would leave the rest to the next
+// one, 8 s after it.
+func TestReclaimPassClaimsWhileThereIsMore(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	const n, room = 200, 5
+	const every = 8 * time.Second
+	const visibility = 200 * time.Millisecond
+	key := h.mainStream()
+	require.NoError(t, h.rdb.XGroupCreateMkStream(ctx, key, "g", "0").Err())
+	want := ids("left", n)
+	for _, id := range want {
+		h.addEntry(key, envEntry(id, id)...)
+	}
+	res, err := h.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "ghost", Streams: []string{key, ">"}, Count: n, Block: -1}).Result()
+	require.NoError(t, err)
+	require.Len(t, res[0].Messages, n)
+	// Start the survivor once every entry can be claimed, so that its first
+	// pass (within a quarter interval of its start) finds them all.
+	waitFor(t, 10*time.Second, func() bool {
+		p, err := h.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+			Stream: key, Group: "g", Idle: visibility, Start: "-", End: "+", Count: 2 * n}).Result()
+		return err == nil && len(p) == n
+	})
+
+	var mu sync.Mutex
+	var claims []int
+	var first, last time.Time
+	rec := newRecorder()
+	c := h.consumer("g", rec.ack, group.WithWorkers(1), group.WithPrefetch(room-1),
+		group.WithVisibilityTimeout(visibility), group.WithReclaimInterval(every),
+		group.WithHooks(group.Hooks{OnReclaimed: func(s string, k, _ int) {
+			if s != key {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			now := time.Now()
+			if first.IsZero() {
+				first = now
+			}
+			last = now
+			claims = append(claims, k)
+		}}))
+	r := start(t, c.Run)
+	waitFor(t, 30*time.Second, func() bool { return rec.total() >= n }, "all %d handled", n)
+	r.stop(t)
+
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%d entries claimed in %d claims over %s", n, len(claims), last.Sub(first))
+	total := 0
+	for i, k := range claims {
+		assert.LessOrEqual(t, k, room, "claim %d took more than there was room for", i)
+		total += k
+	}
+	assert.Equal(t, n, total)
+	assert.Less(t, last.Sub(first), every/2, "the claims spread over more than one pass")
+	assert.Equal(t, want, sortedKeys(rec.snapshot()))
+	for id, ds := range rec.snapshot() {
+		assert.Len(t, ds, 1, id)
+	}
+	assert.Zero(t, h.pending(key, "g"))
+}
+
+// An idle consumer's reclaim pass, with nothing pending, is one XAUTOCLAIM
+// per stream (the queue stream and the retry lane) per interval.
+func TestIdleReclaimIsOneCallPerStream(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const every = 50 * time.Millisecond
+	client := redis.NewClient(redistest.Options(t, redistest.Addr(t)))
+	t.Cleanup(func() { _ = client.Close() })
+	main, retry := newCommandCounter("xautoclaim", h.mainStream()), newCommandCounter("xautoclaim", h.retryStream("g"))
+	client.AddHook(main)
+	client.AddHook(retry)
+	rec := newRecorder()
+	c := h.consumerOn(client, "g", rec.ack, group.WithReclaimInterval(every))
+	began := time.Now()
+	r := start(t, c.Run)
+	waitFor(t, 10*time.Second, func() bool { return main.n.Load() >= 20 }, "reclaim passes")
+	r.stop(t)
+	ticks := int64(time.Since(began)/every) + 1
+	t.Logf("%s: %d and %d calls, at most %d passes", time.Since(began), main.n.Load(), retry.n.Load(), ticks)
+	assert.LessOrEqual(t, main.n.Load(), ticks, "queue stream")
+	assert.LessOrEqual(t, retry.n.Load(), ticks, "retry lane")
+}
+
+// A reclaimer whose consumer is full claims nothing more, however much is
+// left to claim, and the entries it claimed are held like read ones: kept
+// from reclaim (extended) while they wait in its queue, and handed back
+// when it stops. Its consumer has room for 5 (one worker, whose handler
+// blocks, and 4 read ahead); a dead consumer left 50 entries pending.
+func TestFullReclaimerHoldsOnlyItsRoom(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	const n, room = 50, 5
+	const visibility = 300 * time.Millisecond
+	key := h.mainStream()
+	require.NoError(t, h.rdb.XGroupCreateMkStream(ctx, key, "g", "0").Err())
+	want := ids("left", n)
+	for _, id := range want {
+		h.addEntry(key, envEntry(id, id)...)
+	}
+	_, err := h.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "ghost", Streams: []string{key, ">"}, Count: n, Block: -1}).Result()
+	require.NoError(t, err)
+
+	client := redis.NewClient(redistest.Options(t, redistest.Addr(t)))
+	t.Cleanup(func() { _ = client.Close() })
+	extends := &pipelineCounter{}
+	extends.match = newScriptCounter(scripts.Extend, key).match
+	client.AddHook(extends)
+	started := make(chan string, n)
+	c := h.consumerOn(client, "g", func(ctx context.Context, m *group.Message) error {
+		started <- m.ID
+		<-ctx.Done() // until the drain timeout
+		return ctx.Err()
+	}, group.WithConsumerName("full"), group.WithWorkers(1), group.WithPrefetch(room-1),
+		group.WithVisibilityTimeout(visibility), group.WithReclaimInterval(50*time.Millisecond),
+		group.WithDrainTimeout(100*time.Millisecond))
+	r := start(t, c.Run)
+	<-started
+	// Its held entries are extended every third of the visibility timeout:
+	// ten extensions of each span many reclaim passes of its own.
+	waitFor(t, 20*time.Second, func() bool { return extends.n.Load() >= 10*room }, "extensions")
+	p, err := h.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: key, Group: "g", Start: "-", End: "+", Count: 2 * n, Consumer: "full"}).Result()
+	require.NoError(t, err)
+	assert.Len(t, p, room, "claimed more than it can hold")
+	for _, e := range p {
+		assert.Less(t, e.Idle, visibility, "%s: a claimed entry left unextended", e.ID)
+	}
+	assert.EqualValues(t, room, c.Counters().Reclaimed)
+	assert.Len(t, started, 0, "one handler, blocked")
+	r.stop(t)
+	assert.EqualValues(t, room, c.Counters().HandedBack, "the running entry and the queue handed back")
+
+	rec := newRecorder()
+	last := h.consumer("g", rec.ack, group.WithVisibilityTimeout(visibility), group.WithReclaimInterval(50*time.Millisecond))
+	rl := start(t, last.Run)
+	waitFor(t, 20*time.Second, func() bool { return rec.total() >= n }, "all %d handled", n)
+	rl.stop(t)
+	assert.Equal(t, want, sortedKeys(rec.snapshot()))
+	for id, ds := range rec.snapshot() {
+		assert.Len(t, ds, 1, id)
+	}
+	assert.Zero(t, h.pending(key, "g"))
 }

@@ -22,7 +22,9 @@
 //     pending; another consumer reclaims them (XAUTOCLAIM) once they have
 //     been idle for the visibility timeout (default 2 s, checked every 1 s:
 //     a consumer killed with kill -9 has its work handled elsewhere within
-//     about 3 s). Handlers should be idempotent.
+//     about 3 s, read-ahead included: a reclaim pass claims only what its
+//     consumer has room for, and keeps claiming, as its workers make room,
+//     while there is more to claim). Handlers should be idempotent.
 //   - Per-group retries: a handler error acknowledges the entry for this
 //     group and schedules attempt+1 in this group's retry lane with backoff,
 //     in one script. Other groups never see the retry. The retry is due by

@@ -392,6 +392,7 @@ type helperConfig struct {
 	Name       string
 	Shards     int // 0: 1
 	Workers    int
+	Prefetch   int           // 0: default (adaptive read-ahead)
 	Visibility time.Duration // 0: default
 	Reclaim    time.Duration // 0: default
 	NoReclaim  bool
@@ -414,6 +415,9 @@ func helperMain(spec string) int {
 		group.WithPrefix(cfg.Prefix), group.WithWorkers(cfg.Workers), group.WithConsumerName(cfg.Name),
 		group.WithDrainTimeout(100 * time.Millisecond), group.WithShards(max(cfg.Shards, 1)),
 		group.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+	}
+	if cfg.Prefetch > 0 {
+		opts = append(opts, group.WithPrefetch(cfg.Prefetch))
 	}
 	if cfg.Visibility > 0 {
 		opts = append(opts, group.WithVisibilityTimeout(cfg.Visibility))

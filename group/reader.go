@@ -31,6 +31,7 @@ type reader struct {
 	workers int64
 	held    atomic.Int64  // entries held: queued or being handled
 	room    chan struct{} // a token when room was freed; the reader waits on it
+	rcRoom  chan struct{} // room's twin for the reclaimer, which waits mid-pass (reclaimer.claimFrom)
 	jobs    chan *flight  // entries waiting for a worker
 
 	// Read-ahead: how many entries may be held beyond the workers. Fixed
@@ -47,7 +48,7 @@ type reader struct {
 // prefetch option.
 func newReader(r *runState, settle *settler) *reader {
 	c := r.c
-	rd := &reader{r: r, settle: settle, workers: int64(c.cfg.workers), room: make(chan struct{}, 1)}
+	rd := &reader{r: r, settle: settle, workers: int64(c.cfg.workers), room: make(chan struct{}, 1), rcRoom: make(chan struct{}, 1)}
 	rd.minAhead, rd.maxAhead = int64(c.cfg.prefetch), int64(c.cfg.prefetch)
 	if c.cfg.prefetch < 0 { // adaptive
 		rd.minAhead = 4 * rd.workers
@@ -272,6 +273,10 @@ func (rd *reader) release(f *flight) {
 	if rd.roomy(rd.capacity() - rd.held.Add(-1)) {
 		select {
 		case rd.room <- struct{}{}:
+		default:
+		}
+		select {
+		case rd.rcRoom <- struct{}{}:
 		default:
 		}
 	}

@@ -74,15 +74,37 @@ func (rc *reclaimer) loop(ctx context.Context) error {
 	return nil
 }
 
-// once runs XAUTOCLAIM passes over one stream's pending entries, each
-// for as many entries as there is room for (like a read) but at most
-// reclaimBatch (or the number of workers, if more), and at most 16 passes:
-// a crashed consumer's whole read-ahead is taken in one round, while one
-// pass scans at most ten times its count of the group's pending entries.
+// once runs a reclaim pass over one stream's pending entries from cursor
+// ("0-0": from the start). See claimFrom.
 func (rc *reclaimer) once(ctx context.Context, streamKey, cursor string) error {
+	return rc.claimFrom(ctx, streamKey, cursor, false)
+}
+
+// claimFrom runs XAUTOCLAIM calls over one stream's pending entries from
+// cursor, each for as many entries as there is room for (like a read) but
+// at most reclaimBatch (or the number of workers, if more), until the
+// cursor wraps. A pass keeps claiming while there is more to claim: after
+// a call that claimed all it asked for (full; true when the caller's call
+// before did), it waits for the workers to make room (at most one reclaim
+// interval) rather than leave the rest for the next pass, so that a
+// crashed consumer's entries, handlers' and read-ahead alike, are all
+// taken in one round however little this consumer holds. Only what there
+// is room for is claimed: claimed entries are held like read ones
+// (extended while queued, handed back on stop). A call that claims less
+// than it asked for and does not end the scan (XAUTOCLAIM scans at most
+// ten times its count) finds mostly live consumers' entries; at most
+// maxScans of those are made per pass, which bounds the cost of a pass
+// over a large pending list that has little to claim. A consumer busy
+// when there is no sign of more to claim claims nothing: it leaves the
+// entries to other consumers of the group, or to its next pass.
+func (rc *reclaimer) claimFrom(ctx context.Context, streamKey, cursor string, full bool) error {
 	c, rd := rc.r.c, rc.rd
-	for pass := 0; pass < 16 && ctx.Err() == nil; pass++ {
-		n := min(rd.free(), max(rd.workers, reclaimBatch))
+	for scans := 0; scans < maxScans && ctx.Err() == nil; {
+		n := rd.free()
+		if full && !rd.roomy(n) {
+			n = rc.waitRoom(ctx, c.cfg.reclaimEvery)
+		}
+		n = min(n, max(rd.workers, reclaimBatch))
 		if n <= 0 {
 			return nil // busy: leave the entries for another consumer
 		}
@@ -91,12 +113,40 @@ func (rc *reclaimer) once(ctx context.Context, streamKey, cursor string) error {
 			return err
 		}
 		rc.took(ctx, streamKey, res)
-		cursor = res.next
-		if cursor == "0-0" {
+		if res.next == "0-0" {
 			return nil
+		}
+		cursor = res.next
+		if full = res.full(n); !full {
+			scans++
 		}
 	}
 	return nil
+}
+
+// maxScans bounds the XAUTOCLAIM calls of one reclaim pass over one
+// stream that claim less than they ask for (see claimFrom).
+const maxScans = 16
+
+// waitRoom waits until the reader has room worth a claim (as for a read:
+// see reader.roomy), at most d, and returns the free room (0 when ctx is
+// done; what there is, if anything, after d).
+func (rc *reclaimer) waitRoom(ctx context.Context, d time.Duration) int64 {
+	rd := rc.rd
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		if n := rd.free(); rd.roomy(n) {
+			return n
+		}
+		select {
+		case <-rd.rcRoom:
+		case <-ctx.Done():
+			return 0
+		case <-t.C:
+			return rd.free()
+		}
+	}
 }
 
 // took queues what one XAUTOCLAIM took and records what it found deleted.
@@ -182,7 +232,7 @@ func (rc *reclaimer) recordDeleted(ctx context.Context, streamKey string, ids []
 	}
 }
 
-// reclaimBatch bounds one XAUTOCLAIM's count (see once).
+// reclaimBatch bounds one XAUTOCLAIM's count (see claimFrom).
 const reclaimBatch = 64
 
 // claimResult is an XAUTOCLAIM reply: the next cursor, the claimed entries
@@ -192,6 +242,10 @@ type claimResult struct {
 	msgs    []redis.XMessage
 	deleted []string
 }
+
+// full reports whether the call, made with COUNT n, took as many entries
+// as it could (claimed or found deleted): there is probably more to claim.
+func (res claimResult) full(n int64) bool { return int64(len(res.msgs)+len(res.deleted)) >= n }
 
 // xautoclaim runs XAUTOCLAIM and parses all three reply elements (go-redis
 // drops the third, the ids of entries deleted while pending).

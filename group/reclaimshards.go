@@ -155,7 +155,7 @@ func (rc *reclaimer) passShards(ctx context.Context, streams []string, todo []in
 		}
 		rc.took(ctx, streams[i], res)
 		if res.next != "0-0" && ctx.Err() == nil {
-			if err := rc.once(ctx, streams[i], res.next); err != nil && first == nil {
+			if err := rc.claimFrom(ctx, streams[i], res.next, res.full(per)); err != nil && first == nil {
 				first = err
 			}
 		}
