@@ -59,3 +59,26 @@ local function once_store(s)
     redis.call('SET', ONCE_KEY, s, 'PX', ONCE_TTL)
   end
 end
+
+-- once_claim is once_seen and once_store in one command, for a script
+-- whose record is known before its effect: it stores record as what the
+-- call's first run did and returns nil, or, when a first run stored its
+-- record already, returns that and stores nothing. The caller must have
+-- done whatever can fail before it (a command on each key of its own, so
+-- that a key of the wrong type fails the call before the record is
+-- stored): a record stored by a run that then failed would make a later
+-- run of the call report what was never done. A value of another form is
+-- replaced, as once_store would.
+local function once_claim(pattern, record)
+  if not ONCE_KEY then
+    return nil
+  end
+  local v = redis.call('SET', ONCE_KEY, record, 'NX', 'GET', 'PX', ONCE_TTL)
+  if v and string.find(v, pattern) then
+    return v
+  end
+  if v then
+    redis.call('SET', ONCE_KEY, record, 'PX', ONCE_TTL)
+  end
+  return nil
+end

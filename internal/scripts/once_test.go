@@ -138,3 +138,24 @@ func TestCallTokenForeignValues(t *testing.T) {
 		require.NoError(t, err, "value %q", v)
 	}
 }
+
+// schedule_generated.lua stores its call record before it adds (one SET
+// NX GET), so a delayed set of the wrong type must fail the call before
+// the record is stored: otherwise the call sent again would report
+// messages created that never were.
+func TestCallTokenNotStoredWhenTheCallFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	p := redistest.Prefix(t) + ":1:{q}"
+	z, tok := p+":z", p+":k:g1"
+	require.NoError(t, rdb.Set(ctx, z, "not a sorted set", 0).Err())
+	args := []any{"", "\x01ABCDEFGHJKMNPQRS\xd5\x01e", "r100", 60000}
+	for range 2 { // the call, and the same call sent again
+		_, err := scripts.ScheduleGenerated.Run(ctx, rdb, []string{z, tok}, args...).Slice()
+		require.ErrorContains(t, err, "WRONGTYPE")
+	}
+	n, err := rdb.Exists(ctx, tok).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "no call record for a call that failed")
+}

@@ -16,19 +16,22 @@
 -- created), due ms.
 --
 -- Commands, for any number of messages: TIME, ZRANGE, ZADD (once per slice
--- of 2000 values), maybe PUBLISH; with a call token (once.lua) GET and SET.
+-- of 2000 values), maybe PUBLISH; with a call token (once.lua) one SET
+-- (NX GET).
 local nargv = once_args(1)
--- With a call token, the first run stores its "now": every message is
--- created, so a later run rebuilds the reply from it and writes nothing.
-local seen = once_seen('^%d+$')
-local now
+local t = redis.call('TIME')
+-- "now" rounded up to the next ms, so "r<ms>" is never due sooner than
+-- <ms> after this script ran.
+local now = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000)
+-- The head before anything is written: a delayed set of the wrong type
+-- fails the call here, with nothing stored.
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+-- With a call token, the first run stores its "now" (every message is
+-- created, so that is the whole reply); a later run rebuilds the reply
+-- from it and writes nothing.
+local seen = once_claim('^%d+$', string.format('%d', now))
 if seen then
   now = tonumber(seen)
-else
-  local t = redis.call('TIME')
-  -- "now" rounded up to the next ms, so "r<ms>" is never due sooner than
-  -- <ms> after this script ran.
-  now = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000)
 end
 
 local n = (nargv - 1) / 2
@@ -54,7 +57,6 @@ end
 if seen then
   return out
 end
-local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 -- unpack is bounded by Lua's C stack (about 8000 values): slices of 2000.
 for i = 1, 2 * n, 2000 do
   redis.call('ZADD', KEYS[1], unpack(zargs, i, math.min(i + 1999, 2 * n)))
@@ -62,5 +64,4 @@ end
 if ARGV[1] ~= '' and earliest and (head[2] == nil or earliest < tonumber(head[2])) then
   publish(ARGV[1], string.format('%d', earliest))
 end
-once_store(string.format('%d', now))
 return out
