@@ -156,7 +156,7 @@ func (a *acker) flush(reqs []ackReq) {
 		return
 	}
 	for _, g := range groups {
-		a.trim.settled(g.stream)
+		a.trim.settled(g.stream, len(g.ids))
 	}
 	c.ctr.acked.Add(uint64(successes))
 }

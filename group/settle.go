@@ -83,7 +83,7 @@ func (s *settler) retry(ctx context.Context, m *Message, env *codec.Envelope, he
 	if due < 0 {
 		return OutcomeReclaimed // no longer ours: another consumer reclaimed and settled it
 	}
-	s.trim.settled(m.Stream)
+	s.trim.settled(m.Stream, 1)
 	c.ctr.retried.Add(1)
 	if h := c.cfg.hooks.OnFailed; h != nil {
 		h(m, herr, wait)
@@ -167,7 +167,7 @@ func (s *settler) settleDead(ctx context.Context, streamKey, id string, fields [
 	if v[0] == 0 {
 		return OutcomeReclaimed
 	}
-	s.trim.settled(streamKey)
+	s.trim.settled(streamKey, 1)
 	c.ctr.deadLettered.Add(1)
 	if v[1] > 0 {
 		c.ctr.deadDropped.Add(uint64(v[1]))

@@ -17,34 +17,57 @@ import (
 )
 
 // trimmer trims the queue stream and the retry lane and removes stale
-// consumers (see loop). The roles that settle entries tell it which
-// streams they settled entries of.
+// consumers (see loop). The roles that settle entries tell it how many
+// entries of which streams they settled.
 type trimmer struct {
-	r   *runState
-	due []atomic.Bool // per stream, in core.streams order: this consumer settled entries since its last trim
+	r       *runState
+	settles []atomic.Int64 // per stream, in core.streams order: entries this consumer settled since its last trim of it
+	kick    chan struct{}  // a token when a stream's count reached trimVolume
 }
 
 func newTrimmer(r *runState) *trimmer {
-	return &trimmer{r: r, due: make([]atomic.Bool, 2*len(r.c.shards))}
+	return &trimmer{r: r, settles: make([]atomic.Int64, 2*len(r.c.shards)), kick: make(chan struct{}, 1)}
 }
 
-// settled notes that this consumer acknowledged entries of streamKey, so
-// its next trim pass trims that stream.
-func (t *trimmer) settled(streamKey string) {
+// settled notes that this consumer settled n entries of streamKey, so its
+// next trim pass trims that stream; once trimVolume entries of a stream
+// are settled, the pass comes at once rather than at the interval.
+func (t *trimmer) settled(streamKey string, n int) {
 	sh := t.r.c.shardOf(streamKey)
+	i := 2 * sh.i
 	if streamKey == sh.retry.Stream {
-		t.due[2*sh.i+1].Store(true)
-	} else {
-		t.due[2*sh.i].Store(true)
+		i++
+	}
+	if k := int64(n); k > 0 {
+		if v := t.settles[i].Add(k); v < trimVolume || v-k >= trimVolume {
+			return // below the volume, or reached before
+		}
+		select {
+		case t.kick <- struct{}{}:
+		default:
+		}
 	}
 }
+
+// trimVolume is how many settled entries of a stream bring its trim
+// forward: under a heavy load the stream is trimmed as fast as the groups
+// acknowledge (a 1M burst drained at ~110k msg/s would otherwise wait
+// for passes every trim interval, each bounded, and hold most of the
+// burst in the stream), while a light load is trimmed once per interval.
+const trimVolume = 10_000
+
+// trimSoon is the pause before the next pass when the last one left a
+// stream only partly trimmed (its bound, or a failure).
+const trimSoon = 100 * time.Millisecond
 
 // loop trims the queue stream and the retry lane below the oldest entry
 // some group still needs, and removes stale consumers without pending
 // entries. It trims a stream at most every trim interval, and only when
 // this consumer settled (acknowledged, dropped, retried or dead-lettered)
 // entries of it since its last trim of it, which is what moves the
-// threshold; so an idle consumer makes no trim calls. Every trimIdleEvery
+// threshold; so an idle consumer makes no trim calls. A stream of which
+// it settled trimVolume entries is trimmed at once, and one a bounded
+// pass left partly trimmed again after trimSoon. Every trimIdleEvery
 // (or trim interval, if longer), the first time one such period after
 // start, it trims both streams anyway, for what other groups' progress, a
 // retention or a removed group freed; stale consumers are removed on the
@@ -52,8 +75,9 @@ func (t *trimmer) settled(streamKey string) {
 func (t *trimmer) loop(ctx context.Context) error {
 	r, c := t.r, t.r.c
 	idleEvery := max(c.cfg.trimEvery, trimIdleEvery)
-	sleepCtx(ctx, time.Duration(rand.Int64N(int64(c.cfg.trimEvery))))
-	lastStale, lastFull := time.Now(), time.Now()
+	t.pause(ctx, time.Duration(rand.Int64N(int64(c.cfg.trimEvery))))
+	lastStale, lastFull, lastPass := time.Now(), time.Now(), time.Now()
+	again := make([]bool, len(t.settles)) // left partly trimmed by the last pass
 	var fails failures
 	for ctx.Err() == nil {
 		var failed error
@@ -61,10 +85,16 @@ func (t *trimmer) loop(ctx context.Context) error {
 		if full {
 			lastFull = time.Now()
 		}
+		// Brought forward by volume: only the streams that reached it.
+		early := time.Since(lastPass) < c.cfg.trimEvery
+		lastPass = time.Now()
+		soon := false
 		for i, s := range c.streams() {
 			// Clear before trimming: what is settled meanwhile is trimmed
 			// on the next pass.
-			if !t.due[i].Swap(false) && !full {
+			n := t.settles[i].Swap(0)
+			if (n == 0 || early && n < trimVolume) && !full && !again[i] {
+				t.settles[i].Add(n)
 				continue
 			}
 			groups := "" // the retry lane is this group's alone
@@ -72,8 +102,8 @@ func (t *trimmer) loop(ctx context.Context) error {
 				groups = sh.groups
 			}
 			_, more, err := trim(ctx, c.rdb, s, groups, c.cfg.retention)
-			if more { // failed or bounded: go on at the next pass
-				t.due[i].Store(true)
+			if again[i] = more; more { // failed or bounded: go on soon
+				soon = true
 			}
 			if err != nil && ctx.Err() == nil {
 				heal.After(c.rdb, err)
@@ -93,9 +123,24 @@ func (t *trimmer) loop(ctx context.Context) error {
 				}
 			}
 		}
-		sleepCtx(ctx, c.cfg.trimEvery)
+		wait := c.cfg.trimEvery
+		if soon && failed == nil {
+			wait = trimSoon
+		}
+		t.pause(ctx, wait)
 	}
 	return nil
+}
+
+// pause waits for d, ctx's end, or a stream's volume (see settled).
+func (t *trimmer) pause(ctx context.Context, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+	case <-timer.C:
+	case <-t.kick:
+	}
 }
 
 // errGroupMissing is the error of a trim that a group recorded for the

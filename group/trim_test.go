@@ -442,3 +442,28 @@ func TestCreateGroupWrongType(t *testing.T) {
 	require.ErrorIs(t, err, stream.ErrWrongType)
 	assert.Contains(t, err.Error(), h.mainStream())
 }
+
+// Under a heavy load the stream is trimmed as the group acknowledges, not
+// once per trim interval: with an interval of an hour, a burst of 25,000
+// entries leaves fewer than 10,000 (the volume that brings a pass
+// forward) in the stream once they are all acknowledged.
+func TestTrimKeepsUpWithVolume(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	const n = 25_000
+	h.startMover()
+	rec := newRecorder()
+	r := start(t, h.consumer("g", rec.ack, group.WithWorkers(32), group.WithTrimInterval(time.Hour)).Run)
+	h.schedule(ids("v", n), 0)
+	waitFor(t, 60*time.Second, func() bool { return rec.total() >= n })
+	waitFor(t, 10*time.Second, func() bool {
+		l, err := h.rdb.XLen(ctx, h.mainStream()).Result()
+		return err == nil && l < 10_000
+	}, "trimmed while acknowledging")
+	r.stop(t)
+	info, err := h.rdb.XInfoStream(ctx, h.mainStream()).Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, n, info.EntriesAdded)
+	assert.Positive(t, n-info.Length, "trimmed")
+}
