@@ -108,16 +108,19 @@ type dsSystem struct {
 	cfg   config
 	raw   bool
 	stops []func()
+	timer *scriptTimer // round trips of the library's script calls
 }
 
 func newDS(addr string, cfg config, raw bool) (*dsSystem, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	timer := newScriptTimer()
+	rdb.AddHook(timer)
 	q, err := delay.New(rdb, benchQueue)
 	if err != nil {
 		rdb.Close()
 		return nil, err
 	}
-	return &dsSystem{rdb: rdb, q: q, cfg: cfg, raw: raw}, nil
+	return &dsSystem{rdb: rdb, q: q, cfg: cfg, raw: raw, timer: timer}, nil
 }
 
 func (s *dsSystem) Name() string {
