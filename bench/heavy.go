@@ -65,14 +65,39 @@ func settleHeap() {
 
 // backlog: backlogN messages due in 1 h waiting in the delayed set, then
 // the trickle (rate msg/s for the duration, delays in [0, 3 s]) on top.
-// delaystream only.
+// With -backlog-ab (default) each run also runs the same trickle on an
+// empty server, before the backlog in odd runs and after it in even ones,
+// so the two compare within one window of a shared machine. delaystream
+// only.
 func (b *bench) backlog(ctx context.Context, sysName string, run int) (map[string]float64, error) {
+	if !b.cfg.backlogAB {
+		return b.backlogOnce(ctx, sysName, run, b.cfg.backlogN)
+	}
+	var with, without map[string]float64
+	var err error
+	for i := range 2 {
+		if (i == 0) == (run%2 == 1) {
+			without, err = b.backlogOnce(ctx, sysName, run, 0)
+		} else {
+			with, err = b.backlogOnce(ctx, sysName, run, b.cfg.backlogN)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	for k, x := range without {
+		with["base_"+k] = x
+	}
+	return with, nil
+}
+
+// backlogOnce fills n waiting messages (none: n = 0) and runs the trickle.
+func (b *bench) backlogOnce(ctx context.Context, sysName string, run, n int) (map[string]float64, error) {
 	sys, err := b.fresh(ctx, sysName)
 	if err != nil {
 		return nil, err
 	}
 	defer sys.Close()
-	n := b.cfg.backlogN
 	hour := time.Now().Add(time.Hour)
 	t0 := time.Now()
 	if err := b.fillWaiting(ctx, sys, n, backlogSeq, func(int) when { return when{in: time.Hour} },
@@ -101,12 +126,14 @@ func (b *bench) backlog(ctx context.Context, sysName string, run int) (map[strin
 	timer.reset()
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
-	v, err := b.trickleOn(ctx, sys, sysName, run, "backlog", b.cfg.rate, b.cfg.duration)
+	v, err := b.trickleOn(ctx, sys, sysName, run, "backlog", fmt.Sprintf("%d waiting", waiting), b.cfg.rate, b.cfg.duration)
 	if err != nil {
 		return nil, err
 	}
 	runtime.ReadMemStats(&ms1)
-	v["fill_rate"] = float64(n) / fill.Seconds()
+	if n > 0 {
+		v["fill_rate"] = float64(n) / fill.Seconds()
+	}
 	v["waiting"] = float64(waiting)
 	if lat := timer.durations("promote"); len(lat) > 0 {
 		v["promote_call_p50"] = pctDur(lat, .5).Seconds()
@@ -118,16 +145,15 @@ func (b *bench) backlog(ctx context.Context, sysName string, run int) (map[strin
 		return nil, err
 	}
 	v["slow_promote"] = float64(slow.count["promote"])
-	if run == 1 || slow.total > 0 {
-		b.res.note("backlog", sysName, fmt.Sprintf("run %d: %s", run, slow.String()))
-	}
+	what := fmt.Sprintf("run %d, %d waiting", run, waiting)
+	b.res.note("backlog", sysName, what+": "+slow.String())
 	if ll := b.latencyLatest(ctx); ll != "" {
-		b.res.note("backlog", sysName, fmt.Sprintf("run %d: LATENCY LATEST (events over 1 ms): %s", run, ll))
+		b.res.note("backlog", sysName, fmt.Sprintf("%s: LATENCY LATEST (events over 1 ms): %s", what, ll))
 	}
-	b.res.note("backlog", sysName, fmt.Sprintf("run %d: promote call round trip (client side, %d calls): %s; schedule calls: %s",
-		run, len(timer.durations("promote")), durSummary(timer.durations("promote")), durSummary(timer.durations("schedule"))))
-	b.res.note("backlog", sysName, fmt.Sprintf("run %d: bench process during the trickle: %d GCs, pauses %s in all, heap %d MB",
-		run, ms1.NumGC-ms0.NumGC, time.Duration(ms1.PauseTotalNs-ms0.PauseTotalNs).Round(time.Microsecond), ms1.HeapAlloc>>20))
+	b.res.note("backlog", sysName, fmt.Sprintf("%s: promote call round trip (client side, %d calls): %s; schedule calls: %s",
+		what, len(timer.durations("promote")), durSummary(timer.durations("promote")), durSummary(timer.durations("schedule"))))
+	b.res.note("backlog", sysName, fmt.Sprintf("%s: bench process during the trickle: %d GCs, pauses %s in all, heap %d MB",
+		what, ms1.NumGC-ms0.NumGC, time.Duration(ms1.PauseTotalNs-ms0.PauseTotalNs).Round(time.Microsecond), ms1.HeapAlloc>>20))
 	return v, nil
 }
 
@@ -668,5 +694,5 @@ func (b *bench) curveOnce(ctx context.Context, sysName string, run, rate int) (m
 		return nil, err
 	}
 	defer sys.Close()
-	return b.trickleOn(ctx, sys, sysName, run, "curve", rate, b.cfg.curveDuration)
+	return b.trickleOn(ctx, sys, sysName, run, "curve", fmt.Sprintf("%d msg/s", rate), rate, b.cfg.curveDuration)
 }

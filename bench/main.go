@@ -54,6 +54,7 @@ type config struct {
 	moverBatch int // 0 = library default
 	// The cost issue's scenarios (opt-in: optIn).
 	backlogN      int           // messages waiting (due in 1 h) under the backlog trickle
+	backlogAB     bool          // backlog: also the same trickle with nothing waiting, in each run
 	bigN          int           // burst1m size
 	trimWait      time.Duration // burst1m: how long to wait for trimming after delivery
 	curveRates    []int         // curve: trickle rates, msg/s
@@ -93,6 +94,7 @@ func main() {
 	flag.IntVar(&cfg.moverBatch, "mover-batch", 0, "delaystream mover batch size (mover.WithBatchSize); 0 = the library default")
 	flag.BoolVar(&cfg.allowFlush, "allow-flush", false, "with REDIS_ADDR: allow FLUSHALL on that server (required)")
 	flag.IntVar(&cfg.backlogN, "backlog-n", 1000000, "backlog: messages waiting (due in 1 h) under the trickle (-rate, -duration)")
+	flag.BoolVar(&cfg.backlogAB, "backlog-ab", true, "backlog: each run also runs the trickle with nothing waiting (order alternating by run)")
 	flag.IntVar(&cfg.bigN, "burst1m-n", 1000000, "burst1m: messages all due at the same instant")
 	flag.DurationVar(&cfg.trimWait, "trim-wait", 90*time.Second, "burst1m: longest wait, after all is delivered, for the stream to be trimmed below 1 % of n")
 	curveRates := flag.String("curve-rates", "50,500,5000", "curve: trickle rates in msg/s, comma-separated")

@@ -184,7 +184,7 @@ func (b *bench) trickle(ctx context.Context, sysName string, run int) (map[strin
 		return nil, err
 	}
 	defer sys.Close()
-	return b.trickleOn(ctx, sys, sysName, run, "trickle", b.cfg.rate, b.cfg.duration)
+	return b.trickleOn(ctx, sys, sysName, run, "trickle", "", b.cfg.rate, b.cfg.duration)
 }
 
 // trickleProducers is how many goroutines schedule a trickle of rate msg/s:
@@ -196,7 +196,13 @@ func trickleProducers(rate int) int { return max(1, (rate+999)/1000) }
 // delay uniform in [0, 3 s], scheduled one call at a time by a paced
 // producer. Costs are taken over the whole run (schedule + delivery +
 // idle) and notes go to scenario. Used by trickle, backlog and curve.
-func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run int, scenario string, rate int, dur time.Duration) (map[string]float64, error) {
+//
+// tag starts the notes' text ("" for none): a scenario that runs several
+// trickles per run tells them apart with it.
+func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run int, scenario, tag string, rate int, dur time.Duration) (map[string]float64, error) {
+	if tag != "" {
+		tag += ": "
+	}
 	n := max(1, int(float64(rate)*dur.Seconds()))
 	tr := newTracker(n)
 	if err := sys.Start(ctx, tr.handler); err != nil {
@@ -242,7 +248,7 @@ func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run i
 	}
 	behind := int(behindN.Load())
 	if behind > n/100 {
-		b.res.note(scenario, sysName, fmt.Sprintf("run %d (%d msg/s): producer fell > 50 ms behind its pace for %d of %d messages", run, rate, behind, n))
+		b.res.note(scenario, sysName, fmt.Sprintf("%srun %d: producer fell > 50 ms behind its pace for %d of %d messages", tag, run, behind, n))
 	}
 	complete := tr.wait(3*time.Second + 30*time.Second)
 	time.Sleep(200 * time.Millisecond)
@@ -253,7 +259,7 @@ func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run i
 	}
 	sum := tr.summarize()
 	if !complete {
-		b.res.note(scenario, sysName, fmt.Sprintf("run %d (%d msg/s): only %d of %d delivered", run, rate, sum.delivered, n))
+		b.res.note(scenario, sysName, fmt.Sprintf("%srun %d: only %d of %d delivered", tag, run, sum.delivered, n))
 	}
 	d := s0.delta(s1)
 	dn := float64(max(sum.delivered, 1))
@@ -272,10 +278,15 @@ func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run i
 		v["consume_p50"], v["consume_p99"] = sum.consumeP50.Seconds(), sum.consumeP99.Seconds()
 		v["promote_max"] = sum.promoteMax.Seconds()
 	}
-	if scenario == "curve" {
-		b.noteOnce(scenario, sysName, run, fmt.Sprintf("%d msg/s: commands: %s", rate, d.top(12, dn, "per msg")))
-	} else {
-		b.noteOnce(scenario, sysName, run, "commands: "+d.top(16, dn, "per msg"))
+	b.noteOnce(scenario, sysName, run, tag+"commands: "+d.top(16, dn, "per msg"))
+	if sysName != sysAsynq {
+		// The promote script's sorted-set commands, per call: what a
+		// larger delayed set makes slower (commandstats usec / calls).
+		for k, cmd := range map[string]string{"zrangebyscore_usec": "zrangebyscore", "zremrangebyrank_usec": "zremrangebyrank", "zadd_usec": "zadd", "zrange_usec": "zrange"} {
+			if c := d.by[cmd]; c > 0 {
+				v[k] = float64(d.usec[cmd]) / float64(c) / 1e6
+			}
+		}
 	}
 	return v, nil
 }
