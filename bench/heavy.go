@@ -98,6 +98,7 @@ func (b *bench) backlogOnce(ctx context.Context, sysName string, run, n int) (ma
 		return nil, err
 	}
 	defer sys.Close()
+	timer := scriptTimerOf(sys)
 	hour := time.Now().Add(time.Hour)
 	t0 := time.Now()
 	if err := b.fillWaiting(ctx, sys, n, backlogSeq, func(int) when { return when{in: time.Hour} },
@@ -122,15 +123,20 @@ func (b *bench) backlogOnce(ctx context.Context, sysName string, run, n int) (ma
 		return nil, err
 	}
 	defer restore()
-	timer := scriptTimerOf(sys)
 	timer.reset()
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
+	stopCanary := canary(ctx, time.Millisecond)
 	v, err := b.trickleOn(ctx, sys, sysName, run, "backlog", fmt.Sprintf("%d waiting", waiting), b.cfg.rate, b.cfg.duration)
 	if err != nil {
 		return nil, err
 	}
 	runtime.ReadMemStats(&ms1)
+	over := stopCanary()
+	if len(over) > 0 {
+		v["canary_p99"] = pctDur(over, .99).Seconds()
+		v["canary_max"] = over[len(over)-1].Seconds()
+	}
 	if n > 0 {
 		v["fill_rate"] = float64(n) / fill.Seconds()
 	}
@@ -152,9 +158,40 @@ func (b *bench) backlogOnce(ctx context.Context, sysName string, run, n int) (ma
 	}
 	b.res.note("backlog", sysName, fmt.Sprintf("%s: promote call round trip (client side, %d calls): %s; schedule calls: %s",
 		what, len(timer.durations("promote")), durSummary(timer.durations("promote")), durSummary(timer.durations("schedule"))))
-	b.res.note("backlog", sysName, fmt.Sprintf("%s: bench process during the trickle: %d GCs, pauses %s in all, heap %d MB",
-		what, ms1.NumGC-ms0.NumGC, time.Duration(ms1.PauseTotalNs-ms0.PauseTotalNs).Round(time.Microsecond), ms1.HeapAlloc>>20))
+	b.res.note("backlog", sysName, fmt.Sprintf("%s: bench process during the trickle: %d GCs, pauses %s in all, heap %d MB; a 1 ms sleep overshot by %s (%d of %d sleeps by more than 5 ms)",
+		what, ms1.NumGC-ms0.NumGC, time.Duration(ms1.PauseTotalNs-ms0.PauseTotalNs).Round(time.Microsecond), ms1.HeapAlloc>>20,
+		durSummary(over), countOver(over, 5*time.Millisecond), len(over)))
 	return v, nil
+}
+
+// canary sleeps for d in a loop until stopped and returns by how much each
+// sleep overshot, sorted: how late a goroutine of this process (the mover's,
+// say) wakes on this machine, whatever Redis does.
+func canary(ctx context.Context, d time.Duration) (stop func() []time.Duration) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan []time.Duration, 1)
+	go func() {
+		var over []time.Duration
+		for ctx.Err() == nil {
+			t := time.Now()
+			time.Sleep(d)
+			over = append(over, time.Since(t)-d)
+		}
+		slices.Sort(over)
+		done <- over
+	}()
+	return func() []time.Duration { cancel(); return <-done }
+}
+
+// countOver counts the durations above d.
+func countOver(xs []time.Duration, d time.Duration) int {
+	n := 0
+	for _, x := range xs {
+		if x > d {
+			n++
+		}
+	}
+	return n
 }
 
 // waitingCount returns how many messages wait in the delayed set (delaystream).
@@ -369,9 +406,11 @@ func (t *scriptTimer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	}
 }
 
+// scriptTimerOf starts timing the script calls of a delaystream system
+// (nil for another).
 func scriptTimerOf(sys system) *scriptTimer {
 	if ds, ok := sys.(*dsSystem); ok {
-		return ds.timer
+		return ds.timeScripts()
 	}
 	return nil
 }

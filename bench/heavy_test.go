@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -242,5 +243,26 @@ func TestPrintCurveTable(t *testing.T) {
 	printCurveTable(&buf, newResults(), cfg)
 	if buf.Len() != 0 {
 		t.Errorf("curve table without curve results: %q", buf.String())
+	}
+}
+
+func TestCountOver(t *testing.T) {
+	t.Parallel()
+	xs := []time.Duration{time.Millisecond, 6 * time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond}
+	if got := countOver(xs, 5*time.Millisecond); got != 2 {
+		t.Errorf("countOver = %d, want 2 (strictly above)", got)
+	}
+}
+
+func TestCanaryStops(t *testing.T) {
+	t.Parallel()
+	stop := canary(context.Background(), time.Millisecond)
+	time.Sleep(20 * time.Millisecond)
+	over := stop()
+	if len(over) == 0 {
+		t.Fatal("no sleep measured in 20 ms")
+	}
+	if !slices.IsSorted(over) {
+		t.Error("overshoots not sorted")
 	}
 }
