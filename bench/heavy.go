@@ -100,15 +100,32 @@ func (b *bench) backlogOnce(ctx context.Context, sysName string, run, n int) (ma
 	defer sys.Close()
 	timer := scriptTimerOf(sys)
 	hour := time.Now().Add(time.Hour)
+	filled := sys
+	if b.cfg.backlogElsewhere && n > 0 {
+		// The control: the same messages in another queue of the same
+		// Redis (same memory, no mover), the trickle's delayed set small.
+		other, err := newDS(b.addr, b.cfg, false)
+		if err != nil {
+			return nil, err
+		}
+		defer other.Close()
+		if other.q, err = delay.New(other.rdb, benchQueue+"-elsewhere"); err != nil {
+			return nil, err
+		}
+		filled = other
+	}
 	t0 := time.Now()
-	if err := b.fillWaiting(ctx, sys, n, backlogSeq, func(int) when { return when{in: time.Hour} },
+	if err := b.fillWaiting(ctx, filled, n, backlogSeq, func(int) when { return when{in: time.Hour} },
 		func(int) time.Time { return hour }); err != nil {
 		return nil, fmt.Errorf("fill: %w", err)
 	}
 	fill := time.Since(t0)
 	settleHeap()
 	time.Sleep(200 * time.Millisecond)
-	waiting, err := b.waitingCount(ctx, sys)
+	if n > 0 {
+		time.Sleep(b.cfg.backlogSettle)
+	}
+	waiting, err := b.waitingCount(ctx, filled)
 	if err != nil {
 		return nil, err
 	}

@@ -53,12 +53,16 @@ type config struct {
 	allowFlush bool
 	moverBatch int // 0 = library default
 	// The cost issue's scenarios (opt-in: optIn).
-	backlogN      int           // messages waiting (due in 1 h) under the backlog trickle
-	backlogAB     bool          // backlog: also the same trickle with nothing waiting, in each run
-	bigN          int           // burst1m size
-	trimWait      time.Duration // burst1m: how long to wait for trimming after delivery
-	curveRates    []int         // curve: trickle rates, msg/s
-	curveDuration time.Duration // curve: trickle duration per rate and system
+	backlogN  int  // messages waiting (due in 1 h) under the backlog trickle
+	backlogAB bool // backlog: also the same trickle with nothing waiting, in each run
+	// backlogElsewhere fills the backlog into another queue of the same
+	// Redis: same memory, the trickle's own delayed set small (a control).
+	backlogElsewhere bool
+	backlogSettle    time.Duration // backlog: pause between the fill and the trickle
+	bigN             int           // burst1m size
+	trimWait         time.Duration // burst1m: how long to wait for trimming after delivery
+	curveRates       []int         // curve: trickle rates, msg/s
+	curveDuration    time.Duration // curve: trickle duration per rate and system
 }
 
 var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "cluster", "backlog", "burst1m", "curve"}
@@ -95,6 +99,8 @@ func main() {
 	flag.BoolVar(&cfg.allowFlush, "allow-flush", false, "with REDIS_ADDR: allow FLUSHALL on that server (required)")
 	flag.IntVar(&cfg.backlogN, "backlog-n", 1000000, "backlog: messages waiting (due in 1 h) under the trickle (-rate, -duration)")
 	flag.BoolVar(&cfg.backlogAB, "backlog-ab", true, "backlog: each run also runs the trickle with nothing waiting (order alternating by run)")
+	flag.BoolVar(&cfg.backlogElsewhere, "backlog-elsewhere", false, "backlog: fill the waiting messages into another queue of the same Redis (a control: same memory, small delayed set under the trickle)")
+	flag.DurationVar(&cfg.backlogSettle, "backlog-settle", 0, "backlog: pause between filling and the trickle (to tell a fill's aftermath from the backlog itself)")
 	flag.IntVar(&cfg.bigN, "burst1m-n", 1000000, "burst1m: messages all due at the same instant")
 	flag.DurationVar(&cfg.trimWait, "trim-wait", 90*time.Second, "burst1m: longest wait, after all is delivered, for the stream to be trimmed below 1 % of n")
 	curveRates := flag.String("curve-rates", "50,500,5000", "curve: trickle rates in msg/s, comma-separated")

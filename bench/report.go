@@ -587,7 +587,11 @@ func printHeader(w io.Writer, m machine, cfg config) {
 	fmt.Fprintf(w, "settings: burst n=%d, trickle %d msg/s for %s (delays uniform in [0, 3 s]), payload %d B, %d workers, runs %d, memory n=%d, idle window %s\n",
 		cfg.n, cfg.rate, cfg.duration, cfg.payload, cfg.workers, cfg.runs, cfg.memN, cfg.idle)
 	if cfg.only["backlog"] {
-		fmt.Fprintf(w, "backlog: %d messages waiting (due in 1 h) under the trickle (%d msg/s for %s)\n", cfg.backlogN, cfg.rate, cfg.duration)
+		where := "in the trickle's queue"
+		if cfg.backlogElsewhere {
+			where = "in another queue of the same Redis (-backlog-elsewhere)"
+		}
+		fmt.Fprintf(w, "backlog: %d messages waiting (due in 1 h) %s, under the trickle (%d msg/s for %s)\n", cfg.backlogN, where, cfg.rate, cfg.duration)
 	}
 	if cfg.only["burst1m"] {
 		fmt.Fprintf(w, "burst1m: n=%d due at one instant\n", cfg.bigN)
