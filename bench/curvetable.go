@@ -52,7 +52,7 @@ func printCurveTable(w io.Writer, r *results, cfg config) {
 	rates := slices.Clone(cfg.curveRates)
 	slices.Sort(rates)
 	both := len(systems) == 2
-	fmt.Fprintf(w, "\nTrickle curve: at each rate, Schedule one call at a time for %s, delays uniform in [0, 3 s]; costs over the whole run (schedule + delivery + idle), per message; medians of %d runs (%% early, lost, duplicates: worst run). Systems alternate within each rate.\n\n",
+	fmt.Fprintf(w, "\nTrickle curve: at each rate, Schedule one call at a time (one producer goroutine per 1000 msg/s) for %s, delays uniform in [0, 3 s]; costs over the whole run (schedule + delivery + idle), per message; medians of %d runs (%% early, lost, duplicates: worst run). Systems alternate within each rate.\n\n",
 		cfg.curveDuration, cfg.runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	hdr := []string{"rate", "system"}
