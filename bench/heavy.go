@@ -450,6 +450,7 @@ func durSummary(xs []time.Duration) string {
 
 // memSample is one reading taken while a burst drains.
 type memSample struct {
+	at      time.Time
 	used    int64 // used_memory
 	xlen    int64 // the stream's length
 	waiting int64 // the delayed set's size
@@ -482,6 +483,23 @@ func peaks(xs []memSample, base int64, perWaiting float64) memPeaks {
 	return p
 }
 
+// xlenSeries describes the stream's length over time from t0 on, one
+// sample per step: "+0s 802k, +5s 702k, ...", for the notes.
+func xlenSeries(xs []memSample, t0 time.Time, step time.Duration) string {
+	var parts []string
+	next := t0
+	for _, s := range xs {
+		if s.at.Before(next) {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("+%.0fs %.0fk", s.at.Sub(t0).Seconds(), float64(s.xlen)/1000))
+		for !next.After(s.at) {
+			next = next.Add(step)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // sampleMemory reads used_memory, the stream's length and the delayed
 // set's size every interval until stop is called, which returns the samples.
 func sampleMemory(ctx context.Context, rdb *redis.Client, streamKey, delayedKey string, every time.Duration) (stop func() []memSample) {
@@ -498,7 +516,7 @@ func sampleMemory(ctx context.Context, rdb *redis.Client, streamKey, delayedKey 
 			zc := p.ZCard(ctx, delayedKey)
 			if _, err := p.Exec(ctx); err == nil {
 				used, _ := strconv.ParseInt(infoField(info.Val(), "used_memory"), 10, 64)
-				xs = append(xs, memSample{used: used, xlen: xl.Val(), waiting: zc.Val()})
+				xs = append(xs, memSample{at: time.Now(), used: used, xlen: xl.Val(), waiting: zc.Val()})
 			}
 			select {
 			case <-ctx.Done():
@@ -683,6 +701,7 @@ func (b *bench) burstBigOnce(ctx context.Context, sysName string, run int, lead 
 		run, pk.samples, mb(s0.mem), mb(s1.mem), mb(pk.used), mb(s2.mem), mb(memEnd), mb(allTimePeak)))
 	b.res.note("burst1m", sysName, fmt.Sprintf("run %d: stream length peak %d (%.1f %% of n), when all delivered %d, %.1f s later %d (trimmed below 1 %% of n after %.1f s; NaN = not within %s); one stream entry %.0f B (measured on a scratch stream), so %d entries' worth = %s; peak beyond the waiting set %s = %.3f of that",
 		run, pk.xlen, 100*float64(pk.xlen)/float64(n), xlenDelivered, time.Since(tDel).Seconds(), xlenEnd, trimmedAfter, b.cfg.trimWait, perEntry, n, mb(int64(worth)), mb(pk.beyond), float64(pk.beyond)/worth))
+	b.res.note("burst1m", sysName, fmt.Sprintf("run %d: stream length from the due time, every 2 s: %s", run, xlenSeries(samples, due, 2*time.Second)))
 	b.noteOnce("burst1m", sysName, run, "delivery commands: "+del.top(10, dn, "per delivered msg"))
 	return v, false, nil
 }

@@ -266,3 +266,17 @@ func TestCanaryStops(t *testing.T) {
 		t.Error("overshoots not sorted")
 	}
 }
+
+func TestXlenSeries(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1000, 0)
+	var xs []memSample
+	for i := range 25 { // every 500 ms for 12 s
+		xs = append(xs, memSample{at: t0.Add(time.Duration(i) * 500 * time.Millisecond), xlen: int64(1000 * i)})
+	}
+	before := memSample{at: t0.Add(-time.Second), xlen: 7}
+	got := xlenSeries(append([]memSample{before}, xs...), t0, 5*time.Second)
+	if want := "+0s 0k, +5s 10k, +10s 20k"; got != want {
+		t.Errorf("xlenSeries = %q, want %q", got, want)
+	}
+}
