@@ -57,9 +57,25 @@ type config struct {
 	// crash: what the killed consumer holds, in its handlers (its workers)
 	// and read ahead (group.WithPrefetch)
 	crashWorkers, crashPrefetch int
+
+	// The cost issue's scenarios (opt-in: optIn).
+	backlogN  int  // messages waiting (due in 1 h) under the backlog trickle
+	backlogAB bool // backlog: also the same trickle with nothing waiting, in each run
+	// backlogElsewhere fills the backlog into another queue of the same
+	// Redis: same memory, the trickle's own delayed set small (a control).
+	backlogElsewhere bool
+	backlogSettle    time.Duration // backlog: pause between the fill and the trickle
+	bigN             int           // burst1m size
+	trimWait         time.Duration // burst1m: how long to wait for trimming after delivery
+	curveRates       []int         // curve: trickle rates, msg/s
+	curveDuration    time.Duration // curve: trickle duration per rate and system
 }
 
-var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "queues", "cluster"}
+var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "queues", "cluster", "backlog", "burst1m", "curve"}
+
+// optIn are the scenarios a run without -only leaves out: each takes
+// minutes at its real size.
+var optIn = map[string]bool{"backlog": true, "burst1m": true, "curve": true}
 
 func main() {
 	if len(os.Args) > 2 && os.Args[1] == childFlag {
@@ -71,7 +87,7 @@ func main() {
 	flag.IntVar(&cfg.rate, "rate", 500, "trickle rate, messages per second")
 	flag.DurationVar(&cfg.duration, "duration", 20*time.Second, "trickle duration")
 	flag.IntVar(&cfg.runs, "runs", 3, "runs per scenario and system; the table shows medians")
-	flag.StringVar(&only, "only", "", "comma-separated scenarios to run ("+strings.Join(scenarioNames, ",")+"); efficiency figures come from burst and trickle; default all")
+	flag.StringVar(&only, "only", "", "comma-separated scenarios to run ("+strings.Join(scenarioNames, ",")+"); efficiency figures come from burst and trickle; default all but backlog, burst1m and curve")
 	flag.BoolVar(&cfg.asynq, "asynq", true, "also run asynq v0.26 through the same scenarios")
 	flag.BoolVar(&cfg.raw, "raw", true, "also run the raw XREADGROUP/XACK reader (a floor reference, not the library) in burst")
 	flag.BoolVar(&cfg.json, "json", false, "also print JSON lines (one per metric and system, plus one per run) to stdout")
@@ -90,7 +106,20 @@ func main() {
 	flag.IntVar(&cfg.moverBatch, "mover-batch", 0, "delaystream mover batch size (mover.WithBatchSize); 0 = the library default")
 	flag.IntVar(&cfg.queuesN, "queues-n", 100, "queues served by one process (one consumer each, one client) in the queues scenario")
 	flag.BoolVar(&cfg.allowFlush, "allow-flush", false, "with REDIS_ADDR: allow FLUSHALL on that server (required)")
+	flag.IntVar(&cfg.backlogN, "backlog-n", 1000000, "backlog: messages waiting (due in 1 h) under the trickle (-rate, -duration)")
+	flag.BoolVar(&cfg.backlogAB, "backlog-ab", true, "backlog: each run also runs the trickle with nothing waiting (order alternating by run)")
+	flag.BoolVar(&cfg.backlogElsewhere, "backlog-elsewhere", false, "backlog: fill the waiting messages into another queue of the same Redis (a control: same memory, small delayed set under the trickle)")
+	flag.DurationVar(&cfg.backlogSettle, "backlog-settle", 0, "backlog: pause between filling and the trickle (to tell a fill's aftermath from the backlog itself)")
+	flag.IntVar(&cfg.bigN, "burst1m-n", 1000000, "burst1m: messages all due at the same instant")
+	flag.DurationVar(&cfg.trimWait, "trim-wait", 90*time.Second, "burst1m: longest wait, after all is delivered, for the stream to be trimmed below 1 % of n")
+	curveRates := flag.String("curve-rates", "50,500,5000", "curve: trickle rates in msg/s, comma-separated")
+	flag.DurationVar(&cfg.curveDuration, "curve-duration", 10*time.Second, "curve: trickle duration per rate and system")
 	flag.Parse()
+	var err error
+	if cfg.curveRates, err = parseRates(*curveRates); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
 
 	if cfg.quick {
 		cfg.n = min(cfg.n, 5000)
@@ -99,6 +128,13 @@ func main() {
 		cfg.memN = min(cfg.memN, 10000)
 		cfg.oneN = min(cfg.oneN, 500)
 		cfg.idle = min(cfg.idle, 2*time.Second)
+		cfg.backlogN = min(cfg.backlogN, 100000)
+		cfg.bigN = min(cfg.bigN, 100000)
+		cfg.curveDuration = min(cfg.curveDuration, 3*time.Second)
+	}
+	if cfg.backlogN < 1 || cfg.bigN < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -backlog-n and -burst1m-n must be >= 1")
+		os.Exit(2)
 	}
 	if cfg.crashRuns == 0 {
 		cfg.crashRuns = cfg.runs
@@ -130,7 +166,7 @@ func main() {
 		}
 	} else {
 		for _, n := range scenarioNames {
-			cfg.only[n] = true
+			cfg.only[n] = !optIn[n]
 		}
 	}
 	// The libraries' background warnings go to stderr; info lines would drown the progress.
@@ -223,6 +259,12 @@ func run(cfg config) error {
 			b.repeat(ctx, sc, systems, cfg.runs, b.idleCost)
 		case "queues":
 			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.manyQueues)
+		case "backlog":
+			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.backlog)
+		case "burst1m":
+			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.burstBig)
+		case "curve":
+			b.curve(ctx, systems)
 		case "cluster":
 			// delaystream only: the same queue unsharded and sharded, each
 			// with 1 mover + 1 consumer and 2 + 2 (clusterSpecs), on a
@@ -242,10 +284,12 @@ func run(cfg config) error {
 	logf("done in %s", time.Since(start).Round(time.Second))
 	fmt.Println()
 	printTable(os.Stdout, b.res, cfg)
+	printCurveTable(os.Stdout, b.res, cfg)
 	printClusterTable(os.Stdout, b.res, cfg)
 	fmt.Printf("\nload average at end: %s\n", loadAvg())
 	if cfg.json {
 		b.res.printJSON(os.Stdout)
+		printCurveJSON(os.Stdout, b.res, cfg)
 	}
 	return nil
 }

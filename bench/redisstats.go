@@ -19,7 +19,8 @@ import (
 var ownCommands = map[string]bool{
 	"info": true, "config|resetstat": true, "config|get": true, "flushall": true,
 	"memory|usage": true, "memory|purge": true, "monitor": true, "dbsize": true,
-	"client|list": true,
+	"client|list": true, "config|set": true, "slowlog|get": true, "slowlog|reset": true,
+	"latency|reset": true, "latency|latest": true,
 }
 
 // redisSnap is what INFO says at one instant.

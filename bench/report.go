@@ -118,6 +118,83 @@ var metrics = []metricDef{
 	{scenario: "queues", key: "lat_p50", label: "  one message due on every queue: lateness p50", unit: "ms", scale: 1e3},
 	{scenario: "queues", key: "lat_max", label: "  lateness max", unit: "ms", scale: 1e3},
 	{scenario: "queues", key: "lost", label: "  not delivered within 10 s, worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	// backlog: the trickle over -backlog-n messages waiting (due in 1 h);
+	// delaystream only. Targets from the cost issue.
+	{scenario: "backlog", key: "waiting", label: "messages waiting (due in 1 h) under the trickle", unit: "", scale: 1},
+	{scenario: "backlog", key: "fill_rate", label: "fill rate (ScheduleBatch)", unit: "msg/s", scale: 1, better: +1},
+	{scenario: "backlog", key: "lat_p50", label: "lateness p50", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "backlog", key: "lat_p99", label: "lateness p99", unit: "ms", scale: 1e3, better: -1, op: "<=", target: 5},
+	{scenario: "backlog", key: "lat_max", label: "lateness max", unit: "ms", scale: 1e3, better: -1, op: "<=", target: 15},
+	{scenario: "backlog", key: "promote_p50", label: "  split p50: due -> appended to stream (mover)", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "promote_p99", label: "  split p99: due -> appended to stream (mover)", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "promote_max", label: "  split max: due -> appended to stream (mover)", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "consume_p50", label: "  split p50: appended -> handler (consumer)", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "consume_p99", label: "  split p99: appended -> handler (consumer)", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "promote_call_p50", label: "  promote call round trip p50 (client side)", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "promote_call_p99", label: "  promote call round trip p99 (client side)", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "promote_call_max", label: "  promote call round trip max (client side)", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "canary_p99", label: "  bench process: a 1 ms sleep's overshoot p99 (host scheduling)", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "canary_max", label: "  bench process: a 1 ms sleep's overshoot max", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "slow_promote", label: "  promote calls over 1 ms in Redis (SLOWLOG), worst run", unit: "", scale: 1, agg: "max"},
+	{scenario: "backlog", key: "early_pct", label: "% early (local clock), worst run", unit: "%", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "backlog", key: "early_redis", label: "appended before due (Redis clock), worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "backlog", key: "lost", label: "lost, worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "backlog", key: "dups", label: "duplicates, worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "backlog", key: "cmds_per_msg", label: "Redis commands / msg (schedule + delivery + idle)", unit: "", scale: 1, better: -1},
+	{scenario: "backlog", key: "redis_cpu_per_msg", label: "Redis CPU / msg (schedule + delivery + idle)", unit: "µs", scale: 1e6, better: -1},
+	{scenario: "backlog", key: "client_cpu_per_msg", label: "client CPU / msg (producer+mover+consumer)", unit: "µs", scale: 1e6, better: -1},
+	{scenario: "backlog", key: "zrangebyscore_usec", label: "  promote's ZRANGEBYSCORE: Redis µs / call", unit: "µs", scale: 1e6},
+	{scenario: "backlog", key: "zremrangebyrank_usec", label: "  promote's ZREMRANGEBYRANK: Redis µs / call", unit: "µs", scale: 1e6},
+	{scenario: "backlog", key: "zrange_usec", label: "  ZRANGE (heads: promote, schedule, idle probe): Redis µs / call", unit: "µs", scale: 1e6},
+	{scenario: "backlog", key: "zadd_usec", label: "  ZADD (schedule): Redis µs / call", unit: "µs", scale: 1e6},
+	{scenario: "backlog", key: "base_lat_p50", label: "same run, nothing waiting (-backlog-ab): lateness p50", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "base_lat_p99", label: "  nothing waiting: lateness p99", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "base_lat_max", label: "  nothing waiting: lateness max", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "base_promote_p99", label: "  nothing waiting: split p99, due -> appended (mover)", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "base_promote_max", label: "  nothing waiting: split max, due -> appended (mover)", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "base_consume_p99", label: "  nothing waiting: split p99, appended -> handler (consumer)", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "base_promote_call_p99", label: "  nothing waiting: promote call round trip p99", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "base_promote_call_max", label: "  nothing waiting: promote call round trip max", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "base_canary_p99", label: "  nothing waiting: a 1 ms sleep's overshoot p99", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "base_canary_max", label: "  nothing waiting: a 1 ms sleep's overshoot max", unit: "ms", scale: 1e3},
+	{scenario: "backlog", key: "base_slow_promote", label: "  nothing waiting: promote calls over 1 ms in Redis, worst run", unit: "", scale: 1, agg: "max"},
+	{scenario: "backlog", key: "base_early_pct", label: "  nothing waiting: % early, worst run", unit: "%", scale: 1, agg: "max"},
+	{scenario: "backlog", key: "base_redis_cpu_per_msg", label: "  nothing waiting: Redis CPU / msg", unit: "µs", scale: 1e6},
+	{scenario: "backlog", key: "base_zrangebyscore_usec", label: "  nothing waiting: ZRANGEBYSCORE Redis µs / call", unit: "µs", scale: 1e6},
+	{scenario: "backlog", key: "base_zremrangebyrank_usec", label: "  nothing waiting: ZREMRANGEBYRANK Redis µs / call", unit: "µs", scale: 1e6},
+	{scenario: "backlog", key: "base_zrange_usec", label: "  nothing waiting: ZRANGE Redis µs / call", unit: "µs", scale: 1e6},
+	{scenario: "backlog", key: "base_zadd_usec", label: "  nothing waiting: ZADD Redis µs / call", unit: "µs", scale: 1e6},
+
+	// burst1m: -burst1m-n messages due at one instant; delaystream only.
+	{scenario: "burst1m", key: "sched_rate", label: "schedule rate (ScheduleBatch)", unit: "msg/s", scale: 1, better: +1},
+	{scenario: "burst1m", key: "first_after_due", label: "due -> first delivery", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "burst1m", key: "last_after_due", label: "due -> last delivery", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "burst1m", key: "deliver_rate", label: "delivery rate (first -> last delivery)", unit: "msg/s", scale: 1, better: +1},
+	{scenario: "burst1m", key: "e2e_rate", label: "delivery rate (due -> last delivery)", unit: "msg/s", scale: 1, better: +1},
+	{scenario: "burst1m", key: "lat_p50", label: "lateness p50", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "burst1m", key: "lat_p99", label: "lateness p99", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "burst1m", key: "promote_p99", label: "  split p99: due -> appended to stream (mover)", unit: "ms", scale: 1e3},
+	{scenario: "burst1m", key: "consume_p99", label: "  split p99: appended -> handler (consumer)", unit: "ms", scale: 1e3},
+	{scenario: "burst1m", key: "early", label: "early (local clock), worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "burst1m", key: "lost", label: "lost, worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "burst1m", key: "dups", label: "duplicates, worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
+	{scenario: "burst1m", key: "mem_before", label: "Redis used_memory before filling", unit: "MB", scale: 1.0 / (1 << 20)},
+	{scenario: "burst1m", key: "mem_waiting", label: "Redis used_memory after filling (all waiting)", unit: "MB", scale: 1.0 / (1 << 20)},
+	{scenario: "burst1m", key: "mem_peak", label: "Redis used_memory peak while draining (sampled every 50 ms)", unit: "MB", scale: 1.0 / (1 << 20), better: -1},
+	{scenario: "burst1m", key: "mem_delivered", label: "Redis used_memory when all delivered", unit: "MB", scale: 1.0 / (1 << 20)},
+	{scenario: "burst1m", key: "mem_end", label: "Redis used_memory when trimmed (or -trim-wait later)", unit: "MB", scale: 1.0 / (1 << 20)},
+	{scenario: "burst1m", key: "xlen_peak", label: "stream length peak (sampled, until trimmed)", unit: "", scale: 1, better: -1},
+	{scenario: "burst1m", key: "xlen_peak_ratio", label: "  stream length peak / n", unit: "%", scale: 100, better: -1},
+	{scenario: "burst1m", key: "xlen_delivered", label: "  stream length when all delivered", unit: "", scale: 1, better: -1},
+	{scenario: "burst1m", key: "trimmed_after", label: "  all delivered -> stream below 1 % of n", unit: "s", scale: 1, better: -1},
+	{scenario: "burst1m", key: "entry_bytes", label: "one stream entry (scratch stream, used_memory delta)", unit: "B", scale: 1},
+	{scenario: "burst1m", key: "entries_worth", label: "n entries' worth (n x one entry)", unit: "MB", scale: 1.0 / (1 << 20)},
+	{scenario: "burst1m", key: "beyond_peak", label: "peak beyond the waiting set (used - before - waiting x B/waiting msg)", unit: "MB", scale: 1.0 / (1 << 20), better: -1},
+	{scenario: "burst1m", key: "beyond_ratio", label: "  peak beyond the waiting set / n entries' worth", unit: "%", scale: 100, better: -1},
+	{scenario: "burst1m", key: "peak_over_waiting", label: "  peak / all-waiting (both above the before-fill baseline)", unit: "", scale: 1, better: -1},
+	{scenario: "burst1m", key: "cmds_per_msg", label: "Redis commands / delivered msg (incl. in scripts)", unit: "", scale: 1, better: -1},
+	{scenario: "burst1m", key: "redis_cpu_per_msg", label: "Redis CPU / delivered msg", unit: "µs", scale: 1e6, better: -1},
+	{scenario: "burst1m", key: "client_cpu_per_msg", label: "client CPU / delivered msg", unit: "µs", scale: 1e6, better: -1},
 
 	// cluster: systems are the deployments of clusterSpecs ("S=1 1+1",
 	// "S=16 1+1", "S=1 2+2", "S=16 2+2"), delaystream only; printed by
@@ -310,7 +387,7 @@ func (m metricDef) ratio(ds, as float64) string {
 func printTable(w io.Writer, r *results, cfg config) {
 	other := false
 	for sc := range r.vals {
-		other = other || sc != "cluster"
+		other = other || !ownTable[sc]
 	}
 	if !other {
 		return
@@ -364,8 +441,11 @@ func printTable(w io.Writer, r *results, cfg config) {
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	tw.Flush()
-	printNotes(w, r, func(sc string) bool { return sc != "cluster" })
+	printNotes(w, r, func(sc string) bool { return !ownTable[sc] })
 }
+
+// ownTable are the scenarios printed by a table of their own.
+var ownTable = map[string]bool{"cluster": true, "curve": true}
 
 func printNotes(w io.Writer, r *results, keep func(scenario string) bool) {
 	head := false
@@ -518,6 +598,19 @@ func printHeader(w io.Writer, m machine, cfg config) {
 	fmt.Fprintf(w, "library: %s\n", m.Library)
 	fmt.Fprintf(w, "settings: burst n=%d, trickle %d msg/s for %s (delays uniform in [0, 3 s]), payload %d B, %d workers, runs %d, memory n=%d, idle window %s\n",
 		cfg.n, cfg.rate, cfg.duration, cfg.payload, cfg.workers, cfg.runs, cfg.memN, cfg.idle)
+	if cfg.only["backlog"] {
+		where := "in the trickle's queue"
+		if cfg.backlogElsewhere {
+			where = "in another queue of the same Redis (-backlog-elsewhere)"
+		}
+		fmt.Fprintf(w, "backlog: %d messages waiting (due in 1 h) %s, under the trickle (%d msg/s for %s)\n", cfg.backlogN, where, cfg.rate, cfg.duration)
+	}
+	if cfg.only["burst1m"] {
+		fmt.Fprintf(w, "burst1m: n=%d due at one instant\n", cfg.bigN)
+	}
+	if cfg.only["curve"] {
+		fmt.Fprintf(w, "curve: trickle at %v msg/s, %s per rate and system\n", cfg.curveRates, cfg.curveDuration)
+	}
 	mb := "default"
 	if cfg.moverBatch > 0 {
 		mb = fmt.Sprint(cfg.moverBatch)

@@ -6,9 +6,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 )
 
 // bench runs scenarios against one Redis.
@@ -177,12 +179,31 @@ func (b *bench) burstOnce(ctx context.Context, sysName string, run int, lead tim
 // trickle: rate msg/s for the duration, each due after a delay uniform in
 // [0, 3 s], scheduled one call at a time by a paced producer.
 func (b *bench) trickle(ctx context.Context, sysName string, run int) (map[string]float64, error) {
-	n := int(float64(b.cfg.rate) * b.cfg.duration.Seconds())
 	sys, err := b.fresh(ctx, sysName)
 	if err != nil {
 		return nil, err
 	}
 	defer sys.Close()
+	return b.trickleOn(ctx, sys, sysName, run, "trickle", "", b.cfg.rate, b.cfg.duration)
+}
+
+// trickleProducers is how many goroutines schedule a trickle of rate msg/s:
+// one per 1000 msg/s.
+func trickleProducers(rate int) int { return max(1, (rate+999)/1000) }
+
+// trickleOn starts sys (which holds whatever the caller put into Redis
+// before) and runs the trickle on it: rate msg/s for dur, each due after a
+// delay uniform in [0, 3 s], scheduled one call at a time by a paced
+// producer. Costs are taken over the whole run (schedule + delivery +
+// idle) and notes go to scenario. Used by trickle, backlog and curve.
+//
+// tag starts the notes' text ("" for none): a scenario that runs several
+// trickles per run tells them apart with it.
+func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run int, scenario, tag string, rate int, dur time.Duration) (map[string]float64, error) {
+	if tag != "" {
+		tag += ": "
+	}
+	n := max(1, int(float64(rate)*dur.Seconds()))
 	tr := newTracker(n)
 	if err := sys.Start(ctx, tr.handler); err != nil {
 		return nil, err
@@ -193,27 +214,41 @@ func (b *bench) trickle(ctx context.Context, sysName string, run int) (map[strin
 		return nil, err
 	}
 	c0 := clientCPU()
-	rng := rand.New(rand.NewPCG(uint64(run), 42))
 	start := time.Now()
-	interval := time.Second / time.Duration(b.cfg.rate)
-	behind := 0
-	for i := 0; i < n; i++ {
-		at := start.Add(time.Duration(i) * interval)
-		if d := time.Until(at); d > 0 {
-			time.Sleep(d)
-		} else if d < -50*time.Millisecond {
-			behind++
-		}
-		delay := time.Duration(rng.Int64N(int64(3 * time.Second)))
-		now := time.Now()
-		// The payload carries now+delay for asynq; delaystream measures
-		// against the due time Redis stored (After is resolved by Redis TIME).
-		if err := sys.ScheduleOne(ctx, payloadFor(i, now.Add(delay), b.cfg.payload), when{in: delay}); err != nil {
-			return nil, err
-		}
+	interval := time.Second / time.Duration(rate)
+	// One producer per 1000 msg/s (one call at a time each, message i at
+	// start + i × interval): a single goroutine cannot keep a pace much
+	// above that on this machine. Below 1000 msg/s: one, as before.
+	producers := trickleProducers(rate)
+	var behindN atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	for p := range producers {
+		g.Go(func() error {
+			rng := rand.New(rand.NewPCG(uint64(run), uint64(42+p)))
+			for i := p; i < n; i += producers {
+				at := start.Add(time.Duration(i) * interval)
+				if d := time.Until(at); d > 0 {
+					time.Sleep(d)
+				} else if d < -50*time.Millisecond {
+					behindN.Add(1)
+				}
+				delay := time.Duration(rng.Int64N(int64(3 * time.Second)))
+				now := time.Now()
+				// The payload carries now+delay for asynq; delaystream measures
+				// against the due time Redis stored (After is resolved by Redis TIME).
+				if err := sys.ScheduleOne(gctx, payloadFor(i, now.Add(delay), b.cfg.payload), when{in: delay}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	behind := int(behindN.Load())
 	if behind > n/100 {
-		b.res.note("trickle", sysName, fmt.Sprintf("run %d: producer fell > 50 ms behind its pace for %d of %d messages", run, behind, n))
+		b.res.note(scenario, sysName, fmt.Sprintf("%srun %d: producer fell > 50 ms behind its pace for %d of %d messages", tag, run, behind, n))
 	}
 	complete := tr.wait(3*time.Second + 30*time.Second)
 	time.Sleep(200 * time.Millisecond)
@@ -224,7 +259,7 @@ func (b *bench) trickle(ctx context.Context, sysName string, run int) (map[strin
 	}
 	sum := tr.summarize()
 	if !complete {
-		b.res.note("trickle", sysName, fmt.Sprintf("run %d: only %d of %d delivered", run, sum.delivered, n))
+		b.res.note(scenario, sysName, fmt.Sprintf("%srun %d: only %d of %d delivered", tag, run, sum.delivered, n))
 	}
 	d := s0.delta(s1)
 	dn := float64(max(sum.delivered, 1))
@@ -241,8 +276,18 @@ func (b *bench) trickle(ctx context.Context, sysName string, run int) (map[strin
 		v["early_redis"] = float64(sum.earlyRedis)
 		v["promote_p50"], v["promote_p99"] = sum.promoteP50.Seconds(), sum.promoteP99.Seconds()
 		v["consume_p50"], v["consume_p99"] = sum.consumeP50.Seconds(), sum.consumeP99.Seconds()
+		v["promote_max"] = sum.promoteMax.Seconds()
 	}
-	b.noteOnce("trickle", sysName, run, "commands: "+d.top(16, dn, "per msg"))
+	b.noteOnce(scenario, sysName, run, tag+"commands: "+d.top(16, dn, "per msg"))
+	if sysName != sysAsynq {
+		// The promote script's sorted-set commands, per call: what a
+		// larger delayed set makes slower (commandstats usec / calls).
+		for k, cmd := range map[string]string{"zrangebyscore_usec": "zrangebyscore", "zremrangebyrank_usec": "zremrangebyrank", "zadd_usec": "zadd", "zrange_usec": "zrange"} {
+			if c := d.by[cmd]; c > 0 {
+				v[k] = float64(d.usec[cmd]) / float64(c) / 1e6
+			}
+		}
+	}
 	return v, nil
 }
 

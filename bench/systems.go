@@ -108,6 +108,17 @@ type dsSystem struct {
 	cfg   config
 	raw   bool
 	stops []func()
+	timer *scriptTimer // round trips of the library's script calls, once timeScripts is called
+}
+
+// timeScripts starts recording the round trip of every library script
+// call (before Start: go-redis hooks are not added safely under load).
+func (s *dsSystem) timeScripts() *scriptTimer {
+	if s.timer == nil {
+		s.timer = newScriptTimer()
+		s.rdb.AddHook(s.timer)
+	}
+	return s.timer
 }
 
 func newDS(addr string, cfg config, raw bool) (*dsSystem, error) {

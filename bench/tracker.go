@@ -76,6 +76,7 @@ type summary struct {
 	// stream (mover), appended -> handler (consumer). The entry id time is
 	// whole milliseconds, so both are +-1 ms.
 	promoteP50, promoteP99 time.Duration
+	promoteMax             time.Duration
 	consumeP50, consumeP99 time.Duration
 }
 
@@ -104,6 +105,7 @@ func (t *tracker) summarize() summary {
 		slices.Sort(prom)
 		slices.Sort(cons)
 		s.promoteP50, s.promoteP99 = time.Duration(pct(prom, .5)), time.Duration(pct(prom, .99))
+		s.promoteMax = time.Duration(prom[len(prom)-1])
 		s.consumeP50, s.consumeP99 = time.Duration(pct(cons, .5)), time.Duration(pct(cons, .99))
 	}
 	s.delivered = len(lat)

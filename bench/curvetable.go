@@ -1,0 +1,158 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// curveCols are the curve table's columns after rate and system: the
+// trickle metric shown and how it is aggregated over runs.
+var curveCols = []struct {
+	head string
+	key  string
+	m    metricDef
+}{
+	{"Redis CPU / msg", "redis_cpu_per_msg", metricDef{unit: "µs", scale: 1e6}},
+	{"Redis cmds / msg", "cmds_per_msg", metricDef{scale: 1}},
+	{"lateness p50", "lat_p50", metricDef{unit: "ms", scale: 1e3}},
+	{"lateness p99", "lat_p99", metricDef{unit: "ms", scale: 1e3}},
+	{"% early (worst)", "early_pct", metricDef{unit: "%", scale: 1, agg: "max"}},
+	{"client CPU / msg", "client_cpu_per_msg", metricDef{unit: "µs", scale: 1e6}},
+}
+
+// curveValue returns the aggregate of one curve figure, NaN when absent.
+func (r *results) curveValue(sys string, rate int, key, agg string) float64 {
+	v, _ := r.value(metricDef{scenario: "curve", key: curveKey(rate, key), agg: agg}, sys)
+	return v
+}
+
+// curveSystems returns the systems that have curve values, delaystream first.
+func (r *results) curveSystems() []string {
+	var out []string
+	for _, s := range []string{sysDS, sysAsynq} {
+		if r.vals["curve"][s] != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// printCurveTable prints the curve scenario as one table, rate x system,
+// and where delaystream's Redis CPU per message crosses asynq's.
+func printCurveTable(w io.Writer, r *results, cfg config) {
+	systems := r.curveSystems()
+	if len(systems) == 0 {
+		return
+	}
+	rates := slices.Clone(cfg.curveRates)
+	slices.Sort(rates)
+	both := len(systems) == 2
+	fmt.Fprintf(w, "\nTrickle curve: at each rate, Schedule one call at a time (one producer goroutine per 1000 msg/s) for %s, delays uniform in [0, 3 s]; costs over the whole run (schedule + delivery + idle), per message; medians of %d runs (%% early, lost, duplicates: worst run). Systems alternate within each rate.\n\n",
+		cfg.curveDuration, cfg.runs)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	hdr := []string{"rate", "system"}
+	for _, c := range curveCols {
+		hdr = append(hdr, c.head)
+	}
+	hdr = append(hdr, "lost / dups (worst)")
+	if both {
+		hdr = append(hdr, "Redis CPU: ds / asynq")
+	}
+	fmt.Fprintln(tw, strings.Join(hdr, "\t"))
+	ratios := make([]float64, len(rates))
+	for i, rate := range rates {
+		ratios[i] = math.NaN()
+		for j, sys := range systems {
+			row := []string{"", sys}
+			if j == 0 {
+				row[0] = fmt.Sprintf("%d msg/s", rate)
+			}
+			for _, c := range curveCols {
+				row = append(row, fmtVal(r.curveValue(sys, rate, c.key, c.m.agg), c.m))
+			}
+			lost, dups := r.curveValue(sys, rate, "lost", "max"), r.curveValue(sys, rate, "dups", "max")
+			row = append(row, fmtVal(lost, metricDef{scale: 1})+" / "+fmtVal(dups, metricDef{scale: 1}))
+			if both {
+				cell := ""
+				if sys == sysDS {
+					ds := r.curveValue(sysDS, rate, "redis_cpu_per_msg", "")
+					as := r.curveValue(sysAsynq, rate, "redis_cpu_per_msg", "")
+					if as > 0 && !math.IsNaN(ds) {
+						ratios[i] = ds / as
+						cell = fmt.Sprintf("%.2f", ratios[i])
+					}
+				}
+				row = append(row, cell)
+			}
+			fmt.Fprintln(tw, strings.Join(row, "\t"))
+		}
+	}
+	tw.Flush()
+	if both {
+		fmt.Fprintf(w, "\nRedis CPU per message, delaystream / asynq (< 1: delaystream cheaper): %s.\n", crossover(rates, ratios))
+	}
+	printNotes(w, r, func(sc string) bool { return sc == "curve" })
+}
+
+// crossover describes where the ratio (delaystream / asynq, one per rate,
+// rates ascending; NaN = not measured) crosses 1.
+func crossover(rates []int, ratios []float64) string {
+	var rs []int
+	var xs []float64
+	for i, x := range ratios {
+		if !math.IsNaN(x) {
+			rs, xs = append(rs, rates[i]), append(xs, x)
+		}
+	}
+	if len(xs) == 0 {
+		return "not measured"
+	}
+	var cross []string
+	for i := 1; i < len(xs); i++ {
+		if (xs[i-1] > 1) != (xs[i] > 1) {
+			dir := "delaystream becomes cheaper"
+			if xs[i] > 1 {
+				dir = "delaystream becomes dearer"
+			}
+			cross = append(cross, fmt.Sprintf("%s between %d and %d msg/s (%.2f -> %.2f)", dir, rs[i-1], rs[i], xs[i-1], xs[i]))
+		}
+	}
+	if len(cross) > 0 {
+		return strings.Join(cross, "; ")
+	}
+	who := "dearer"
+	if xs[0] <= 1 {
+		who = "cheaper"
+	}
+	return fmt.Sprintf("no crossover: delaystream is %s at every rate measured (%.2f at %d msg/s to %.2f at %d msg/s)", who, xs[0], rs[0], xs[len(xs)-1], rs[len(rs)-1])
+}
+
+// printCurveJSON prints one JSON line per rate, system and curve figure.
+func printCurveJSON(w io.Writer, r *results, cfg config) {
+	enc := json.NewEncoder(w)
+	for _, sys := range r.curveSystems() {
+		for _, rate := range cfg.curveRates {
+			for _, k := range curveKeys {
+				agg := ""
+				if k == "early_pct" || k == "lost" || k == "dups" {
+					agg = "max"
+				}
+				v, runs := r.value(metricDef{scenario: "curve", key: curveKey(rate, k), agg: agg}, sys)
+				if runs == nil {
+					continue
+				}
+				rs := make([]any, len(runs))
+				for i, x := range runs {
+					rs[i] = jsonNum(x)
+				}
+				_ = enc.Encode(map[string]any{"type": "curve", "scenario": "curve", "system": sys, "rate": rate,
+					"metric": k, "agg": aggName(metricDef{agg: agg}), "value": jsonNum(v), "runs": rs})
+			}
+		}
+	}
+}
