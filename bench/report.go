@@ -105,6 +105,9 @@ var metrics = []metricDef{
 	{scenario: "idle", key: "client_cmds_per_s", label: "  of which sent by clients (MONITOR)", unit: "/s", scale: 1, better: -1},
 	{scenario: "idle", key: "redis_cpu_per_s", label: "  Redis CPU while idle", unit: "ms/s", scale: 1e3, better: -1},
 	{scenario: "idle", key: "client_cpu_per_s", label: "  client CPU while idle (mover+consumer)", unit: "ms/s", scale: 1e3, better: -1},
+	{scenario: "idle", key: "fleet_cmds_per_s", label: "idle, 3 groups × 3 consumers (each its own client, promoting; no mover): commands/s incl. in scripts", unit: "/s", scale: 1, op: "<=", target: 3},
+	{scenario: "idle", key: "fleet_client_cmds_per_s", label: "  of which sent by clients (MONITOR)", unit: "/s", scale: 1, better: -1},
+	{scenario: "idle", key: "fleet_redis_cpu_per_s", label: "  Redis CPU while idle (3 × 3 consumers)", unit: "ms/s", scale: 1e3, better: -1},
 
 	// cluster: systems are the deployments of clusterSpecs ("S=1 1+1",
 	// "S=16 1+1", "S=1 2+2", "S=16 2+2"), delaystream only; printed by
