@@ -21,6 +21,11 @@ import (
 const (
 	retryLaneMaxIdle = 5 * time.Second
 	retryLaneLease   = 6 * time.Second
+	// idleProbe is how often a consumer's idle movers (the retry lane's and
+	// the shared one of the queue) probe a lane's head for a lost wake-up:
+	// a wake-up is lost only while the pub/sub connection is broken, and
+	// every resubscription makes them look at once.
+	idleProbe = 30 * time.Second
 )
 
 // Consumer reads a queue's due messages as one member of a consumer group,
@@ -56,11 +61,10 @@ func New(rdb redis.UniversalClient, queue, group string, h Handler, opts ...Opti
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	// The retry lane is woken through its channel by every retry that
-	// becomes its head, so it polls rarely: idle it costs about 0.4 calls/s
-	// per consumer, and a crashed lease holder delays retries by at most
-	// the lease TTL.
+	// becomes its head, so it polls rarely: idle it probes once per 30 s,
+	// and a crashed lease holder delays retries by at most the lease TTL.
 	mv, err := engine.New(rdb, queue, engine.WithPrefix(cfg.prefix), engine.WithRetryLaneOf(group), engine.WithLogger(cfg.logger),
-		engine.WithMaxIdle(retryLaneMaxIdle), engine.WithLeaseTTL(retryLaneLease), engine.WithShards(cfg.shards))
+		engine.WithMaxIdle(retryLaneMaxIdle), engine.WithIdleProbe(idleProbe), engine.WithLeaseTTL(retryLaneLease), engine.WithShards(cfg.shards))
 	if err != nil {
 		return nil, fmt.Errorf("%w: retry lane: %w", ErrInvalidOption, err)
 	}

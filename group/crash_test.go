@@ -2,6 +2,7 @@ package group_test
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/redistest"
 )
 
 // A consumer process killed with SIGKILL while it holds entries: a consumer
@@ -212,5 +214,98 @@ func TestKilledConsumerReadAheadIsReclaimed(t *testing.T) {
 	r.stop(t)
 	assert.Len(t, rec.get(running[0].ID), 1)
 	assert.EqualValues(t, n, c.Counters().Reclaimed)
+	assert.Zero(t, h.pending(h.mainStream(), "g"))
+}
+
+// reclaimCalls counts, over plain and pipelined commands, the reclaim
+// calls a client makes: XAUTOCLAIM, XPENDING and XINFO.
+type reclaimCalls struct{ n atomic.Int64 }
+
+func (c *reclaimCalls) count(cmd redis.Cmder) {
+	switch cmd.Name() {
+	case "xautoclaim", "xpending", "xinfo":
+		c.n.Add(1)
+	}
+}
+
+func (c *reclaimCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *reclaimCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *reclaimCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			c.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// An idle group makes no reclaim calls. When messages come after that
+// idle time and a consumer process that took some is killed with SIGKILL,
+// a consumer that was idle all along takes them over within 3 s of the
+// kill with the defaults: the promote script's arrival announcement woke
+// its reclaimer, and the entries stayed pending, so it kept passing.
+func TestIdleThenKilledConsumerWorkIsReclaimed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	calls := &reclaimCalls{}
+	rdb := redistest.Client(t)
+	rdb.AddHook(calls)
+	rec := newRecorder()
+	c := h.consumerOn(rdb, "g", rec.ack, group.WithConsumerName("survivor"))
+	r := start(t, c.Run)
+	ch := h.startChild("g", "doomed", helperConfig{Workers: 4})
+	t.Cleanup(func() { ch.kill(t) })
+
+	// Idle: after the first passes find nothing pending and nothing
+	// unread, no reclaim call for 3 s (three intervals).
+	time.Sleep(4 * time.Second)
+	before := calls.n.Load()
+	time.Sleep(3 * time.Second)
+	assert.Equal(t, before, calls.n.Load(), "reclaim calls while idle")
+
+	// Messages one at a time until the child takes one (each goes to
+	// whichever consumer's blocking read is served first). A message the
+	// survivor took itself wakes its reclaimer (its own read), so it is
+	// let go quiet again before the next: the child's message must reach
+	// it only through the announcement.
+	var held []heldLine
+	for i := 0; i < 20 && len(held) == 0; i++ {
+		if i > 0 {
+			time.Sleep(3 * time.Second)
+			before := calls.n.Load()
+			time.Sleep(1500 * time.Millisecond)
+			require.Equal(t, before, calls.n.Load(), "quiet again before message %d", i)
+		}
+		id := fmt.Sprintf("idle-%d", i)
+		h.schedule([]string{id}, 0)
+		waitFor(t, 10*time.Second, func() bool {
+			select {
+			case l := <-ch.lines:
+				held = append(held, l)
+				return true
+			default:
+				return len(rec.get(id)) > 0
+			}
+		}, "message %s delivered", id)
+	}
+	require.NotEmpty(t, held, "the child never took a message")
+	killed := time.Now()
+	ch.kill(t)
+	waitFor(t, 10*time.Second, func() bool { return len(rec.get(held[0].ID)) > 0 })
+	d := rec.get(held[0].ID)
+	require.Len(t, d, 1)
+	took := d[0].At.Sub(killed)
+	t.Logf("kill -9 after idle to handled elsewhere: %s", took)
+	assert.LessOrEqual(t, took, 3*time.Second, "crashed consumer's work redelivered too late")
+	assert.EqualValues(t, 2, d[0].Deliveries, "second delivery of the entry")
+	assert.Equal(t, held[0].EntryID, d[0].EntryID)
+	r.stop(t)
 	assert.Zero(t, h.pending(h.mainStream(), "g"))
 }

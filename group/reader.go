@@ -39,7 +39,7 @@ type reader struct {
 	ahead              atomic.Int64
 	minAhead, maxAhead int64
 	handled, busy      atomic.Int64 // entries handled and the time they took (ns), for adapt
-	act                *activity    // a sharded queue's streams that may have pending entries (reclaimshards.go); nil unsharded
+	act                *activity    // the streams that may have pending entries (reclaimshards.go)
 	seenN, seenBusy    int64        // handled and busy at the last adapt; the reader's
 }
 
@@ -55,9 +55,7 @@ func newReader(r *runState, settle *settler) *reader {
 	}
 	rd.ahead.Store(rd.minAhead)
 	rd.jobs = make(chan *flight, rd.workers+rd.maxAhead)
-	if len(c.shards) > 1 {
-		rd.act = newActivity(2 * len(c.shards))
-	}
+	rd.act = newActivity(2 * len(c.shards))
 	return rd
 }
 
@@ -118,12 +116,18 @@ func readAheadFor(workers int64, each time.Duration, lo, hi int64) int64 {
 }
 
 // read is the intake loop: XREADGROUP on the queue stream and the retry
-// lane, as many entries as there is room for.
+// lane, as many entries as there is room for. Meanwhile it listens to the
+// two streams' arrivals channels, which tell the reclaimer which streams
+// may have entries pending (see activity).
 func (rd *reader) read(ctx context.Context) error {
 	r, c := rd.r, rd.r.c
 	if len(c.shards) > 1 {
 		return rd.readShards(ctx)
 	}
+	lctx, stop := context.WithCancel(ctx)
+	listened := make(chan struct{})
+	defer func() { stop(); <-listened }()
+	go func() { defer close(listened); _ = rd.listen(lctx, nil) }()
 	sh := c.shards[0]
 	both := []string{sh.main.Stream, sh.retry.Stream, ">", ">"}
 	streams := both
@@ -181,7 +185,11 @@ func (rd *reader) read(ctx context.Context) error {
 		}
 		backoff = 50 * time.Millisecond
 		for _, s := range res {
-			rd.enqueue(ctx, rd.streamKey(s.Stream), s.Messages, nil)
+			key := rd.streamKey(s.Stream)
+			if len(s.Messages) > 0 {
+				rd.act.touch(c.streamIndex(key)) // now pending
+			}
+			rd.enqueue(ctx, key, s.Messages, nil)
 		}
 	}
 	return nil

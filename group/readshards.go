@@ -81,9 +81,12 @@ func (a *arrivals) take(from, max int, out []int) []int {
 }
 
 // listen marks the streams announced on the arrivals channels of every
-// shard's main lane and of the group's retry lanes until ctx ends. The
-// channels are shard channels, subscribed with one connection per node
-// that holds shards; every (re)subscription marks every stream, since
+// shard's main lane and of the group's retry lanes until ctx ends, for the
+// reader (a, nil for an unsharded queue, whose reader blocks on its
+// stream) and the reclaimer (rd.act). A sharded queue's channels are shard
+// channels, subscribed with one connection per node that holds shards; an
+// unsharded queue's two are classic channels on one connection, pinged
+// after 30 s of silence. Every (re)subscription marks every stream, since
 // announcements made while it was down are lost.
 func (rd *reader) listen(ctx context.Context, a *arrivals) error {
 	c := rd.r.c
@@ -94,21 +97,29 @@ func (rd *reader) listen(ctx context.Context, a *arrivals) error {
 		byChan[sh.retry.Arrivals] = 2*sh.i + 1
 		groups = append(groups, []string{sh.main.Arrivals, sh.retry.Arrivals})
 	}
-	return shardsub.Run(ctx, c.rdb, shardsub.Config{
+	cfg := shardsub.Config{
 		Groups: groups,
 		OnMessage: func(ch, _ string) {
 			if i, ok := byChan[ch]; ok {
-				a.mark(i)
+				if a != nil {
+					a.mark(i)
+				}
 				rd.act.touch(i)
 			}
 		},
 		OnReset: func() {
-			a.markAll()
+			if a != nil {
+				a.markAll()
+			}
 			rd.act.touchAll()
 		},
 		Health: arrivalsPoll,
 		Logger: rd.r.log,
-	})
+	}
+	if a == nil {
+		cfg.Classic, cfg.Health = true, 0 // shardsub's default, 30 s
+	}
+	return shardsub.Run(ctx, c.rdb, cfg)
 }
 
 // readShards is the intake of a sharded queue. XREADGROUP can block on
