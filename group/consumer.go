@@ -91,7 +91,9 @@ func (c *Consumer) Name() string { return c.cfg.consumer }
 // ahead of the workers; see the package doc), runs up to the configured
 // number of handlers at once, batches acknowledgements (an ack waits at most
 // 2 ms), reclaims entries idle longer than the visibility timeout with
-// XAUTOCLAIM, extends the hold of read and running entries, promotes the
+// XAUTOCLAIM on the streams where entries may be pending (it listens to
+// the movers' arrival announcements on one pub/sub connection), extends
+// the hold of read and running entries, promotes the
 // retry lane, and trims the streams after acknowledging entries. Unless
 // built [WithoutPromotion], it also keeps the queue promoted: its process
 // runs a mover of the queue while any of its consumers of the queue runs.

@@ -220,7 +220,9 @@ func WithVisibilityTimeout(d time.Duration) Option {
 }
 
 // WithReclaimInterval sets how often the consumer looks for entries to
-// reclaim with XAUTOCLAIM (10 ms to 10 min). Default 1 s.
+// reclaim with XAUTOCLAIM (10 ms to 10 min), on the streams where entries
+// may be pending (see the package doc: an idle group makes no reclaim
+// calls). Default 1 s.
 func WithReclaimInterval(d time.Duration) Option {
 	return func(c *config) error {
 		if err := checkDur("reclaim interval", d, 10*time.Millisecond, 10*time.Minute); err != nil {
@@ -336,7 +338,8 @@ func WithDeadLetterCap(n int64) Option {
 // its retry lane below the oldest entry some group still needs (100 ms to
 // 1 h), when it has acknowledged (or retried, dead-lettered, dropped)
 // entries of that stream since its last trim of it. Default 5 s. An idle
-// consumer trims only once a minute (or once per interval, if longer).
+// consumer trims only once every 10 minutes (or once per interval, if
+// longer).
 func WithTrimInterval(d time.Duration) Option {
 	return func(c *config) error {
 		if err := checkDur("trim interval", d, 100*time.Millisecond, time.Hour); err != nil {

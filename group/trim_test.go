@@ -339,7 +339,7 @@ func TestWithoutTrim(t *testing.T) {
 
 // An idle consumer does not trim: the trim script runs only after the
 // consumer settled entries of the stream since its last trim (and in a slow
-// periodic pass, first a minute after start, which this test does not
+// periodic pass, first 10 minutes after start, which this test does not
 // reach). Measured against a 100 ms trim interval.
 func TestTrimOnlyAfterActivity(t *testing.T) {
 	t.Parallel()
