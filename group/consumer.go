@@ -87,8 +87,11 @@ func (c *Consumer) Name() string { return c.cfg.consumer }
 // concurrent Run returns [ErrRunning].
 //
 // It creates the group on the queue stream and on the group's retry lane if
-// needed (idempotent), then reads both with XREADGROUP (block 1 s, reading
-// ahead of the workers; see the package doc), runs up to the configured
+// needed (idempotent), then reads both with XREADGROUP when the movers
+// announce new entries on the lanes' arrivals channels (one pub/sub
+// connection, outside the client's pool; without blocking, so no read
+// holds a connection of the pool; and every 30 s in case an announcement
+// was lost), reading ahead of the workers (see the package doc), runs up to the configured
 // number of handlers at once, batches acknowledgements (an ack waits at most
 // 2 ms), reclaims entries idle longer than the visibility timeout with
 // XAUTOCLAIM on the streams where entries may be pending (it listens to
@@ -102,7 +105,7 @@ func (c *Consumer) Name() string { return c.cfg.consumer }
 // ahead and not started, lets in-flight handlers finish for up to the
 // drain timeout, then cancels them and hands their entries back (their idle time is set past the visibility timeout, so any consumer
 // of the group reclaims them on its next pass). Worst-case shutdown time:
-// the 1 s read block or the drain timeout, whichever is longer, plus one
+// the drain timeout (or one read in flight, bounded by 5 s), plus one
 // Redis round trip per pending outcome (each bounded by 5 s) — provided
 // handlers return when their ctx is cancelled.
 func (c *Consumer) Run(ctx context.Context) error {

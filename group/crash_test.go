@@ -217,31 +217,69 @@ func TestKilledConsumerReadAheadIsReclaimed(t *testing.T) {
 	assert.Zero(t, h.pending(h.mainStream(), "g"))
 }
 
-// reclaimCalls counts, over plain and pipelined commands, the reclaim
-// calls a client makes: XAUTOCLAIM, XPENDING and XINFO.
-type reclaimCalls struct{ n atomic.Int64 }
+// callCounter counts, over plain and pipelined commands and whatever
+// their reply, the calls a client makes of the commands named.
+type callCounter struct {
+	names map[string]bool
+	n     atomic.Int64
+}
 
-func (c *reclaimCalls) count(cmd redis.Cmder) {
-	switch cmd.Name() {
-	case "xautoclaim", "xpending", "xinfo":
+func newCallCounter(names ...string) *callCounter {
+	c := &callCounter{names: map[string]bool{}}
+	for _, n := range names {
+		c.names[n] = true
+	}
+	return c
+}
+
+func (c *callCounter) count(cmd redis.Cmder) {
+	if c.names[cmd.Name()] {
 		c.n.Add(1)
 	}
 }
 
-func (c *reclaimCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *callCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (c *reclaimCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (c *callCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		c.count(cmd)
 		return next(ctx, cmd)
 	}
 }
 
-func (c *reclaimCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (c *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
 			c.count(cmd)
 		}
+		return next(ctx, cmds)
+	}
+}
+
+// slowReads delays the XREADGROUP calls of a client by 300 ms while on.
+type slowReads struct{ on atomic.Bool }
+
+func (s *slowReads) wait(cmds ...redis.Cmder) {
+	for _, cmd := range cmds {
+		if cmd.Name() == "xreadgroup" && s.on.Load() {
+			time.Sleep(300 * time.Millisecond)
+			return
+		}
+	}
+}
+
+func (s *slowReads) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s *slowReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		s.wait(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (s *slowReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		s.wait(cmds...)
 		return next(ctx, cmds)
 	}
 }
@@ -254,9 +292,13 @@ func (c *reclaimCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 func TestIdleThenKilledConsumerWorkIsReclaimed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	calls := &reclaimCalls{}
+	// Reclaim passes and the checks that find a stream quiet (not the
+	// sweep's XPENDING once a minute).
+	calls := newCallCounter("xautoclaim", "xinfo")
+	slow := &slowReads{}
 	rdb := redistest.Client(t)
 	rdb.AddHook(calls)
+	rdb.AddHook(slow)
 	rec := newRecorder()
 	c := h.consumerOn(rdb, "g", rec.ack, group.WithConsumerName("survivor"))
 	r := start(t, c.Run)
@@ -270,11 +312,13 @@ func TestIdleThenKilledConsumerWorkIsReclaimed(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	assert.Equal(t, before, calls.n.Load(), "reclaim calls while idle")
 
-	// Messages one at a time until the child takes one (each goes to
-	// whichever consumer's blocking read is served first). A message the
+	// Messages one at a time until the child takes one: each goes to
+	// whichever consumer reads first after the announcement, and the
+	// survivor's reads are held back 300 ms meanwhile. A message the
 	// survivor took itself wakes its reclaimer (its own read), so it is
 	// let go quiet again before the next: the child's message must reach
 	// it only through the announcement.
+	slow.on.Store(true)
 	var held []heldLine
 	for i := 0; i < 20 && len(held) == 0; i++ {
 		if i > 0 {
@@ -296,6 +340,7 @@ func TestIdleThenKilledConsumerWorkIsReclaimed(t *testing.T) {
 		}, "message %s delivered", id)
 	}
 	require.NotEmpty(t, held, "the child never took a message")
+	slow.on.Store(false)
 	killed := time.Now()
 	ch.kill(t)
 	waitFor(t, 10*time.Second, func() bool { return len(rec.get(held[0].ID)) > 0 })

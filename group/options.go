@@ -34,7 +34,6 @@ type config struct {
 	consumer      string
 	workers       int
 	prefetch      int // entries read ahead of free workers; -1: adaptive (the default)
-	block         time.Duration
 	visibility    time.Duration
 	reclaimEvery  time.Duration
 	noReclaim     bool
@@ -64,7 +63,6 @@ const (
 	DefaultMaxDeliveries = 5
 	DefaultTrimEvery     = 5 * time.Second
 	DefaultStaleConsumer = time.Hour
-	blockFor             = time.Second          // XREADGROUP block: bounded, ctx cannot interrupt it
 	ackFlushDelay        = 2 * time.Millisecond // longest an ack waits to be batched
 )
 
@@ -75,7 +73,6 @@ func defaultConfig() config {
 		consumer:      defaultConsumerName(),
 		workers:       DefaultWorkers,
 		prefetch:      -1,
-		block:         blockFor,
 		visibility:    DefaultVisibility,
 		reclaimEvery:  DefaultReclaimEvery,
 		drain:         DefaultDrain,
@@ -129,9 +126,10 @@ func checkDur(name string, d, lo, hi time.Duration) error {
 // stream.ErrShardCount from Run before it reads anything.
 //
 // A Consumer of a sharded queue reads every shard: it waits for the
-// movers' announcements of new entries (one pub/sub connection) and reads
-// the shards that have some, fairly, without blocking reads; so its
-// connections do not grow with the shard count. It reclaims, retries,
+// movers' announcements of new entries (one pub/sub connection per node)
+// and reads the shards that have some, fairly, without blocking reads (as
+// it reads an unsharded queue's one shard); so its connections do not
+// grow with the shard count. It reclaims, retries,
 // dead-letters and trims per shard.
 func WithShards(n int) Option {
 	return func(c *config) error {

@@ -67,15 +67,6 @@ func (c *core) init(rdb redis.UniversalClient, layout *stream.Layout, group stri
 // retry lane). Every key it holds entries of is one of those.
 func (c *core) shardOf(streamKey string) *shard { return c.byStream[streamKey] }
 
-// streamIndex returns the index of a stream of the group in streams.
-func (c *core) streamIndex(streamKey string) int {
-	sh := c.shardOf(streamKey)
-	if streamKey == sh.main.Stream {
-		return 2 * sh.i
-	}
-	return 2*sh.i + 1
-}
-
 // streams returns the keys of every stream the group reads: each shard's
 // main stream and retry lane stream.
 func (c *core) streams() []string {
