@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,6 +92,10 @@ func (rc *reclaimer) loopShards(ctx context.Context, tick *time.Ticker) error {
 	var todo, idle []int
 	gens := make([]uint64, len(streams))
 	var fails failures // for the log
+	// An unsharded queue's two streams are on one server: while it cannot
+	// be reached, passes are made every 2, then 4 ticks (a sharded queue's
+	// other shards may be on healthy servers: its passes keep the rate).
+	backoff := 1
 	for ctx.Err() == nil {
 		if time.Since(sweep) >= reclaimSweep {
 			rc.sweep(ctx, streams)
@@ -109,20 +114,31 @@ func (rc *reclaimer) loopShards(ctx context.Context, tick *time.Ticker) error {
 			}
 			last[i] = gen
 		}
+		unreachable := false
 		if len(todo) > 0 {
 			if err := rc.passShards(ctx, streams, todo); err != nil && ctx.Err() == nil {
 				heal.After(c.rdb, err)
+				var rerr redis.Error
+				unreachable = !errors.As(err, &rerr)
 				fails.failed(ctx, r.log, "reclaim failed", err)
 			} else if err == nil && fails.n > 0 {
 				fails.succeeded(ctx, r.log, "reclaim recovered")
 			}
 		}
-		if len(idle) > 0 && ctx.Err() == nil {
+		switch {
+		case unreachable && len(streams) == 2:
+			backoff = min(2*backoff, 4)
+		case len(idle) > 0 && ctx.Err() == nil:
+			backoff = 1
 			rc.settleIdle(ctx, streams, idle, gens)
+		default:
+			backoff = 1
 		}
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
+		for i := 0; i < backoff && ctx.Err() == nil; i++ {
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
 		}
 	}
 	return nil
