@@ -268,7 +268,7 @@ func Schedule[T any](ctx context.Context, q *Queue, id string, v T, when When) (
 // [WithDrainTimeout]); Run then returns nil. It returns the first real
 // failure of a part (the others are stopped and drained first), and
 // [ErrRunning] if the Queue is already running. Shutdown takes at most
-// the longest drain timeout plus about 1 s (a blocked read, a lease
+// the longest drain timeout plus about 1 s (a read in flight, a lease
 // release). A Queue with neither a mover nor a group returns at once
 // with an error wrapping [ErrInvalidOption]. A stopped Queue may run
 // again; groups are added before Run ([Queue.Handle] refuses them while it

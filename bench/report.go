@@ -107,6 +107,9 @@ var metrics = []metricDef{
 	{scenario: "idle", key: "client_cmds_per_s", label: "  of which sent by clients (MONITOR)", unit: "/s", scale: 1, better: -1},
 	{scenario: "idle", key: "redis_cpu_per_s", label: "  Redis CPU while idle", unit: "ms/s", scale: 1e3, better: -1},
 	{scenario: "idle", key: "client_cpu_per_s", label: "  client CPU while idle (mover+consumer)", unit: "ms/s", scale: 1e3, better: -1},
+	{scenario: "idle", key: "fleet_cmds_per_s", label: "idle, 3 groups × 3 consumers (each its own client, promoting; no mover): commands/s incl. in scripts", unit: "/s", scale: 1, op: "<=", target: 3},
+	{scenario: "idle", key: "fleet_client_cmds_per_s", label: "  of which sent by clients (MONITOR)", unit: "/s", scale: 1, better: -1},
+	{scenario: "idle", key: "fleet_redis_cpu_per_s", label: "  Redis CPU while idle (3 × 3 consumers)", unit: "ms/s", scale: 1e3, better: -1},
 
 	{scenario: "queues", key: "cmds_per_s", label: "many queues idle (one client, a consumer each): Redis commands/s", unit: "/s", scale: 1},
 	{scenario: "queues", key: "cmds_per_s_per_queue", label: "  per queue", unit: "/s", scale: 1, better: -1},

@@ -515,5 +515,26 @@ func (b *bench) idleCost(ctx context.Context, sysName string, run int) (map[stri
 	v["cmds_per_s"], v["client_cmds_per_s"] = tot, cl
 	v["redis_cpu_per_s"], v["client_cpu_per_s"] = idleCPU, idleClientCPU
 	b.noteOnce("idle", sysName, run, "mover + consumer: "+d.top(12, b.cfg.idle.Seconds(), "per s"))
+	if ds, ok := sys.(*dsSystem); ok {
+		// The realistic deployment: 3 groups × 3 consumers, each its own
+		// client (as separate processes would be, so each runs its own
+		// promotion engine), no mover.
+		ds.Stop()
+		if err := ds.startIdleFleet(ctx, idleGroups, idleConsumers); err != nil {
+			return nil, err
+		}
+		time.Sleep(3 * time.Second) // past the first reclaim and trim passes
+		tot, cl, _, d, err := measure()
+		if err != nil {
+			return nil, err
+		}
+		v["fleet_cmds_per_s"], v["fleet_client_cmds_per_s"] = tot, cl
+		v["fleet_redis_cpu_per_s"] = idleCPU
+		b.noteOnce("idle", sysName, run, fmt.Sprintf("%d groups × %d consumers (own clients, promoting; no mover): ", idleGroups, idleConsumers)+
+			d.top(12, b.cfg.idle.Seconds(), "per s"))
+	}
 	return v, nil
 }
+
+// The idle fleet: groups × consumers per group.
+const idleGroups, idleConsumers = 3, 3

@@ -238,6 +238,36 @@ func (s *dsSystem) startConsumer(ctx context.Context, h handler) error {
 	return errors.New("delaystream consumer did not create its group within 5 s")
 }
 
+// startIdleFleet runs groups × perGroup consumers of the queue, each on
+// its own client and promoting the queue (no mover), until Stop, and waits
+// until every group exists.
+func (s *dsSystem) startIdleFleet(ctx context.Context, groups, perGroup int) error {
+	for g := range groups {
+		name := fmt.Sprintf("idle%d", g)
+		for range perGroup {
+			rdb := redis.NewClient(&redis.Options{Addr: s.rdb.Options().Addr})
+			c, err := group.New(rdb, benchQueue, name, func(context.Context, *group.Message) error { return nil },
+				group.WithWorkers(s.cfg.workers))
+			if err != nil {
+				rdb.Close()
+				return err
+			}
+			s.stops = append(s.stops, func() { rdb.Close() }) // Stop runs stops last first
+			s.goRun(ctx, c.Run)
+		}
+	}
+	key := s.q.Keys().Main().Stream
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		gs, err := s.rdb.XInfoGroups(ctx, key).Result()
+		if err == nil && len(gs) >= groups {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("the idle fleet did not create its %d groups within 5 s", groups)
+}
+
 // goRun runs f until Stop.
 func (s *dsSystem) goRun(ctx context.Context, f func(context.Context) error) {
 	ctx, cancel := context.WithCancel(ctx)

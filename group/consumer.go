@@ -21,6 +21,11 @@ import (
 const (
 	retryLaneMaxIdle = 5 * time.Second
 	retryLaneLease   = 6 * time.Second
+	// idleProbe is how often a consumer's idle movers (the retry lane's and
+	// the shared one of the queue) probe a lane's head for a lost wake-up:
+	// a wake-up is lost only while the pub/sub connection is broken, and
+	// every resubscription makes them look at once.
+	idleProbe = 30 * time.Second
 )
 
 // Consumer reads a queue's due messages as one member of a consumer group,
@@ -56,11 +61,10 @@ func New(rdb redis.UniversalClient, queue, group string, h Handler, opts ...Opti
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	// The retry lane is woken through its channel by every retry that
-	// becomes its head, so it polls rarely: idle it costs about 0.4 calls/s
-	// per consumer, and a crashed lease holder delays retries by at most
-	// the lease TTL.
+	// becomes its head, so it polls rarely: idle it probes once per 30 s,
+	// and a crashed lease holder delays retries by at most the lease TTL.
 	mv, err := engine.New(rdb, queue, engine.WithPrefix(cfg.prefix), engine.WithRetryLaneOf(group), engine.WithLogger(cfg.logger),
-		engine.WithMaxIdle(retryLaneMaxIdle), engine.WithLeaseTTL(retryLaneLease), engine.WithShards(cfg.shards))
+		engine.WithMaxIdle(retryLaneMaxIdle), engine.WithIdleProbe(idleProbe), engine.WithLeaseTTL(retryLaneLease), engine.WithShards(cfg.shards))
 	if err != nil {
 		return nil, fmt.Errorf("%w: retry lane: %w", ErrInvalidOption, err)
 	}
@@ -83,11 +87,16 @@ func (c *Consumer) Name() string { return c.cfg.consumer }
 // concurrent Run returns [ErrRunning].
 //
 // It creates the group on the queue stream and on the group's retry lane if
-// needed (idempotent), then reads both with XREADGROUP (block 1 s, reading
-// ahead of the workers; see the package doc), runs up to the configured
+// needed (idempotent), then reads both with XREADGROUP when the movers
+// announce new entries on the lanes' arrivals channels (one pub/sub
+// connection, outside the client's pool; without blocking, so no read
+// holds a connection of the pool; and every 30 s in case an announcement
+// was lost), reading ahead of the workers (see the package doc), runs up to the configured
 // number of handlers at once, batches acknowledgements (an ack waits at most
 // 2 ms), reclaims entries idle longer than the visibility timeout with
-// XAUTOCLAIM, extends the hold of read and running entries, promotes the
+// XAUTOCLAIM on the streams where entries may be pending (it listens to
+// the movers' arrival announcements on one pub/sub connection), extends
+// the hold of read and running entries, promotes the
 // retry lane, and trims the streams after acknowledging entries. Unless
 // built [WithoutPromotion], it also keeps the queue promoted: its process
 // runs a mover of the queue while any of its consumers of the queue runs.
@@ -96,7 +105,7 @@ func (c *Consumer) Name() string { return c.cfg.consumer }
 // ahead and not started, lets in-flight handlers finish for up to the
 // drain timeout, then cancels them and hands their entries back (their idle time is set past the visibility timeout, so any consumer
 // of the group reclaims them on its next pass). Worst-case shutdown time:
-// the 1 s read block or the drain timeout, whichever is longer, plus one
+// the drain timeout (or one read in flight, bounded by 5 s), plus one
 // Redis round trip per pending outcome (each bounded by 5 s) — provided
 // handlers return when their ctx is cancelled.
 func (c *Consumer) Run(ctx context.Context) error {

@@ -2,6 +2,7 @@ package group_test
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -343,19 +344,42 @@ func TestReclaimPassClaimsWhileThereIsMore(t *testing.T) {
 	assert.Zero(t, h.pending(key, "g"))
 }
 
-// An idle consumer's reclaim pass, with nothing pending, is one XAUTOCLAIM
-// per stream (the queue stream and the retry lane) per interval.
-func TestIdleReclaimIsOneCallPerStream(t *testing.T) {
+// A reclaim pass that finds nothing to claim (the group's one pending
+// entry is held by a live consumer, which keeps extending it) is one
+// XAUTOCLAIM per stream per interval: the pass that keeps claiming while
+// there is more does not spin when there is none.
+func TestReclaimPassWithNothingToClaimIsOneCall(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	const every = 50 * time.Millisecond
+	h.startMover()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	held := make(chan struct{}, 1)
+	holder := h.consumer("g", func(ctx context.Context, _ *group.Message) error {
+		held <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}, group.WithConsumerName("holder"))
+	start(t, holder.Run)
+	h.schedule(ids("h", 1), 0)
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "the holder never got its entry")
+	}
+
 	client := redis.NewClient(redistest.Options(t, redistest.Addr(t)))
 	t.Cleanup(func() { _ = client.Close() })
-	main, retry := newCommandCounter("xautoclaim", h.mainStream()), newCommandCounter("xautoclaim", h.retryStream("g"))
+	// Plain and pipelined calls (a pass's first calls are one pipeline).
+	main := &pipelineCounter{cmdCounter{match: newCommandCounter("xautoclaim", h.mainStream()).match}}
+	retry := &pipelineCounter{cmdCounter{match: newCommandCounter("xautoclaim", h.retryStream("g")).match}}
 	client.AddHook(main)
 	client.AddHook(retry)
-	rec := newRecorder()
-	c := h.consumerOn(client, "g", rec.ack, group.WithReclaimInterval(every))
+	c := h.consumerOn(client, "g", newRecorder().ack, group.WithReclaimInterval(every), group.WithConsumerName("other"))
 	began := time.Now()
 	r := start(t, c.Run)
 	waitFor(t, 10*time.Second, func() bool { return main.n.Load() >= 20 }, "reclaim passes")
@@ -425,4 +449,142 @@ func TestFullReclaimerHoldsOnlyItsRoom(t *testing.T) {
 		assert.Len(t, ds, 1, id)
 	}
 	assert.Zero(t, h.pending(key, "g"))
+}
+
+// callCounter counts, over plain and pipelined commands and whatever
+// their reply, the calls a client makes of the commands named.
+type callCounter struct {
+	names map[string]bool
+	n     atomic.Int64
+}
+
+func newCallCounter(names ...string) *callCounter {
+	c := &callCounter{names: map[string]bool{}}
+	for _, n := range names {
+		c.names[n] = true
+	}
+	return c
+}
+
+func (c *callCounter) count(cmd redis.Cmder) {
+	if c.names[cmd.Name()] {
+		c.n.Add(1)
+	}
+}
+
+func (c *callCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *callCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			c.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// slowReads delays the XREADGROUP calls of a client by 300 ms while on.
+type slowReads struct{ on atomic.Bool }
+
+func (s *slowReads) wait(cmds ...redis.Cmder) {
+	for _, cmd := range cmds {
+		if cmd.Name() == "xreadgroup" && s.on.Load() {
+			time.Sleep(300 * time.Millisecond)
+			return
+		}
+	}
+}
+
+func (s *slowReads) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s *slowReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		s.wait(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (s *slowReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		s.wait(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// An idle group makes no reclaim calls. When messages come after that
+// idle time and a consumer process that took some is killed with SIGKILL,
+// a consumer that was idle all along takes them over within 3 s of the
+// kill with the defaults: the promote script's arrival announcement woke
+// its reclaimer, and the entries stayed pending, so it kept passing.
+func TestIdleThenKilledConsumerWorkIsReclaimed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	// Reclaim passes and the checks that find a stream quiet (not the
+	// sweep's XPENDING once a minute).
+	calls := newCallCounter("xautoclaim", "xinfo")
+	slow := &slowReads{}
+	rdb := redistest.Client(t)
+	rdb.AddHook(calls)
+	rdb.AddHook(slow)
+	rec := newRecorder()
+	c := h.consumerOn(rdb, "g", rec.ack, group.WithConsumerName("survivor"))
+	r := start(t, c.Run)
+	ch := h.startChild("g", "doomed", helperConfig{Workers: 4})
+	t.Cleanup(func() { ch.kill(t) })
+
+	// Idle: after the first passes find nothing pending and nothing
+	// unread, no reclaim call for 3 s (three intervals).
+	time.Sleep(4 * time.Second)
+	before := calls.n.Load()
+	time.Sleep(3 * time.Second)
+	assert.Equal(t, before, calls.n.Load(), "reclaim calls while idle")
+
+	// Messages one at a time until the child takes one: each goes to
+	// whichever consumer reads first after the announcement, and the
+	// survivor's reads are held back 300 ms meanwhile. A message the
+	// survivor took itself wakes its reclaimer (its own read), so it is
+	// let go quiet again before the next: the child's message must reach
+	// it only through the announcement.
+	slow.on.Store(true)
+	var held []heldLine
+	for i := 0; i < 20 && len(held) == 0; i++ {
+		if i > 0 {
+			time.Sleep(3 * time.Second)
+			before := calls.n.Load()
+			time.Sleep(1500 * time.Millisecond)
+			require.Equal(t, before, calls.n.Load(), "quiet again before message %d", i)
+		}
+		id := fmt.Sprintf("idle-%d", i)
+		h.schedule([]string{id}, 0)
+		waitFor(t, 10*time.Second, func() bool {
+			select {
+			case l := <-ch.lines:
+				held = append(held, l)
+				return true
+			default:
+				return len(rec.get(id)) > 0
+			}
+		}, "message %s delivered", id)
+	}
+	require.NotEmpty(t, held, "the child never took a message")
+	slow.on.Store(false)
+	killed := time.Now()
+	ch.kill(t)
+	waitFor(t, 10*time.Second, func() bool { return len(rec.get(held[0].ID)) > 0 })
+	d := rec.get(held[0].ID)
+	require.Len(t, d, 1)
+	took := d[0].At.Sub(killed)
+	t.Logf("kill -9 after idle to handled elsewhere: %s", took)
+	assert.LessOrEqual(t, took, 3*time.Second, "crashed consumer's work redelivered too late")
+	assert.EqualValues(t, 2, d[0].Deliveries, "second delivery of the entry")
+	assert.Equal(t, held[0].EntryID, d[0].EntryID)
+	r.stop(t)
+	assert.Zero(t, h.pending(h.mainStream(), "g"))
 }

@@ -24,7 +24,14 @@
 //     a consumer killed with kill -9 has its work handled elsewhere within
 //     about 3 s, read-ahead included: a reclaim pass claims only what its
 //     consumer has room for, and keeps claiming, as its workers make room,
-//     while there is more to claim). Handlers should be idempotent.
+//     while there is more to claim). Handlers should be idempotent. A
+//     consumer checks only the streams that may have entries pending: the
+//     movers announce every append from the promote script (the lane's
+//     arrivals channel), and a stream found with nothing pending and
+//     nothing unread by the group stays quiet until its next announcement,
+//     its own read or a resubscription; quiet streams' pending counts are
+//     checked once a minute (entries made pending by a foreign reader). So
+//     an idle group makes no reclaim calls.
 //   - Per-group retries: a handler error acknowledges the entry for this
 //     group and schedules attempt+1 in this group's retry lane with backoff,
 //     in one script. Other groups never see the retry. The retry is due by
@@ -89,8 +96,8 @@
 // interval (default 5 s), and only after it acknowledged, retried,
 // dead-lettered or dropped entries of that stream since its last trim of
 // it, since that is what lets the threshold move; an idle consumer makes no
-// trim calls but one pass a minute (for what other groups' progress, a
-// retention or a removed group freed). Each trim is one script: entries are
+// trim calls but one pass every 10 minutes (for what a retention, a
+// removed group or other groups' progress freed). Each trim is one script: entries are
 // removed only below the oldest entry some group still needs, that is the
 // oldest pending entry of any group, or the first entry after a group's
 // last-delivered id if it has none pending. A lagging or stalled group

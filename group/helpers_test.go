@@ -121,8 +121,18 @@ func (h *harness) schedule(ids []string, d time.Duration) []delay.Result {
 // mover (for hostile or hand-made entries).
 func (h *harness) addEntry(key string, values ...any) string {
 	h.t.Helper()
-	id, err := h.rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: key, Values: values}).Result()
+	ctx := context.Background()
+	id, err := h.rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: values}).Result()
 	require.NoError(h.t, err)
+	// Announced on the lane's arrivals channel, as a mover does: consumers
+	// read when told (or at their poll, 30 s).
+	if ch, ok := strings.CutSuffix(key, ":s"); ok {
+		publish := "PUBLISH"
+		if h.shards > 1 {
+			publish = "SPUBLISH"
+		}
+		require.NoError(h.t, h.rdb.Do(ctx, publish, ch+":n", "0").Err())
+	}
 	return id
 }
 

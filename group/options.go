@@ -34,7 +34,6 @@ type config struct {
 	consumer      string
 	workers       int
 	prefetch      int // entries read ahead of free workers; -1: adaptive (the default)
-	block         time.Duration
 	visibility    time.Duration
 	reclaimEvery  time.Duration
 	noReclaim     bool
@@ -64,7 +63,6 @@ const (
 	DefaultMaxDeliveries = 5
 	DefaultTrimEvery     = 5 * time.Second
 	DefaultStaleConsumer = time.Hour
-	blockFor             = time.Second          // XREADGROUP block: bounded, ctx cannot interrupt it
 	ackFlushDelay        = 2 * time.Millisecond // longest an ack waits to be batched
 )
 
@@ -75,7 +73,6 @@ func defaultConfig() config {
 		consumer:      defaultConsumerName(),
 		workers:       DefaultWorkers,
 		prefetch:      -1,
-		block:         blockFor,
 		visibility:    DefaultVisibility,
 		reclaimEvery:  DefaultReclaimEvery,
 		drain:         DefaultDrain,
@@ -129,9 +126,10 @@ func checkDur(name string, d, lo, hi time.Duration) error {
 // stream.ErrShardCount from Run before it reads anything.
 //
 // A Consumer of a sharded queue reads every shard: it waits for the
-// movers' announcements of new entries (one pub/sub connection) and reads
-// the shards that have some, fairly, without blocking reads; so its
-// connections do not grow with the shard count. It reclaims, retries,
+// movers' announcements of new entries (one pub/sub connection per node)
+// and reads the shards that have some, fairly, without blocking reads (as
+// it reads an unsharded queue's one shard); so its connections do not
+// grow with the shard count. It reclaims, retries,
 // dead-letters and trims per shard.
 func WithShards(n int) Option {
 	return func(c *config) error {
@@ -220,7 +218,9 @@ func WithVisibilityTimeout(d time.Duration) Option {
 }
 
 // WithReclaimInterval sets how often the consumer looks for entries to
-// reclaim with XAUTOCLAIM (10 ms to 10 min). Default 1 s.
+// reclaim with XAUTOCLAIM (10 ms to 10 min), on the streams where entries
+// may be pending (see the package doc: an idle group makes no reclaim
+// calls). Default 1 s.
 func WithReclaimInterval(d time.Duration) Option {
 	return func(c *config) error {
 		if err := checkDur("reclaim interval", d, 10*time.Millisecond, 10*time.Minute); err != nil {
@@ -338,7 +338,7 @@ func WithDeadLetterCap(n int64) Option {
 // entries of that stream since its last trim of it. Default 5 s. A stream
 // of which it settled 10,000 entries since is trimmed at once, so that
 // under a heavy load the stream stays short. An idle consumer trims only
-// once a minute (or once per interval, if longer).
+// once every 10 minutes (or once per interval, if longer).
 func WithTrimInterval(d time.Duration) Option {
 	return func(c *config) error {
 		if err := checkDur("trim interval", d, 100*time.Millisecond, time.Hour); err != nil {

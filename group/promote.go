@@ -56,7 +56,7 @@ func acquirePromoter(c *Consumer, log *slog.Logger) (*promoter, error) {
 		return p, nil
 	}
 	eng, err := engine.New(c.rdb, c.queue, engine.WithPrefix(c.cfg.prefix), engine.WithShards(c.cfg.shards),
-		engine.WithLogger(c.cfg.logger))
+		engine.WithLogger(c.cfg.logger), engine.WithIdleProbe(idleProbe))
 	if err != nil {
 		return nil, err
 	}

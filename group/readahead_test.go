@@ -23,23 +23,34 @@ func (h *readCounts) DialHook(next redis.DialHook) redis.DialHook { return next 
 
 func (h *readCounts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		if len(args) > 0 && strings.EqualFold(fmt.Sprint(args[0]), "xreadgroup") {
-			for i := 0; i+1 < len(args); i++ {
-				if strings.EqualFold(fmt.Sprint(args[i]), "count") {
-					var n int64
-					fmt.Sscan(fmt.Sprint(args[i+1]), &n)
-					for m := h.max.Load(); n > m && !h.max.CompareAndSwap(m, n); m = h.max.Load() {
-					}
-				}
-			}
-		}
+		h.see(cmd)
 		return next(ctx, cmd)
 	}
 }
 
+// The reader sends its reads in a pipeline (one per round, the streams
+// to read in it).
 func (h *readCounts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.see(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *readCounts) see(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) > 0 && strings.EqualFold(fmt.Sprint(args[0]), "xreadgroup") {
+		for i := 0; i+1 < len(args); i++ {
+			if strings.EqualFold(fmt.Sprint(args[i]), "count") {
+				var n int64
+				fmt.Sscan(fmt.Sprint(args[i+1]), &n)
+				for m := h.max.Load(); n > m && !h.max.CompareAndSwap(m, n); m = h.max.Load() {
+				}
+			}
+		}
+	}
 }
 
 // The default read-ahead follows the handlers' pace: fast handlers get

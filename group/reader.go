@@ -2,14 +2,10 @@ package group
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/delaystream/delaystream/internal/heal"
-	"github.com/delaystream/delaystream/stream"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -40,7 +36,7 @@ type reader struct {
 	ahead              atomic.Int64
 	minAhead, maxAhead int64
 	handled, busy      atomic.Int64 // entries handled and the time they took (ns), for adapt
-	act                *activity    // a sharded queue's streams that may have pending entries (reclaimshards.go); nil unsharded
+	act                *activity    // the streams that may have pending entries (reclaimshards.go)
 	seenN, seenBusy    int64        // handled and busy at the last adapt; the reader's
 }
 
@@ -56,9 +52,7 @@ func newReader(r *runState, settle *settler) *reader {
 	}
 	rd.ahead.Store(rd.minAhead)
 	rd.jobs = make(chan *flight, rd.workers+rd.maxAhead)
-	if len(c.shards) > 1 {
-		rd.act = newActivity(2 * len(c.shards))
-	}
+	rd.act = newActivity(2 * len(c.shards))
 	return rd
 }
 
@@ -118,91 +112,9 @@ func readAheadFor(workers int64, each time.Duration, lo, hi int64) int64 {
 	return min(max(workers*int64(readAheadHorizon/each), lo), hi)
 }
 
-// read is the intake loop: XREADGROUP on the queue stream and the retry
-// lane, as many entries as there is room for.
-func (rd *reader) read(ctx context.Context) error {
-	r, c := rd.r, rd.r.c
-	if len(c.shards) > 1 {
-		return rd.readShards(ctx)
-	}
-	sh := c.shards[0]
-	both := []string{sh.main.Stream, sh.retry.Stream, ">", ">"}
-	streams := both
-	backoff := 50 * time.Millisecond
-	var fails failures
-	// A stream of the wrong type fails every read of both streams: the
-	// other one is read alone meanwhile, and both again every
-	// wrongTypeRetry, which finds the key fixed.
-	var skipSince time.Time
-	for ctx.Err() == nil {
-		// Hold no room during the blocking read: reclaim takes only free
-		// room and would starve behind an idle read.
-		n := rd.waitRoom(ctx)
-		if n == 0 {
-			return nil
-		}
-		if len(streams) == 2 && time.Since(skipSince) >= wrongTypeRetry {
-			streams = both
-		}
-		// The read is not tied to ctx: cancelling cannot interrupt a blocking
-		// XREADGROUP, and a reply cut short would leave entries pending
-		// unseen. Entries that arrive after ctx is done are handed back.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.block+opTimeout)
-		res, err := c.rdb.XReadGroup(rctx, &redis.XReadGroupArgs{
-			Group: c.group, Consumer: c.cfg.consumer, Streams: streams,
-			Count: n, Block: c.cfg.block,
-		}).Result()
-		cancel()
-		if err != nil {
-			if errors.Is(err, redis.Nil) {
-				continue
-			}
-			heal.After(c.rdb, err)
-			var kte *stream.KeyTypeError
-			if redis.HasErrorPrefix(err, "NOGROUP") {
-				rd.groupMissing(ctx, err)
-			} else if err = c.explain(ctx, err, sh); errors.As(err, &kte) && len(streams) == 4 &&
-				(kte.Key == sh.main.Stream || kte.Key == sh.retry.Stream) {
-				fails.failed(ctx, r.log, "xreadgroup failed; reading the group's other stream until the key is fixed", err)
-				other := sh.main.Stream
-				if kte.Key == other {
-					other = sh.retry.Stream
-				}
-				streams, skipSince = []string{other, ">"}, time.Now()
-				continue
-			} else if ctx.Err() == nil {
-				fails.failed(ctx, r.log, "xreadgroup failed", err, slog.Duration("retry_in", backoff))
-			}
-			sleepCtx(ctx, jitter(backoff))
-			backoff = min(2*backoff, 2*time.Second)
-			continue
-		}
-		if fails.n > 0 && len(streams) == 4 { // not while a stream is left out
-			fails.succeeded(ctx, r.log, "xreadgroup recovered")
-		}
-		backoff = 50 * time.Millisecond
-		for _, s := range res {
-			rd.enqueue(ctx, rd.streamKey(s.Stream), s.Messages, nil)
-		}
-	}
-	return nil
-}
-
-// wrongTypeRetry is how often a reader that reads one stream alone,
-// because the other holds the wrong type, tries both again.
-const wrongTypeRetry = time.Second
-
-// streamKey returns the consumer's own copy of a stream key named in a
-// reply (a reply's strings would keep its buffer alive).
-func (rd *reader) streamKey(s string) string {
-	if sh := rd.r.c.shardOf(s); sh != nil {
-		if s == sh.main.Stream {
-			return sh.main.Stream
-		}
-		return sh.retry.Stream
-	}
-	return strings.Clone(s)
-}
+// read is the intake loop (see readShards, which serves every queue: an
+// unsharded one is a queue of one shard).
+func (rd *reader) read(ctx context.Context) error { return rd.readShards(ctx) }
 
 // enqueue registers entries as held (so they are extended while they wait)
 // and queues them for the workers. deliveries gives each entry's delivery

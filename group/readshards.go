@@ -16,8 +16,13 @@ import (
 // arrivalsPoll is how often a consumer of a sharded queue reads every
 // shard even without an announcement: announcements are pub/sub messages,
 // which a connection that breaks unnoticed can lose (a resubscription
-// reads every shard at once).
-const arrivalsPoll = 5 * time.Second
+// reads every shard at once). A consumer of an unsharded queue reads its
+// two streams every unshardedPoll: that poll is its idle cost (two reads),
+// and its one subscription is checked by a PING after 30 s of silence.
+const (
+	arrivalsPoll  = 5 * time.Second
+	unshardedPoll = 30 * time.Second
+)
 
 // arrivals tracks which streams of a sharded queue may have entries for
 // the group: those announced by the movers (the main lane's and the
@@ -81,10 +86,13 @@ func (a *arrivals) take(from, max int, out []int) []int {
 }
 
 // listen marks the streams announced on the arrivals channels of every
-// shard's main lane and of the group's retry lanes until ctx ends. The
-// channels are shard channels, subscribed with one connection per node
-// that holds shards; every (re)subscription marks every stream, since
-// announcements made while it was down are lost.
+// shard's main lane and of the group's retry lanes until ctx ends, for the
+// reader (a) and the reclaimer (rd.act). A sharded queue's channels are
+// shard channels, subscribed with one connection per node that holds
+// shards and pinged after 5 s of silence; an unsharded queue's two are
+// classic channels on one connection, pinged after 30 s of silence. Every
+// (re)subscription marks every stream, since announcements made while it
+// was down are lost.
 func (rd *reader) listen(ctx context.Context, a *arrivals) error {
 	c := rd.r.c
 	byChan := make(map[string]int, 2*len(c.shards))
@@ -94,7 +102,7 @@ func (rd *reader) listen(ctx context.Context, a *arrivals) error {
 		byChan[sh.retry.Arrivals] = 2*sh.i + 1
 		groups = append(groups, []string{sh.main.Arrivals, sh.retry.Arrivals})
 	}
-	return shardsub.Run(ctx, c.rdb, shardsub.Config{
+	cfg := shardsub.Config{
 		Groups: groups,
 		OnMessage: func(ch, _ string) {
 			if i, ok := byChan[ch]; ok {
@@ -108,16 +116,24 @@ func (rd *reader) listen(ctx context.Context, a *arrivals) error {
 		},
 		Health: arrivalsPoll,
 		Logger: rd.r.log,
-	})
+	}
+	if len(c.shards) == 1 {
+		cfg.Classic, cfg.Health = true, unshardedPoll
+	}
+	return shardsub.Run(ctx, c.rdb, cfg)
 }
 
-// readShards is the intake of a sharded queue. XREADGROUP can block on
-// several streams only within one slot, and a blocking read per shard
-// would hold a connection per shard; so the reader waits for the movers'
-// announcements (one pub/sub connection per node), then reads the announced
-// streams without blocking, in one pipeline (one round trip per node),
-// sharing the room between them: a shard with a backlog gets its share
-// and is read again next round, and cannot starve the others.
+// readShards is the intake of every queue. XREADGROUP can block on
+// several streams only within one slot, and a blocking read holds a
+// connection of the client's pool while it waits (with many queues on one
+// client, the pool runs dry and every other call waits), and blocks
+// briefly anyway because cancelling ctx cannot end it; so the reader waits
+// for the movers' announcements (one pub/sub connection per node, outside
+// the pool), then reads the announced streams without blocking, in one
+// pipeline (one round trip per node), sharing the room between them: a
+// shard with a backlog gets its share and is read again next round, and
+// cannot starve the others. An unsharded queue is one shard: its idle
+// consumer makes one pair of reads per 30 s, and stops at once.
 func (rd *reader) readShards(ctx context.Context) error {
 	r, c := rd.r, rd.r.c
 	streams := c.streams()
@@ -129,6 +145,9 @@ func (rd *reader) readShards(ctx context.Context) error {
 	go func() { defer close(listened); _ = rd.listen(lctx, a) }()
 
 	poll := time.NewTicker(arrivalsPoll)
+	if len(streams) == 2 {
+		poll.Reset(unshardedPoll)
+	}
 	defer poll.Stop()
 	// Streams whose read failed (their node is down, failing over) leave
 	// the shared pipeline, whose reply waits for its slowest node: after a

@@ -2,13 +2,11 @@ package group
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
 
-	"github.com/delaystream/delaystream/internal/heal"
 	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/stream"
 	"github.com/redis/go-redis/v9"
@@ -23,61 +21,18 @@ type reclaimer struct {
 }
 
 // loop takes over entries that other consumers of the group held
-// longer than the visibility timeout (crashed, stuck, or handed back).
+// longer than the visibility timeout (crashed, stuck, or handed back),
+// passing only over the streams that may have entries pending (see
+// activity and loopShards): an idle group makes no reclaim calls.
 func (rc *reclaimer) loop(ctx context.Context) error {
-	r, c := rc.r, rc.r.c
+	c := rc.r.c
 	sleepCtx(ctx, time.Duration(rand.Int64N(int64(c.cfg.reclaimEvery)/4+1)))
 	// A fixed rate, not a pause after each pass: a pass over many shards'
 	// streams takes time, which must not stretch the interval (the 3 s
 	// crash-redelivery default is visibility + interval).
 	tick := time.NewTicker(c.cfg.reclaimEvery)
 	defer tick.Stop()
-	streams := c.streams()
-	if len(streams) > 2 {
-		return rc.loopShards(ctx, tick)
-	}
-	var (
-		fails   failures
-		backoff = 1 // ticks between passes: 1, and after failed passes 2, then 4
-	)
-	for ctx.Err() == nil {
-		var failed error
-		for _, s := range streams {
-			err := rc.once(ctx, s, "0-0")
-			if err == nil || ctx.Err() != nil {
-				continue
-			}
-			heal.After(c.rdb, err)
-			if failed == nil {
-				failed = err
-			}
-			var rerr redis.Error
-			if !errors.As(err, &rerr) {
-				break // unreachable: the other stream, on the same server, is too
-			}
-		}
-		switch {
-		case failed != nil:
-			backoff = min(2*backoff, 4)
-			fails.failed(ctx, r.log, "reclaim failed", failed, slog.Duration("retry_in", time.Duration(backoff)*c.cfg.reclaimEvery))
-		case fails.n > 0:
-			fails.succeeded(ctx, r.log, "reclaim recovered")
-			backoff = 1
-		}
-		for i := 0; i < backoff && ctx.Err() == nil; i++ {
-			select {
-			case <-ctx.Done():
-			case <-tick.C:
-			}
-		}
-	}
-	return nil
-}
-
-// once runs a reclaim pass over one stream's pending entries from cursor
-// ("0-0": from the start). See claimFrom.
-func (rc *reclaimer) once(ctx context.Context, streamKey, cursor string) error {
-	return rc.claimFrom(ctx, streamKey, cursor, false)
+	return rc.loopShards(ctx, tick)
 }
 
 // claimFrom runs XAUTOCLAIM calls over one stream's pending entries from

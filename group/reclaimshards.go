@@ -2,6 +2,9 @@ package group
 
 import (
 	"context"
+	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -9,21 +12,24 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// reclaimSweep is how often the reclaimer of a sharded queue passes over
-// every stream, quiet or not: a safety net for entries that became
-// pending without the consumer seeing an announcement (a foreign reader
-// of the group, say).
+// reclaimSweep is how often the reclaimer checks the pending count of
+// every quiet stream (one XPENDING each) and passes over those with
+// entries pending: a safety net for entries that became pending without
+// an announcement (a foreign writer or reader of the group, say).
 const reclaimSweep = time.Minute
 
-// activity tracks which streams of a sharded queue may have entries
-// pending in the group. A stream's pending list gains entries only when
-// entries appended to the stream are read, and the movers announce every
-// append; so a stream whose pending list was found empty stays empty
-// until its next announcement (or a read of this consumer that found
+// activity tracks which streams may have entries pending in the group.
+// A stream's pending list gains entries only when entries of the stream
+// are read by the group, and the movers announce every append on the
+// lane's arrivals channel from the script that appends; so a stream whose
+// pending list was found empty while the group had read all of it stays
+// so until its next announcement (or a read of this consumer that found
 // entries, or a resubscription, after which anything may have been
-// missed). The reclaimer skips such quiet streams: an idle consumer of a
-// sharded queue makes no reclaim calls. Its methods are safe for
-// concurrent use.
+// missed). The reclaimer skips such quiet streams: an idle consumer makes
+// no reclaim calls, while a stream on which any consumer of the group
+// holds entries is passed over every interval, so a crashed consumer's
+// entries are still taken over within the visibility timeout plus the
+// interval. Its methods are safe for concurrent use.
 type activity struct {
 	mu    sync.Mutex
 	gen   []uint64 // bumped whenever stream i may have gained pending entries
@@ -68,12 +74,12 @@ func (a *activity) settle(i int, gen uint64) {
 	a.mu.Unlock()
 }
 
-// loopShards is the reclaim loop of a sharded queue. Each tick it runs a
-// first XAUTOCLAIM on every stream that is not quiet in one pipeline (one
-// round trip per node, the room shared between them), continues alone
-// with each stream that had more, and checks with XPENDING the streams
-// that were not touched for a whole tick: those whose pending list is
-// empty become quiet and are skipped until they are touched again.
+// loopShards is the reclaim loop. Each tick it runs a first XAUTOCLAIM on
+// every stream that is not quiet in one pipeline (one round trip per
+// node, the room shared between them), continues alone with each stream
+// that had more, and checks the streams that were not touched for a whole
+// tick (see settleIdle): those with nothing pending and nothing unread
+// become quiet and are skipped until they are touched again.
 func (rc *reclaimer) loopShards(ctx context.Context, tick *time.Ticker) error {
 	r, c := rc.r, rc.r.c
 	streams := c.streams()
@@ -86,9 +92,13 @@ func (rc *reclaimer) loopShards(ctx context.Context, tick *time.Ticker) error {
 	var todo, idle []int
 	gens := make([]uint64, len(streams))
 	var fails failures // for the log
+	// An unsharded queue's two streams are on one server: while it cannot
+	// be reached, passes are made every 2, then 4 ticks (a sharded queue's
+	// other shards may be on healthy servers: its passes keep the rate).
+	backoff := 1
 	for ctx.Err() == nil {
 		if time.Since(sweep) >= reclaimSweep {
-			act.touchAll()
+			rc.sweep(ctx, streams)
 			sweep = time.Now()
 		}
 		todo, idle = todo[:0], idle[:0]
@@ -104,20 +114,31 @@ func (rc *reclaimer) loopShards(ctx context.Context, tick *time.Ticker) error {
 			}
 			last[i] = gen
 		}
+		unreachable := false
 		if len(todo) > 0 {
 			if err := rc.passShards(ctx, streams, todo); err != nil && ctx.Err() == nil {
 				heal.After(c.rdb, err)
+				var rerr redis.Error
+				unreachable = !errors.As(err, &rerr)
 				fails.failed(ctx, r.log, "reclaim failed", err)
 			} else if err == nil && fails.n > 0 {
 				fails.succeeded(ctx, r.log, "reclaim recovered")
 			}
 		}
-		if len(idle) > 0 && ctx.Err() == nil {
+		switch {
+		case unreachable && len(streams) == 2:
+			backoff = min(2*backoff, 4)
+		case len(idle) > 0 && ctx.Err() == nil:
+			backoff = 1
 			rc.settleIdle(ctx, streams, idle, gens)
+		default:
+			backoff = 1
 		}
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
+		for i := 0; i < backoff && ctx.Err() == nil; i++ {
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
 		}
 	}
 	return nil
@@ -163,22 +184,91 @@ func (rc *reclaimer) passShards(ctx context.Context, streams []string, todo []in
 	return first
 }
 
-// settleIdle asks for the pending count of the streams idle (untouched
-// for a tick) in one pipeline, and marks quiet those with none, unless
-// they were touched meanwhile (gens holds their generations).
+// settleIdle reads, for the streams idle (untouched for a tick), the
+// group's pending count and last delivered id and the stream's last entry,
+// in one pipeline, and marks quiet those with nothing pending and nothing
+// unread, unless they were touched meanwhile (gens holds their
+// generations). Nothing unread matters: entries appended before the last
+// announcement and not read yet (every consumer of the group was busy, or
+// none ran) may be read, and left pending, without a new announcement.
 func (rc *reclaimer) settleIdle(ctx context.Context, streams []string, idle []int, gens []uint64) {
 	c := rc.r.c
 	pctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	pipe := c.rdb.Pipeline()
-	cmds := make([]*redis.XPendingCmd, len(idle))
+	groups := make([]*redis.XInfoGroupsCmd, len(idle))
+	last := make([]*redis.XMessageSliceCmd, len(idle))
 	for k, i := range idle {
-		cmds[k] = pipe.XPending(pctx, streams[i], c.group)
+		groups[k] = pipe.XInfoGroups(pctx, streams[i])
+		last[k] = pipe.XRevRangeN(pctx, streams[i], "+", "-", 1)
 	}
 	_, _ = pipe.Exec(pctx)
 	for k, i := range idle {
-		if p, err := cmds[k].Result(); err == nil && p.Count == 0 {
-			rc.rd.act.settle(i, gens[i])
+		gs, err := groups[k].Result()
+		if err != nil {
+			continue
+		}
+		xs, err := last[k].Result()
+		if err != nil {
+			continue
+		}
+		for _, g := range gs {
+			if g.Name == c.group && g.Pending == 0 && (len(xs) == 0 || !idBefore(g.LastDeliveredID, xs[0].ID)) {
+				rc.rd.act.settle(i, gens[i])
+			}
 		}
 	}
+}
+
+// sweep checks the pending count of every quiet stream, in one pipeline,
+// and touches those with entries pending (see reclaimSweep).
+func (rc *reclaimer) sweep(ctx context.Context, streams []string) {
+	c, act := rc.r.c, rc.rd.act
+	var quiet []int
+	for i := range streams {
+		if _, q := act.state(i); q {
+			quiet = append(quiet, i)
+		}
+	}
+	if len(quiet) == 0 {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.XPendingCmd, len(quiet))
+	for k, i := range quiet {
+		cmds[k] = pipe.XPending(pctx, streams[i], c.group)
+	}
+	_, _ = pipe.Exec(pctx)
+	for k, i := range quiet {
+		if p, err := cmds[k].Result(); err != nil || p.Count > 0 {
+			act.touch(i)
+		}
+	}
+}
+
+// idBefore reports whether stream entry id a is lower than b ("ms-seq";
+// an id that does not parse is lower than any other).
+func idBefore(a, b string) bool {
+	am, as, aok := parseID(a)
+	bm, bs, bok := parseID(b)
+	switch {
+	case !aok:
+		return bok || a < b
+	case !bok:
+		return false
+	}
+	return am < bm || am == bm && as < bs
+}
+
+// parseID splits a stream entry id into its two numbers.
+func parseID(id string) (ms, seq uint64, ok bool) {
+	m, s, found := strings.Cut(id, "-")
+	if !found {
+		return 0, 0, false
+	}
+	ms, err1 := strconv.ParseUint(m, 10, 64)
+	seq, err2 := strconv.ParseUint(s, 10, 64)
+	return ms, seq, err1 == nil && err2 == nil
 }

@@ -98,9 +98,11 @@
 // shard, so two movers that both promote a shard during a rebalance never
 // append a message twice, and a message is never lost to a rebalance.
 //
-// The lanes of a sharded queue announce appended entries on their arrivals
-// channels (stream.Lane.Arrivals; payload: the shard number), so that
-// consumers read the shards that have work. A sharded queue's wake and
+// Every lane announces appended entries on its arrivals channel
+// (stream.Lane.Arrivals; payload: the shard number) from the promote
+// script that appends them, so that consumers of a sharded queue read the
+// shards that have work, and consumers of any queue run reclaim passes
+// only on streams that may have entries pending. A sharded queue's wake and
 // arrivals channels are shard channels (SPUBLISH / SSUBSCRIBE), delivered
 // by the node that holds the shard: a classic PUBLISH on a Cluster is
 // relayed to every node over the cluster bus, which costs every node CPU

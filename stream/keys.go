@@ -147,10 +147,8 @@ func (k Keys) lane(p string) Lane {
 		Quarantine: p + ":x",
 		Lease:      p + ":l",
 		Wake:       p + ":w",
+		Arrivals:   p + ":n",
 		Sharded:    k.sharded,
-	}
-	if k.sharded {
-		l.Arrivals = p + ":n"
 	}
 	return l
 }
@@ -165,11 +163,13 @@ type Lane struct {
 	Quarantine string // STREAM: entries that could not be promoted, with a reason
 	Lease      string // STRING: token of the mover that promotes this lane
 	Wake       string // pub/sub channel: due time of a newly scheduled earlier entry
-	// Arrivals is the channel on which the movers of a sharded queue
-	// announce entries appended to the lane's stream (payload: the shard
-	// number), so that consumers read the streams that have work instead of
-	// polling them all; "" in an unsharded queue, whose consumers block on
-	// its one stream.
+	// Arrivals is the channel on which the movers announce entries
+	// appended to the lane's stream (payload: the shard number), from the
+	// promote script that appends them. Consumers of a sharded queue read
+	// the streams that have work instead of polling them all; consumers of
+	// any queue run reclaim passes only on streams that may have entries
+	// pending (a stream's pending list gains entries only when announced
+	// entries are read).
 	Arrivals string
 	// Sharded reports that the lane belongs to a shard of a queue with more
 	// than one. Its channels (Wake, Arrivals) are then shard channels

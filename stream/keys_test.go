@@ -32,6 +32,7 @@ func TestNewKeysLayout(t *testing.T) {
 		Quarantine: "ds:1:{orders}:x",
 		Lease:      "ds:1:{orders}:l",
 		Wake:       "ds:1:{orders}:w",
+		Arrivals:   "ds:1:{orders}:n",
 	}, k.Main())
 	assert.Equal(t, stream.Lane{
 		Delayed:    "ds:1:{orders}:r:billing:z",
@@ -40,6 +41,7 @@ func TestNewKeysLayout(t *testing.T) {
 		Quarantine: "ds:1:{orders}:r:billing:x",
 		Lease:      "ds:1:{orders}:r:billing:l",
 		Wake:       "ds:1:{orders}:r:billing:w",
+		Arrivals:   "ds:1:{orders}:r:billing:n",
 	}, k.Retry("billing"))
 	assert.Equal(t, "ds:1:{orders}:d:billing", k.DeadLetters("billing"))
 }

@@ -22,7 +22,7 @@ func TestLayoutUnshardedIsTheOldLayout(t *testing.T) {
 	assert.Equal(t, 0, l.ShardOf("anything"))
 	assert.Equal(t, "ds:1:{orders}:q", l.Meta())
 	assert.Equal(t, "ds:1:{orders}:o", l.Movers())
-	assert.Empty(t, l.Shard(0).Main().Arrivals, "an unsharded queue announces no arrivals")
+	assert.Equal(t, "ds:1:{orders}:n", l.Shard(0).Main().Arrivals, "an unsharded queue announces arrivals too")
 	assert.False(t, l.Shard(0).Main().Sharded)
 
 	s, err := stream.NewLayout("ds", "orders", 4)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -107,7 +108,7 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Engine, erro
 	var tok [12]byte
 	_, _ = rand.Read(tok[:])
 	m := &Engine{rdb: rdb, queue: queue, cfg: cfg, token: hex.EncodeToString(tok[:]),
-		layout: layout, guard: shards.NewGuard(layout, "mover"), probes: newIdleProbes(cfg.maxIdle),
+		layout: layout, guard: shards.NewGuard(layout, "mover"), probes: newIdleProbes(cmp.Or(cfg.probe, cfg.maxIdle)),
 		inFlight: map[string]chan struct{}{}, dataPoke: make(chan struct{}, 1)}
 	sharded := cfg.shards > 1
 	// The main lanes of a sharded queue are divided between its movers by
@@ -128,12 +129,11 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Engine, erro
 		if !cfg.noLease && m.reg == nil {
 			l.token = m.token
 		}
-		if sharded {
-			// Consumers of a sharded queue wait for these announcements
-			// instead of polling every shard. An unsharded queue's lane
-			// publishes nothing: its consumers block on its stream.
-			l.arrivals, l.shardArg = scripts.Channel(keys.Arrivals, true), strconv.Itoa(i)
-		}
+		// Consumers of a sharded queue wait for these announcements
+		// instead of polling every shard; consumers of any queue run
+		// reclaim passes only after them (an unsharded lane's channel is a
+		// classic one: its consumers block on its one stream).
+		l.arrivals, l.shardArg = scripts.Channel(keys.Arrivals, sharded), strconv.Itoa(i)
 		m.lanes[i] = l
 		m.all[i] = i
 	}
@@ -595,8 +595,8 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 	return r, nil
 }
 
-// promoteArgs returns the promote script's ARGV for the lane: the arrivals
-// channel and shard number are passed only by the lanes of a sharded queue.
+// promoteArgs returns the promote script's ARGV for the lane, with its
+// arrivals channel (a shard channel in a sharded queue) and shard number.
 func (l *lane) promoteArgs() []any {
 	args := []any{l.m.cfg.batch, l.token, l.m.cfg.leaseTTL.Milliseconds(), wire.Header}
 	if l.arrivals != "" {

@@ -13,9 +13,10 @@ const maxProbePeriod = 30 * time.Second
 
 // probeTiming returns, for n > 0 idle lanes, how often each is probed and
 // the shortest gap between two probes of the engine: n lanes share one
-// probe per max idle, so each is probed every n × maxIdle, but at least
+// probe per interval maxIdle (the max idle, or the idle probe interval
+// when one is set), so each is probed every n × maxIdle, but at least
 // every maxProbePeriod (or every maxIdle, when that is longer), in which
-// case the engine probes more often than once per max idle.
+// case the engine probes more often than once per interval.
 func probeTiming(maxIdle time.Duration, n int) (period, gap time.Duration) {
 	period = min(maxIdle*time.Duration(n), max(maxProbePeriod, maxIdle))
 	return period, period / time.Duration(n)

@@ -25,6 +25,7 @@ type Config struct {
 	prefix    string
 	batch     int
 	maxIdle   time.Duration
+	probe     time.Duration // idle probe interval; 0 = maxIdle
 	leaseTTL  time.Duration
 	noLease   bool
 	logger    *slog.Logger
@@ -113,6 +114,21 @@ func WithMaxIdle(d time.Duration) Option {
 	return func(c *Config) error {
 		c.maxIdle = d
 		return optcheck.Range(ErrInvalidOption, "max idle", d, 10*time.Millisecond, time.Minute)
+	}
+}
+
+// WithIdleProbe sets how often an idle lane probes its head when that is
+// to differ from the max idle (10 ms to 1 min): the probe only catches a
+// wake-up that was lost, and a wake-up is lost only while the pub/sub
+// connection is broken, after which the engine looks at every lane at
+// once (and a silent connection is pinged after 30 s). A consumer's
+// movers use 30 s; a mover.Mover keeps one probe per max idle. The probes
+// still share one budget per engine (see [WithMaxIdle]), each lane probed
+// at least every 30 s (or every interval, when that is longer).
+func WithIdleProbe(d time.Duration) Option {
+	return func(c *Config) error {
+		c.probe = d
+		return optcheck.Range(ErrInvalidOption, "idle probe", d, 10*time.Millisecond, time.Minute)
 	}
 }
 

@@ -295,3 +295,43 @@ func TestFakeClockShardsBeatsFail(t *testing.T) {
 		assert.True(t, slices.Equal([]int{0, 1, 2, 3}, e.Owned()))
 	})
 }
+
+// With an idle probe interval of 30 s (a consumer's movers), an idle lane
+// is probed once per 30 s, not once per max idle, and makes no promote
+// call; an entry whose wake-up was lost is still found by the next probe.
+func TestFakeClockIdleProbeInterval(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		_, rdb := pipeRedis(t)
+		log := newProbeLog()
+		rdb.AddHook(log)
+		e, err := New(rdb, "q", WithIdleProbe(30*time.Second))
+		require.NoError(t, err)
+		startEngine(t, e)
+		time.Sleep(time.Second) // subscribed, lane checked: idle now
+		synctest.Wait()
+		calls := log.promote.Load()
+		idleFrom := time.Now()
+		const window = 5 * time.Minute
+		time.Sleep(window)
+		synctest.Wait()
+		ln := e.lanes[0].keys
+		total, longest := log.stats([]string{ln.Delayed}, idleFrom, time.Now())
+		assert.InDelta(t, 10, total, 1, "one probe per 30 s in %s (not one per second)", window)
+		assert.LessOrEqual(t, longest, 30*time.Second+time.Second)
+		assert.Equal(t, calls, log.promote.Load(), "no promote call while idle")
+
+		// An entry due at once, its wake-up lost: found by the next probe.
+		env := wire.MarshalEnvelope(&codec.Envelope{Payload: []byte("p"), Attempt: 1, Created: time.Now()})
+		written := time.Now()
+		require.NoError(t, rdb.ZAdd(ctx, ln.Delayed, redis.Z{Member: "lost", Score: float64(written.UnixMilli())}).Err())
+		require.NoError(t, rdb.HSet(ctx, ln.Envelopes, "lost", env).Err())
+		time.Sleep(31 * time.Second)
+		synctest.Wait()
+		xs, err := rdb.XRange(ctx, ln.Stream, "-", "+").Result()
+		require.NoError(t, err)
+		require.Len(t, xs, 1, "found by a probe")
+		assert.LessOrEqual(t, stream.EntryTime(xs[0].ID).Sub(written), 30*time.Second+time.Second)
+	})
+}

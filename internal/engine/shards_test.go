@@ -88,9 +88,11 @@ func TestPromoteArgs(t *testing.T) {
 		shard int
 		want  func(m *Engine) []any
 	}{
-		{"one shard", nil, 0, func(m *Engine) []any { return []any{256, m.token, int64(1250), hdr} }},
-		{"one shard, retry lane", []Option{WithRetryLaneOf("g")}, 0, func(m *Engine) []any { return []any{256, m.token, int64(1250), hdr} }},
-		{"one shard, without lease", []Option{WithoutLease()}, 0, func(m *Engine) []any { return []any{256, "", int64(1250), hdr} }},
+		{"one shard", nil, 0, func(m *Engine) []any { return []any{256, m.token, int64(1250), hdr, "p:1:{q}:n", "0"} }},
+		{"one shard, retry lane", []Option{WithRetryLaneOf("g")}, 0, func(m *Engine) []any {
+			return []any{256, m.token, int64(1250), hdr, "p:1:{q}:r:g:n", "0"}
+		}},
+		{"one shard, without lease", []Option{WithoutLease()}, 0, func(m *Engine) []any { return []any{256, "", int64(1250), hdr, "p:1:{q}:n", "0"} }},
 		{"sharded main lane", []Option{WithShards(4)}, 2, func(m *Engine) []any {
 			return []any{256, "", int64(1250), hdr, " " + layout.Shard(2).Main().Arrivals, "2"}
 		}},
