@@ -567,15 +567,9 @@ func (b *bench) streamEntryBytes(ctx context.Context, k int) (float64, error) {
 func (b *bench) burstBig(ctx context.Context, sysName string, run int) (map[string]float64, error) {
 	n := b.cfg.bigN
 	lead := 2*time.Second + time.Duration(float64(n)/100000*float64(time.Second))
-	for attempt := 0; attempt < 3; attempt++ {
-		vals, late, err := b.burstBigOnce(ctx, sysName, run, lead)
-		if err != nil || !late {
-			return vals, err
-		}
-		logf("burst1m %s: scheduling did not finish before the due time; retrying with a longer lead", sysName)
-		lead *= 3
-	}
-	return nil, fmt.Errorf("scheduling never finished before the due time")
+	return withLead("burst1m "+sysName, lead, func(lead time.Duration) (map[string]float64, bool, error) {
+		return b.burstBigOnce(ctx, sysName, run, lead)
+	})
 }
 
 func (b *bench) burstBigOnce(ctx context.Context, sysName string, run int, lead time.Duration) (map[string]float64, bool, error) {

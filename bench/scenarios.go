@@ -77,12 +77,21 @@ func (b *bench) burst(ctx context.Context, sysName string, run int) (map[string]
 	if sysName == sysAsynq {
 		lead = 2*time.Second + time.Duration(float64(n)/4000*float64(time.Second))
 	}
+	return withLead("burst "+sysName, lead, func(lead time.Duration) (map[string]float64, bool, error) {
+		return b.burstOnce(ctx, sysName, run, lead)
+	})
+}
+
+// withLead runs a burst whose messages are all due lead after it starts
+// scheduling them, and again with a lead three times longer (at most
+// three tries) while once reports that scheduling did not finish in time.
+func withLead(what string, lead time.Duration, once func(lead time.Duration) (map[string]float64, bool, error)) (map[string]float64, error) {
 	for attempt := 0; attempt < 3; attempt++ {
-		vals, late, err := b.burstOnce(ctx, sysName, run, lead)
+		vals, late, err := once(lead)
 		if err != nil || !late {
 			return vals, err
 		}
-		logf("burst %s: scheduling did not finish before the due time; retrying with a longer lead", sysName)
+		logf("%s: scheduling did not finish before the due time; retrying with a longer lead", what)
 		lead *= 3
 	}
 	return nil, fmt.Errorf("scheduling never finished before the due time")
