@@ -460,6 +460,11 @@ type lane struct {
 	wake     chan int64    // due times from the wake channel; 0 = lease released
 	turn     chan struct{} // the lane's turn to probe its head (see idleProbes)
 	owner    atomic.Bool   // whether this mover held the lease at the last call
+	// renewed is when (the local clock, before the call was sent, in Unix
+	// ns) a promote call last set the lease for this mover; 0 = not known.
+	// A call within a third of the lease TTL of it asks the script not to
+	// set it again (see promoteArgs).
+	renewed atomic.Int64
 	// failing: the lane's last promote call failed. Its calls then do not
 	// count against the engine's in-flight bound: calls to a failed node
 	// can hang for the client's retries and dial timeouts, and must not
@@ -549,9 +554,10 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.callLimit)
 	defer cancel()
 	start := time.Now()
+	renew := time.Duration(start.UnixNano()-l.renewed.Load()) >= l.m.cfg.leaseTTL/3
 	reply, err := scripts.Promote.Run(ctx, l.m.rdb,
 		[]string{l.keys.Delayed, l.keys.Envelopes, l.keys.Stream, l.keys.Quarantine, l.keys.Lease},
-		l.promoteArgs()...).Result()
+		l.promoteArgs(renew)...).Result()
 	var v []int64
 	if err == nil {
 		v, err = scripts.Ints(reply)
@@ -584,6 +590,12 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 		return result{}, &callError{err: err, stuck: stuck}
 	}
 	r := result{moved: int(v[0]), quarantined: int(v[1]), next: v[2], nowUs: v[3], leaseTTL: v[4], local: time.Now()}
+	switch {
+	case r.leaseTTL != -1:
+		l.renewed.Store(0) // another mover holds it, or nobody: set at the next call with work
+	case renew && r.moved+r.quarantined > 0:
+		l.renewed.Store(start.UnixNano()) // the script set it, after start
+	}
 	if n := r.moved + r.quarantined; n > 0 {
 		l.m.promoted.Add(uint64(r.moved))
 		l.m.quarant.Add(uint64(r.quarantined))
@@ -596,13 +608,18 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 }
 
 // promoteArgs returns the promote script's ARGV for the lane, with its
-// arrivals channel (a shard channel in a sharded queue) and shard number.
-func (l *lane) promoteArgs() []any {
-	args := []any{l.m.cfg.batch, l.token, l.m.cfg.leaseTTL.Milliseconds(), wire.Header}
-	if l.arrivals != "" {
-		args = append(args, l.arrivals, l.shardArg)
+// arrivals channel (a shard channel in a sharded queue) and shard number,
+// and whether a call that finds this mover holding the lease renews it:
+// only when the last renewal this mover knows of is a third of the lease
+// TTL old, so that a busy lane sets its lease a few times per TTL rather
+// than at every call, and the lease never gets near lapsing while its
+// holder promotes.
+func (l *lane) promoteArgs(renew bool) []any {
+	keep := "0"
+	if renew {
+		keep = "1"
 	}
-	return args
+	return []any{l.m.cfg.batch, l.token, l.m.cfg.leaseTTL.Milliseconds(), wire.Header, l.arrivals, l.shardArg, keep}
 }
 
 // keyTypes lists the lane's keys with the types the promote script expects.
@@ -905,6 +922,7 @@ func (l *lane) release(ctx context.Context) {
 		l.m.cfg.logger.WarnContext(ctx, "releasing mover lease failed", slog.String("stream", l.keys.Stream), slog.Any("err", err))
 	}
 	l.owner.Store(false)
+	l.renewed.Store(0)
 }
 
 // Prefix returns the key prefix the Engine was built with.

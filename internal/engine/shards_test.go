@@ -88,19 +88,19 @@ func TestPromoteArgs(t *testing.T) {
 		shard int
 		want  func(m *Engine) []any
 	}{
-		{"one shard", nil, 0, func(m *Engine) []any { return []any{256, m.token, int64(1250), hdr, "p:1:{q}:n", "0"} }},
+		{"one shard", nil, 0, func(m *Engine) []any { return []any{256, m.token, int64(1250), hdr, "p:1:{q}:n", "0", "1"} }},
 		{"one shard, retry lane", []Option{WithRetryLaneOf("g")}, 0, func(m *Engine) []any {
-			return []any{256, m.token, int64(1250), hdr, "p:1:{q}:r:g:n", "0"}
+			return []any{256, m.token, int64(1250), hdr, "p:1:{q}:r:g:n", "0", "1"}
 		}},
-		{"one shard, without lease", []Option{WithoutLease()}, 0, func(m *Engine) []any { return []any{256, "", int64(1250), hdr, "p:1:{q}:n", "0"} }},
+		{"one shard, without lease", []Option{WithoutLease()}, 0, func(m *Engine) []any { return []any{256, "", int64(1250), hdr, "p:1:{q}:n", "0", "1"} }},
 		{"sharded main lane", []Option{WithShards(4)}, 2, func(m *Engine) []any {
-			return []any{256, "", int64(1250), hdr, " " + layout.Shard(2).Main().Arrivals, "2"}
+			return []any{256, "", int64(1250), hdr, " " + layout.Shard(2).Main().Arrivals, "2", "1"}
 		}},
 		{"sharded retry lane", []Option{WithShards(4), WithRetryLaneOf("g")}, 3, func(m *Engine) []any {
-			return []any{256, m.token, int64(1250), hdr, " " + layout.Shard(3).Retry("g").Arrivals, "3"}
+			return []any{256, m.token, int64(1250), hdr, " " + layout.Shard(3).Retry("g").Arrivals, "3", "1"}
 		}},
 		{"sharded, without lease", []Option{WithShards(4), WithoutLease()}, 1, func(m *Engine) []any {
-			return []any{256, "", int64(1250), hdr, " " + layout.Shard(1).Main().Arrivals, "1"}
+			return []any{256, "", int64(1250), hdr, " " + layout.Shard(1).Main().Arrivals, "1", "1"}
 		}},
 	}
 	for _, tt := range tests {
@@ -109,7 +109,8 @@ func TestPromoteArgs(t *testing.T) {
 			m, err := New(offline(t), "q", append([]Option{WithPrefix("p")}, tt.opts...)...)
 			require.NoError(t, err)
 			require.NotEmpty(t, m.token)
-			assert.Equal(t, tt.want(m), m.lanes[tt.shard].promoteArgs())
+			assert.Equal(t, tt.want(m), m.lanes[tt.shard].promoteArgs(true))
+			assert.Equal(t, "0", m.lanes[tt.shard].promoteArgs(false)[6], "a lease renewed recently is left as it is")
 		})
 	}
 }

@@ -14,6 +14,9 @@
 --          with, then the version bytes accepted after it (one or two)
 -- ARGV[5]  optional: a pub/sub channel to which ARGV[6] is published when
 --          entries were appended to the stream (a sharded queue's arrivals)
+-- ARGV[7]  optional: "0" when the caller renewed its lease recently: a
+--          call that finds it holds the lease then leaves it as it is (one
+--          SET fewer per call; the caller renews it well before it lapses)
 --
 -- Returns {moved, quarantined, next, now_us, lease_ttl_ms}
 --          moved        entries appended to the stream
@@ -59,7 +62,9 @@ end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[1]))
 if ARGV[2] ~= '' then
   if #due > 0 then
-    redis.call('SET', KEYS[5], ARGV[2], 'PX', ARGV[3])
+    if not holder or ARGV[7] ~= '0' then
+      redis.call('SET', KEYS[5], ARGV[2], 'PX', ARGV[3])
+    end
   elseif not holder then
     lease = -2
   end
