@@ -1,6 +1,10 @@
 package group
 
-import "github.com/redis/go-redis/v9"
+import (
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // PromoterUsers returns how many running consumers share the process's
 // mover of the queue on rdb, and 0 when none runs (for tests).
@@ -11,4 +15,10 @@ func PromoterUsers(rdb redis.UniversalClient, prefix, queue string, shards int) 
 		return p.refs
 	}
 	return 0
+}
+
+// WithMembersEvery sets how often a consumer of a sharded queue reads the
+// group's live consumers for its read affinity (for tests).
+func WithMembersEvery(d time.Duration) Option {
+	return func(c *config) error { c.membersEvery = d; return nil }
 }

@@ -49,6 +49,7 @@ type config struct {
 	retention     time.Duration
 	staleConsumer time.Duration
 	ackDelay      time.Duration
+	membersEvery  time.Duration // read affinity's membership period; 0: membersEvery (tests shorten it)
 	logger        *slog.Logger
 	hooks         Hooks
 }

@@ -33,11 +33,49 @@ type arrivals struct {
 	mu    sync.Mutex
 	dirty []bool        // by stream index (core.streams order: 2i main, 2i+1 retry of shard i)
 	n     int           // dirty streams
+	later []bool        // by stream index: to be marked when the stray timer fires
+	armed bool          // the stray timer runs
 	kick  chan struct{} // a token when a stream became dirty
 }
 
 func newArrivals(streams int) *arrivals {
-	return &arrivals{dirty: make([]bool, streams), kick: make(chan struct{}, 1)}
+	return &arrivals{dirty: make([]bool, streams), later: make([]bool, streams), kick: make(chan struct{}, 1)}
+}
+
+// markLater marks stream index i strayDelay from the first markLater
+// since the last such mark: every stream marked later in that window is
+// marked with it, so that they are read in one round.
+func (a *arrivals) markLater(i int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.dirty[i] || a.later[i] {
+		return
+	}
+	a.later[i] = true
+	if !a.armed {
+		a.armed = true
+		time.AfterFunc(strayDelay, a.markStrays)
+	}
+}
+
+// markStrays marks the streams markLater deferred.
+func (a *arrivals) markStrays() {
+	a.mu.Lock()
+	a.armed = false
+	for i, l := range a.later {
+		if l {
+			a.later[i] = false
+			if !a.dirty[i] {
+				a.dirty[i] = true
+				a.n++
+			}
+		}
+	}
+	a.mu.Unlock()
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
 }
 
 // mark notes that stream index i may have entries.
@@ -92,8 +130,9 @@ func (a *arrivals) take(from, max int, out []int) []int {
 // shards and pinged after 5 s of silence; an unsharded queue's two are
 // classic channels on one connection, pinged after 30 s of silence. Every
 // (re)subscription marks every stream, since announcements made while it
-// was down are lost.
-func (rd *reader) listen(ctx context.Context, a *arrivals) error {
+// was down are lost. A sharded queue's shards that f says another consumer
+// of the group owns are marked strayDelay later (affinity.go).
+func (rd *reader) listen(ctx context.Context, a *arrivals, f *affinity) error {
 	c := rd.r.c
 	byChan := make(map[string]int, 2*len(c.shards))
 	groups := make([][]string, 0, len(c.shards))
@@ -102,11 +141,16 @@ func (rd *reader) listen(ctx context.Context, a *arrivals) error {
 		byChan[sh.retry.Arrivals] = 2*sh.i + 1
 		groups = append(groups, []string{sh.main.Arrivals, sh.retry.Arrivals})
 	}
+
 	cfg := shardsub.Config{
 		Groups: groups,
 		OnMessage: func(ch, _ string) {
 			if i, ok := byChan[ch]; ok {
-				a.mark(i)
+				if f.owns(i / 2) {
+					a.mark(i)
+				} else {
+					a.markLater(i)
+				}
 				rd.act.touch(i)
 			}
 		},
@@ -139,10 +183,15 @@ func (rd *reader) readShards(ctx context.Context) error {
 	streams := c.streams()
 	a := newArrivals(len(streams))
 	a.markAll()
+	f := new(affinity)
 	lctx, stop := context.WithCancel(ctx)
-	listened := make(chan struct{})
-	defer func() { stop(); <-listened }()
-	go func() { defer close(listened); _ = rd.listen(lctx, a) }()
+	var bg sync.WaitGroup
+	defer func() { stop(); bg.Wait() }()
+	bg.Go(func() { _ = rd.listen(lctx, a, f) })
+	if len(c.shards) > 1 {
+		bg.Go(func() { rd.follow(lctx, f, a) })
+		bg.Go(func() { _ = rd.present(lctx) })
+	}
 
 	poll := time.NewTicker(arrivalsPoll)
 	if len(streams) == 2 {

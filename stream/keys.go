@@ -131,6 +131,26 @@ func (k Keys) DeadLetters(group string) string { return k.base + ":d:" + group }
 // a group from it.
 func (k Keys) Groups() string { return k.base + ":g" }
 
+// Presence returns the shard channel that a running consumer of group on a
+// sharded queue stays subscribed to (on shard 0's keys, so in its slot):
+// PUBSUB SHARDCHANNELS on [Keys.PresencePattern] lists the group's live consumers,
+// between which the consumers split the shards' announcements. Nothing is
+// published on it. The consumer's name is in braces, which names cannot
+// contain, so that no group's pattern matches another group's channels.
+func (k Keys) Presence(group, consumer string) string {
+	return k.PresencePrefix(group) + consumer + "}"
+}
+
+// PresencePrefix returns what every [Keys.Presence] channel of group
+// starts with; the consumer's name and a closing brace follow.
+func (k Keys) PresencePrefix(group string) string { return k.base + ":c:" + group + ":{" }
+
+// PresencePattern returns the glob pattern (for PUBSUB SHARDCHANNELS) that
+// matches every [Keys.Presence] channel of group and no other channel.
+func (k Keys) PresencePattern(group string) string {
+	return escapeGlob(k.PresencePrefix(group)) + "*}"
+}
+
 // CallPrefix returns the prefix of the shard's call-token keys: a
 // producer's call that may be sent twice (go-redis re-sends a command whose
 // reply was lost) carries a token, and its script stores its reply under

@@ -1,6 +1,7 @@
 package stream_test
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/stream"
 )
@@ -229,5 +231,44 @@ func TestShardOfRangeAndSpread(t *testing.T) {
 				assert.InDelta(t, ids/n, c, 0.3*float64(ids/n), "shard %d", s)
 			}
 		})
+	}
+}
+
+// A group's presence pattern matches its consumers' channels only, also
+// when names hold glob characters or one group's name extends another's:
+// checked by a real server's PUBSUB SHARDCHANNELS.
+func TestPresencePattern(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	k, err := stream.NewKeys(redistest.Prefix(t), "q*", 0, 4)
+	require.NoError(t, err)
+	members := map[string][]string{ // group -> its consumers
+		"g":   {"c1", "a:b[1]*"},
+		"g:x": {"c1"},
+		"g?":  {"c2"},
+		"g1":  {"c3"},
+		"h":   {"c1"},
+	}
+	var chans []string
+	for g, cs := range members {
+		for _, c := range cs {
+			chans = append(chans, k.Presence(g, c))
+		}
+	}
+	ps := rdb.SSubscribe(ctx, chans...)
+	defer ps.Close()
+	for range chans {
+		_, err := ps.Receive(ctx)
+		require.NoError(t, err)
+	}
+	for g, cs := range members {
+		var want []string
+		for _, c := range cs {
+			want = append(want, k.Presence(g, c))
+		}
+		got, err := rdb.PubSubShardChannels(ctx, k.PresencePattern(g)).Result()
+		require.NoError(t, err)
+		assert.ElementsMatch(t, want, got, "group %q", g)
 	}
 }

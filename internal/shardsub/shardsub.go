@@ -41,11 +41,12 @@ type Config struct {
 	// Groups are the channels, grouped so that the channels of one group
 	// share a hash slot (one SSUBSCRIBE each). Must not be empty.
 	Groups [][]string
-	// OnMessage is called with every message, from one goroutine per node.
+	// OnMessage is called with every message, from one goroutine per node
+	// (none if nil).
 	OnMessage func(channel, payload string)
 	// OnReset is called when a node's subscriptions are in place, at the
 	// start and after every rebuild: messages published while they were not
-	// may have been lost. Called from one goroutine per node.
+	// may have been lost. Called from one goroutine per node (none if nil).
 	OnReset func()
 	// Health is how long a connection may stay silent before it is pinged;
 	// a ping unanswered for as long again fails it. Default 30 s.
@@ -69,6 +70,12 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) error {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.OnMessage == nil {
+		cfg.OnMessage = func(string, string) {}
+	}
+	if cfg.OnReset == nil {
+		cfg.OnReset = func() {}
 	}
 	s := &sub{rdb: rdb, cfg: cfg}
 	s.classic.Store(cfg.Classic)
