@@ -38,7 +38,7 @@ type config struct {
 	runs       int           // runs per scenario and system; medians reported
 	only       map[string]bool
 	asynq      bool
-	raw        bool // also run the raw XREADGROUP floor reference in burst
+	raw        bool // also run the raw XREADGROUP floor reference in burst, trickle and crash
 	json       bool
 	quick      bool
 	workers    int
@@ -89,7 +89,7 @@ func main() {
 	flag.IntVar(&cfg.runs, "runs", 3, "runs per scenario and system; the table shows medians")
 	flag.StringVar(&only, "only", "", "comma-separated scenarios to run ("+strings.Join(scenarioNames, ",")+"); efficiency figures come from burst and trickle; default all but backlog, burst1m and curve")
 	flag.BoolVar(&cfg.asynq, "asynq", true, "also run asynq v0.26 through the same scenarios")
-	flag.BoolVar(&cfg.raw, "raw", true, "also run the raw XREADGROUP/XACK reader (a floor reference, not the library) in burst")
+	flag.BoolVar(&cfg.raw, "raw", true, "also run the raw XREADGROUP/XACK reader (a floor reference, not the library) in burst, trickle and crash")
 	flag.BoolVar(&cfg.json, "json", false, "also print JSON lines (one per metric and system, plus one per run) to stdout")
 	flag.BoolVar(&cfg.quick, "quick", false, "small sizes for a smoke run (under a minute); skips asynq's crash scenario")
 	flag.IntVar(&cfg.workers, "workers", 8, "handler workers per consumer (both systems)")
@@ -238,7 +238,11 @@ func run(cfg config) error {
 			}
 			b.repeat(ctx, sc, sys, cfg.runs, b.burst)
 		case "trickle":
-			b.repeat(ctx, sc, systems, cfg.runs, b.trickle)
+			sys := systems
+			if cfg.raw {
+				sys = append(append([]string(nil), systems...), sysRaw)
+			}
+			b.repeat(ctx, sc, sys, cfg.runs, b.trickle)
 		case "schedule":
 			b.repeat(ctx, sc, systems, cfg.runs, b.schedule)
 		case "memory":

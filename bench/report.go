@@ -399,7 +399,7 @@ func printTable(w io.Writer, r *results, cfg config) {
 	if cfg.asynq {
 		systems = append(systems, sysAsynq)
 	}
-	if cfg.raw && (cfg.only["burst"] || cfg.only["crash"]) {
+	if cfg.raw && (cfg.only["burst"] || cfg.only["trickle"] || cfg.only["crash"]) {
 		systems = append(systems, sysRaw)
 	}
 	fmt.Fprintf(w, "Medians of %d runs (crash: %d runs); \"worst run\" rows show the maximum. Ratio = how many times better delaystream is than asynq (> 1: delaystream better).\n\n", cfg.runs, cfg.crashRuns)
