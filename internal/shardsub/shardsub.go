@@ -62,8 +62,9 @@ type Config struct {
 // Run keeps the subscriptions until ctx ends and returns nil then. Each
 // node's connection is kept on its own: a node's failure rebuilds only
 // the subscriptions of its slots (with a jittered backoff, 100 ms doubling
-// to 5 s), found anew on whichever nodes serve them by then, while the
-// other nodes' connections go on.
+// to 5 s; on a Cluster, cut short once their slots' master changes), found
+// anew on whichever nodes serve them by then, while the other nodes'
+// connections go on.
 func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) error {
 	if cfg.Health <= 0 {
 		cfg.Health = 30 * time.Second
@@ -116,7 +117,9 @@ func (s *sub) keep(ctx context.Context, groups [][]string) {
 			return
 		}
 		start := time.Now()
+		failed := ""
 		if err == nil {
+			failed = ns[0].c.Options().Addr
 			err = ns[0].run(ctx, s.cfg, s.classic.Load())
 			if ctx.Err() != nil {
 				return
@@ -136,12 +139,56 @@ func (s *sub) keep(ctx context.Context, groups [][]string) {
 				slog.Any("err", err), slog.Duration("retry_in", backoff))
 		}
 		d := backoff/2 + rand.N(backoff/2+1)
-		select {
-		case <-ctx.Done():
+		if !s.wait(ctx, d, groups, failed) {
 			return
-		case <-time.After(d):
 		}
 		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// Between attempts on a Cluster, the slot map is reloaded every
+// reloadEvery and checked every movedCheck: a failed master's replica is
+// promoted within the cluster's node timeout, and the subscriptions move to
+// it then rather than after a backoff grown while the master was down (the
+// client's own map is reloaded only after a failed call or every 10 s).
+const (
+	reloadEvery = 500 * time.Millisecond
+	movedCheck  = 100 * time.Millisecond
+)
+
+// wait waits d, or less on a Cluster once groups' first slot is served by
+// another master than failed (the address of the node whose connection
+// failed; "" if none was reached). It reports false if ctx ended.
+func (s *sub) wait(ctx context.Context, d time.Duration, groups [][]string, failed string) bool {
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	if !ok || failed == "" {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(d):
+			return true
+		}
+	}
+	end := time.NewTimer(d)
+	defer end.Stop()
+	check := time.NewTicker(movedCheck)
+	defer check.Stop()
+	reloaded := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-end.C:
+			return true
+		case <-check.C:
+		}
+		if c, err := cc.MasterForKey(ctx, groups[0][0]); err == nil && c.Options().Addr != failed {
+			return true // the slot moved (a replica promoted, a resharding)
+		}
+		if time.Since(reloaded) >= reloadEvery {
+			reloaded = time.Now()
+			cc.ReloadState(ctx)
+		}
 	}
 }
 

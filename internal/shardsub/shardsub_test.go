@@ -224,3 +224,71 @@ func TestClassicFallbackWithoutShardChannels(t *testing.T) {
 	waitAll(t, r, groups, 1)
 	require.Equal(t, []string{"7"}, r.got(groups[2][1]))
 }
+
+// TestClusterFollowsPromotedReplica kills the master that serves the
+// subscriptions, keeps its replica from taking over by itself until the
+// resubscription's backoff has grown to its cap, then promotes it: the
+// subscriptions move to it within a second of the promotion, not after
+// another backoff (2.5 s or more at the cap) and a second one for the
+// slot map that the failed attempt reloaded.
+func TestClusterFollowsPromotedReplica(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, err := redistest.SpawnCluster(3, 1)
+	require.NoError(t, err, "a local cluster needs redis-server (apt-get install -y redis-server)")
+	t.Cleanup(c.Stop)
+	rdb := c.Client()
+
+	all := groupsOf("f", 24)
+	m, err := rdb.MasterForKey(ctx, all[0][0])
+	require.NoError(t, err)
+	victim := m.Options().Addr
+	var groups [][]string
+	for _, g := range all {
+		m, err := rdb.MasterForKey(ctx, g[0])
+		require.NoError(t, err)
+		if m.Options().Addr == victim {
+			groups = append(groups, g)
+		}
+	}
+	var replica *redis.Client
+	var victimServer *redistest.Server
+	for _, s := range c.Servers() {
+		if s.Addr == victim {
+			victimServer = s
+			continue
+		}
+		n := redis.NewClient(redistest.Options(t, s.Addr))
+		t.Cleanup(func() { _ = n.Close() })
+		role, err := n.Do(ctx, "ROLE").Slice()
+		require.NoError(t, err)
+		if role[0] == "slave" && fmt.Sprintf("%v:%v", role[1], role[2]) == victim {
+			replica = n
+		}
+	}
+	require.NotNil(t, replica, "the victim's replica")
+	require.NotNil(t, victimServer)
+	require.NoError(t, replica.ConfigSet(ctx, "cluster-replica-no-failover", "yes").Err())
+
+	r := newRecorder()
+	start(t, rdb, r.config(groups), r, 1)
+	victimServer.Stop()
+	time.Sleep(6 * time.Second) // the resubscription backs off to its 5 s cap
+	resets := r.resetCount()
+	require.Equal(t, 1, resets, "no subscription while the master is down and not replaced")
+
+	require.NoError(t, replica.Do(ctx, "CLUSTER", "FAILOVER", "FORCE").Err())
+	require.Eventually(t, func() bool {
+		role, err := replica.Do(ctx, "ROLE").Slice()
+		return err == nil && role[0] == "master"
+	}, 10*time.Second, 10*time.Millisecond)
+	promoted := time.Now()
+	require.Eventually(t, func() bool { return r.resetCount() > resets }, 15*time.Second, 5*time.Millisecond)
+	took := time.Since(promoted)
+	t.Logf("resubscribed %s after the replica's promotion", took.Round(time.Millisecond))
+	assert.Less(t, took, 1500*time.Millisecond, "subscriptions follow the promoted replica")
+
+	pub := func(ch, m string) error { return replica.SPublish(ctx, ch, m).Err() }
+	publishAll(t, ctx, groups, pub, 1)
+	waitAll(t, r, groups, 1)
+}
