@@ -112,9 +112,12 @@ func TestRetryPastDeadlineExpires(t *testing.T) {
 		defer mu.Unlock()
 		calls++
 		return errors.New("fails")
-	}, group.WithBackoff(func(int) time.Duration { return 500 * time.Millisecond }))
+	}, group.WithBackoff(func(int) time.Duration { return 2500 * time.Millisecond }))
 	r := start(t, c.Run)
-	_, err := h.q.Schedule(ctx, delay.Message{ID: "r", Deadline: time.Now().Add(300 * time.Millisecond)}, delay.After(0))
+	// The deadline leaves the first delivery room for a consumer slow to
+	// start (TLS, a loaded machine: 300 ms was once too short); the retry
+	// comes well after it.
+	_, err := h.q.Schedule(ctx, delay.Message{ID: "r", Deadline: time.Now().Add(1500 * time.Millisecond)}, delay.After(0))
 	require.NoError(t, err)
 	dl := c.DeadLetters()
 	waitFor(t, 10*time.Second, func() bool { return dlLen(t, dl) == 1 })

@@ -144,6 +144,7 @@ func TestClusterOneConnectionPerNode(t *testing.T) {
 	require.NoError(t, err, "a local cluster needs redis-server (apt-get install -y redis-server)")
 	t.Cleanup(c.Stop)
 	rdb := c.Client()
+	t.Cleanup(func() { _ = rdb.Close() })
 	groups := groupsOf("q", 24) // 24 slots spread over the 3 masters
 	nodesUsed := map[string]bool{}
 	for _, g := range groups {
@@ -238,6 +239,7 @@ func TestClusterFollowsPromotedReplica(t *testing.T) {
 	require.NoError(t, err, "a local cluster needs redis-server (apt-get install -y redis-server)")
 	t.Cleanup(c.Stop)
 	rdb := c.Client()
+	t.Cleanup(func() { _ = rdb.Close() })
 
 	all := groupsOf("f", 24)
 	m, err := rdb.MasterForKey(ctx, all[0][0])
