@@ -59,6 +59,8 @@ var metrics = []metricDef{
 	{scenario: "trickle", key: "dups", label: "duplicates, worst run", unit: "", scale: 1, agg: "max", op: "==", target: 0},
 	{scenario: "trickle", key: "cmds_per_msg", label: "Redis commands / msg (schedule + delivery + idle)", unit: "", scale: 1, better: -1},
 	{scenario: "trickle", key: "redis_cpu_per_msg", label: "Redis CPU / msg (schedule + delivery + idle)", unit: "µs", scale: 1e6, better: -1},
+	{scenario: "trickle", key: "reads_per_msg", label: "  read events / msg (INFO total_reads_processed)", unit: "", scale: 1, better: -1},
+	{scenario: "trickle", key: "writes_per_msg", label: "  write events / msg (INFO total_writes_processed)", unit: "", scale: 1, better: -1},
 	{scenario: "trickle", key: "client_cpu_per_msg", label: "client CPU / msg (producer+mover+consumer)", unit: "µs", scale: 1e6, better: -1},
 
 	{scenario: "schedule", key: "one_rate", label: "one at a time, 1 goroutine", unit: "msg/s", scale: 1, better: +1},

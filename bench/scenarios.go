@@ -280,6 +280,8 @@ func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run i
 		"cmds_per_msg":       float64(d.calls) / dn,
 		"redis_cpu_per_msg":  d.cpu / dn,
 		"client_cpu_per_msg": (c1 - c0).Seconds() / dn,
+		"reads_per_msg":      float64(d.reads) / dn,
+		"writes_per_msg":     float64(d.writes) / dn,
 	}
 	if sysName != sysAsynq {
 		v["early_redis"] = float64(sum.earlyRedis)

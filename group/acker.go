@@ -15,9 +15,13 @@ import (
 // without waiting for the ack delay.
 const ackBatch = 512
 
-// acker batches acknowledgements: an ack waits at most the ack delay (2 ms)
-// or until ackBatch are queued; then one XACK per stream (pipelined when
-// there are two) acknowledges them all. Workers only append to a buffer
+// acker batches acknowledgements: an ack waits at most the ack delay (10
+// ms) or until ackBatch are queued; then one XACK per stream (pipelined
+// when there are two) acknowledges them all. Meanwhile the reader takes
+// what is queued into its next read's pipeline (take): at a trickle, where
+// a read follows each announcement, acknowledgements then cost no round
+// trip of their own (500 msg/s: 2.41 read events per message instead of
+// 2.85, Redis CPU 266 instead of 294 µs). Workers only append to a buffer
 // under a mutex; the acker goroutine is woken once per batch, not per ack.
 type acker struct {
 	r    *runState
@@ -67,20 +71,7 @@ func (a *acker) run() {
 		stopping := false
 		select {
 		case <-a.kick:
-			a.mu.Lock()
-			n := len(a.buf)
-			a.mu.Unlock()
-			if n > 0 && n < ackBatch {
-				timer.Reset(a.r.c.cfg.ackDelay)
-				select {
-				case <-timer.C:
-				case <-a.kick: // full
-					timer.Stop()
-				case <-a.stop:
-					timer.Stop()
-					stopping = true
-				}
-			}
+			stopping = a.linger(timer)
 		case <-a.stop:
 			stopping = true
 		}
@@ -100,63 +91,119 @@ func (a *acker) run() {
 	}
 }
 
+// linger waits until the oldest queued acknowledgement has waited the ack
+// delay, ackBatch are queued or the acker is closed (then it reports
+// true). A read that takes what is queued (take) restarts the wait with
+// the next acknowledgement queued.
+func (a *acker) linger(timer *time.Timer) (stopping bool) {
+	for {
+		a.mu.Lock()
+		n := len(a.buf)
+		a.mu.Unlock()
+		if n == 0 || n >= ackBatch {
+			return false // taken by a read (nothing to wait for), or full
+		}
+		timer.Reset(a.r.c.cfg.ackDelay)
+		select {
+		case <-timer.C:
+			return false
+		case <-a.kick: // full, or the first after a take
+			timer.Stop()
+		case <-a.stop:
+			timer.Stop()
+			return true
+		}
+	}
+}
+
 // flush acknowledges reqs: one XACK per stream, pipelined when there are two.
 func (a *acker) flush(reqs []ackReq) {
 	if len(reqs) == 0 {
 		return
 	}
-	r, c := a.r, a.r.c
-	// Group by stream: entries come from the queue stream and the retry
-	// lane, so there are one or two groups.
-	type group struct {
-		stream string
-		ids    []string
-	}
-	var groups []group
-	successes := 0
-	for _, q := range reqs {
-		if q.success {
-			successes++
-		}
-		i := 0
-		for i < len(groups) && groups[i].stream != q.stream {
-			i++
-		}
-		if i == len(groups) {
-			groups = append(groups, group{stream: q.stream, ids: make([]string, 0, len(reqs))})
-		}
-		groups[i].ids = append(groups[i].ids, q.id)
-	}
+	c := a.r.c
+	k := groupAcks(reqs)
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	var err error
-	failedOn := groups[0].stream // the stream of err
-	if len(groups) == 1 {
-		err = c.rdb.XAck(ctx, groups[0].stream, c.group, groups[0].ids...).Err()
+	if len(k.groups) == 1 {
+		g := k.groups[0]
+		k.cmds = []*redis.IntCmd{c.rdb.XAck(ctx, g.stream, c.group, g.ids...)}
 	} else {
 		pipe := c.rdb.Pipeline()
-		cmds := make([]*redis.IntCmd, len(groups))
-		for k, g := range groups {
-			cmds[k] = pipe.XAck(ctx, g.stream, c.group, g.ids...)
+		k.queue(ctx, pipe, c.group)
+		_, _ = pipe.Exec(ctx) // errors are per command
+	}
+	a.settled(ctx, k)
+}
+
+// take moves the queued acknowledgements to dst (reset first) for a
+// caller that sends them with its own calls: the reader puts them in its
+// read's pipeline, so that at a trickle an acknowledgement rides with the
+// next read instead of costing a round trip of its own. The caller must
+// pass them to groupAcks, queue and settled.
+func (a *acker) take(dst []ackReq) []ackReq {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	dst = append(dst[:0], a.buf...)
+	a.buf = a.buf[:0]
+	return dst
+}
+
+// ackCall is acknowledgements grouped by stream (entries come from the
+// queue's streams and retry lanes: a few groups), one XACK each.
+type ackCall struct {
+	groups    []ackGroup
+	cmds      []*redis.IntCmd // by group, once queued
+	successes int             // of the handlers whose entries these are
+}
+
+type ackGroup struct {
+	stream string
+	ids    []string
+}
+
+func groupAcks(reqs []ackReq) ackCall {
+	var k ackCall
+	for _, q := range reqs {
+		if q.success {
+			k.successes++
 		}
-		_, err = pipe.Exec(ctx)
-		for k, cmd := range cmds {
-			if cmd.Err() != nil {
-				failedOn = groups[k].stream
-				break
-			}
+		i := 0
+		for i < len(k.groups) && k.groups[i].stream != q.stream {
+			i++
+		}
+		if i == len(k.groups) {
+			k.groups = append(k.groups, ackGroup{stream: q.stream, ids: make([]string, 0, len(reqs))})
+		}
+		k.groups[i].ids = append(k.groups[i].ids, q.id)
+	}
+	return k
+}
+
+// queue adds k's XACKs to pipe.
+func (k *ackCall) queue(ctx context.Context, pipe redis.Pipeliner, group string) {
+	k.cmds = make([]*redis.IntCmd, len(k.groups))
+	for i, g := range k.groups {
+		k.cmds[i] = pipe.XAck(ctx, g.stream, group, g.ids...)
+	}
+}
+
+// settled counts k's acknowledgements once its XACKs have been sent and
+// tells the trimmer, or logs their failure: unacknowledged entries stay
+// pending and are redelivered after the visibility timeout (at least
+// once, never lost).
+func (a *acker) settled(ctx context.Context, k ackCall) {
+	r, c := a.r, a.r.c
+	for i, cmd := range k.cmds {
+		if err := cmd.Err(); err != nil {
+			// A WRONGTYPE reply names no key: the log names it.
+			heal.After(c.rdb, err)
+			r.log.Error("xack failed; entries will be redelivered", slog.Any("err", c.explain(ctx, err, c.shardOf(k.groups[i].stream))))
+			return
 		}
 	}
-	if err != nil {
-		// Unacknowledged entries stay pending and are redelivered after the
-		// visibility timeout: at-least-once, never lost. A WRONGTYPE reply
-		// names no key: the log names it.
-		heal.After(r.c.rdb, err)
-		r.log.Error("xack failed; entries will be redelivered", slog.Any("err", c.explain(ctx, err, c.shardOf(failedOn))))
-		return
-	}
-	for _, g := range groups {
+	for _, g := range k.groups {
 		a.trim.settled(g.stream, len(g.ids))
 	}
-	c.ctr.acked.Add(uint64(successes))
+	c.ctr.acked.Add(uint64(k.successes))
 }

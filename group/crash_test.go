@@ -255,6 +255,10 @@ func TestKilledConsumerHolding200IsReclaimed(t *testing.T) {
 	const workers, ahead, n = 100, 100, 200
 	h.startMover()
 	h.schedule(ids("held", n), 0)
+	// All promoted before the child reads: one that reads a part, starts
+	// its 100 workers on it and then finds less than half its room free
+	// waits for room, and so never holds all 200 (seen under -race).
+	waitFor(t, 10*time.Second, func() bool { return h.rdb.XLen(context.Background(), h.mainStream()).Val() == n }, "all %d promoted", n)
 	ch := h.startChild("g", "doomed", helperConfig{Workers: workers, Prefetch: ahead})
 	running := ch.waitHeld(t, workers, 30*time.Second)
 	waitFor(t, 10*time.Second, func() bool {

@@ -61,7 +61,8 @@
 // needed (at the start of the retained stream by default, so no message
 // promoted before the first consumer started is missed; see
 // [WithStartAtNew]), then reads, handles, acknowledges (batched: an ack
-// waits at most 2 ms), reclaims, extends, trims and promotes the retry
+// goes with the consumer's next read, or alone after at most 10 ms),
+// reclaims, extends, trims and promotes the retry
 // lane. It also keeps the queue itself promoted, unless built
 // [WithoutPromotion]: while any consumer of the queue runs in a process
 // (on one client), that process runs one mover of the queue, which shares

@@ -64,7 +64,7 @@ const (
 	DefaultMaxDeliveries = 5
 	DefaultTrimEvery     = 5 * time.Second
 	DefaultStaleConsumer = time.Hour
-	ackFlushDelay        = 2 * time.Millisecond // longest an ack waits to be batched
+	ackFlushDelay        = 10 * time.Millisecond // longest an ack waits for a read to go with, or to be batched
 )
 
 func defaultConfig() config {

@@ -213,6 +213,7 @@ func (rd *reader) readShards(ctx context.Context) error {
 		failing  = make([]bool, len(streams)) // the last read of stream i failed
 		nfailing int
 		fails    failures // for the log
+		ackBuf   []ackReq // acknowledgements taken for a read's pipeline
 	)
 	type probe struct {
 		ok, still []int // deferred streams that answered, that did not
@@ -309,6 +310,12 @@ func (rd *reader) readShards(ctx context.Context) error {
 		// handed back.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 		pipe := c.rdb.Pipeline()
+		// Acknowledgements queued meanwhile go with the read.
+		var acks ackCall
+		if ackBuf = rd.settle.ack.take(ackBuf); len(ackBuf) > 0 {
+			acks = groupAcks(ackBuf)
+			acks.queue(rctx, pipe, c.group)
+		}
 		cmds := make([]*redis.XStreamSliceCmd, len(picks))
 		for k, i := range picks {
 			cmds[k] = pipe.XReadGroup(rctx, &redis.XReadGroupArgs{
@@ -317,6 +324,9 @@ func (rd *reader) readShards(ctx context.Context) error {
 			})
 		}
 		_, _ = pipe.Exec(rctx) // errors are per command
+		if acks.cmds != nil {
+			rd.settle.ack.settled(rctx, acks)
+		}
 		cancel()
 		var failed error
 		failedAt := 0 // the stream of failed
