@@ -136,16 +136,35 @@ func (a *acker) flush(reqs []ackReq) {
 	a.settled(ctx, k)
 }
 
-// take moves the queued acknowledgements to dst (reset first) for a
-// caller that sends them with its own calls: the reader puts them in its
-// read's pipeline, so that at a trickle an acknowledgement rides with the
-// next read instead of costing a round trip of its own. The caller must
-// pass them to groupAcks, queue and settled.
-func (a *acker) take(dst []ackReq) []ackReq {
+// take moves the queued acknowledgements of the streams for which along
+// reports true (all if along is nil) to dst (reset first), for a caller
+// that sends them with its own calls: the reader puts them in its read's
+// pipeline, so that at a trickle an acknowledgement rides with the next
+// read instead of costing a round trip of its own. The caller must pass
+// them to groupAcks, queue and settled.
+func (a *acker) take(dst []ackReq, along func(stream string) bool) []ackReq {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	dst = append(dst[:0], a.buf...)
-	a.buf = a.buf[:0]
+	dst = dst[:0]
+	if along == nil {
+		dst = append(dst, a.buf...)
+		a.buf = a.buf[:0]
+		return dst
+	}
+	keep := a.buf[:0]
+	var last string // the buffer holds runs of one stream: ask once per run
+	var ok bool
+	for i, q := range a.buf {
+		if i == 0 || q.stream != last {
+			last, ok = q.stream, along(q.stream)
+		}
+		if ok {
+			dst = append(dst, q)
+		} else {
+			keep = append(keep, q)
+		}
+	}
+	a.buf = keep
 	return dst
 }
 

@@ -310,9 +310,12 @@ func (rd *reader) readShards(ctx context.Context) error {
 		// handed back.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 		pipe := c.rdb.Pipeline()
-		// Acknowledgements queued meanwhile go with the read.
+		// Acknowledgements queued meanwhile go with the read: on a
+		// Cluster, those of the streams on the nodes read (the others would
+		// cost a round trip to their node now: they wait for a read there,
+		// or the acker).
 		var acks ackCall
-		if ackBuf = rd.settle.ack.take(ackBuf); len(ackBuf) > 0 {
+		if ackBuf = rd.settle.ack.take(ackBuf, rd.sameNodes(rctx, streams, picks)); len(ackBuf) > 0 {
 			acks = groupAcks(ackBuf)
 			acks.queue(rctx, pipe, c.group)
 		}
@@ -375,4 +378,28 @@ func (rd *reader) readShards(ctx context.Context) error {
 		backoff = min(2*backoff, 2*time.Second)
 	}
 	return nil
+}
+
+// sameNodes returns whether a stream is served by the master of one of the
+// picked streams, or nil (every stream) unless the client is a Cluster's.
+func (rd *reader) sameNodes(ctx context.Context, streams []string, picks []int) func(string) bool {
+	cc, ok := rd.r.c.rdb.(*redis.ClusterClient)
+	if !ok || len(rd.r.c.shards) == 1 {
+		return nil
+	}
+	addr := func(key string) string {
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return ""
+		}
+		return m.Options().Addr
+	}
+	read := make(map[string]bool, len(picks))
+	for _, i := range picks {
+		read[addr(streams[i])] = true
+	}
+	return func(stream string) bool {
+		a := addr(stream)
+		return a != "" && read[a]
+	}
 }
