@@ -11,9 +11,7 @@ import (
 func TestAckerTakesAlongOnlyWhatItIsAskedFor(t *testing.T) {
 	t.Parallel()
 	a := &acker{}
-	for _, q := range []ackReq{{"a", "1", true}, {"b", "2", true}, {"b", "3", false}, {"a", "4", true}, {"c", "5", true}} {
-		a.buf = append(a.buf, q)
-	}
+	a.buf = []ackReq{{"a", "1", true}, {"b", "2", true}, {"b", "3", false}, {"a", "4", true}, {"c", "5", true}}
 	asked := 0
 	got := a.take(nil, func(s string) bool { asked++; return s == "a" || s == "c" })
 	assert.Equal(t, []ackReq{{"a", "1", true}, {"a", "4", true}, {"c", "5", true}}, got)
