@@ -190,7 +190,12 @@ func TestStopHandsBackQueuedEntries(t *testing.T) {
 	assert.EqualValues(t, 1, x.Acked)
 	assert.EqualValues(t, 4, x.HandedBack)
 	assert.EqualValues(t, 1, x.Delivered, "queued entries are not started after the stop")
-	assert.EqualValues(t, 1, claims.n.Load(), "one XCLAIM hands back the queue")
+	// XPENDING counts the entries once the read returned, a little before
+	// the reader has queued them all: an entry it was still queuing at the
+	// cancel is handed back by the reader, in a call of its own (1 in 13
+	// under -race). Never one call per entry.
+	assert.LessOrEqual(t, claims.n.Load(), int64(2), "the queue is handed back in one XCLAIM (two if the cancel came while the read was being queued)")
+	assert.Positive(t, claims.n.Load())
 	assert.Len(t, started, 0)
 
 	rec := newRecorder()
