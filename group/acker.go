@@ -152,7 +152,7 @@ func (a *acker) take(dst []ackReq, along func(stream string) bool) []ackReq {
 		return dst
 	}
 	keep := a.buf[:0]
-	var last string // the buffer holds runs of one stream: ask once per run
+	var last string // consecutive entries often share a stream: ask once per run
 	var ok bool
 	for i, q := range a.buf {
 		if i == 0 || q.stream != last {

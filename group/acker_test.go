@@ -1,7 +1,6 @@
 package group_test
 
 import (
-	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -13,25 +12,9 @@ import (
 	"github.com/delaystream/delaystream/internal/redistest"
 )
 
-// ackRides is a go-redis hook that counts the XACK commands sent in a
-// round trip with an XREADGROUP and those sent without one.
+// ackRides counts the XACK commands sent in a round trip with an
+// XREADGROUP and those sent without one.
 type ackRides struct{ withRead, alone atomic.Int64 }
-
-func (h *ackRides) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *ackRides) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.see([]redis.Cmder{cmd})
-		return next(ctx, cmd)
-	}
-}
-
-func (h *ackRides) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.see(cmds)
-		return next(ctx, cmds)
-	}
-}
 
 func (h *ackRides) see(cmds []redis.Cmder) {
 	acks, read := int64(0), false
@@ -59,7 +42,7 @@ func TestAcksRideWithReads(t *testing.T) {
 	h.startMover()
 	rides := new(ackRides)
 	rdb := redistest.Client(t)
-	rdb.AddHook(rides)
+	rdb.AddHook(roundTrips(rides.see))
 	rec := newRecorder()
 	c := h.consumerOn(rdb, "g", rec.ack)
 	r := start(t, c.Run)

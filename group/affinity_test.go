@@ -17,28 +17,16 @@ import (
 	"github.com/delaystream/delaystream/internal/redistest"
 )
 
-// emptyReads is a go-redis hook that counts the XREADGROUP calls made
-// through the client and those that found nothing.
+// emptyReads counts the XREADGROUP calls made through a client (its hook)
+// and those that found nothing.
 type emptyReads struct{ all, empty atomic.Int64 }
 
-func (h *emptyReads) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *emptyReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		h.see(cmd)
-		return err
-	}
-}
-
-func (h *emptyReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
+func (h *emptyReads) hook() redis.Hook {
+	return roundTrips(func(cmds []redis.Cmder) {
 		for _, cmd := range cmds {
 			h.see(cmd)
 		}
-		return err
-	}
+	})
 }
 
 func (h *emptyReads) see(cmd redis.Cmder) {
@@ -87,7 +75,7 @@ func TestShardedConsumersSplitTheReads(t *testing.T) {
 	var hooks [2]emptyReads
 	for k, hd := range []group.Handler{rec.ack, stuck} {
 		rdb := redistest.Client(t)
-		rdb.AddHook(&hooks[k])
+		rdb.AddHook(hooks[k].hook())
 		c := h.consumerOn(rdb, "g", hd, group.WithConsumerName(fmt.Sprintf("c%d", k)),
 			group.WithPrefetch(0), group.WithMembersEvery(100*time.Millisecond), group.WithoutPromotion())
 		start(t, c.Run)

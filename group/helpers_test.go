@@ -341,6 +341,28 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
+// roundTrips is a go-redis hook that calls f with the commands of each
+// round trip (one command, or a pipeline's) once it has returned.
+type roundTrips func(cmds []redis.Cmder)
+
+func (f roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		f([]redis.Cmder{cmd})
+		return err
+	}
+}
+
+func (f roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		f(cmds)
+		return err
+	}
+}
+
 // cmdCounter is a go-redis hook counting successful commands that match:
 // a signal the production code emits, used to wait for "n more trim
 // passes" without sleeping.

@@ -382,6 +382,8 @@ func (rd *reader) readShards(ctx context.Context) error {
 
 // sameNodes returns whether a stream is served by the master of one of the
 // picked streams, or nil (every stream) unless the client is a Cluster's.
+// The picked streams' masters are looked up at the first question only:
+// most reads find no acknowledgement queued and ask none.
 func (rd *reader) sameNodes(ctx context.Context, streams []string, picks []int) func(string) bool {
 	cc, ok := rd.r.c.rdb.(*redis.ClusterClient)
 	if !ok || len(rd.r.c.shards) == 1 {
@@ -394,11 +396,14 @@ func (rd *reader) sameNodes(ctx context.Context, streams []string, picks []int) 
 		}
 		return m.Options().Addr
 	}
-	read := make(map[string]bool, len(picks))
-	for _, i := range picks {
-		read[addr(streams[i])] = true
-	}
+	var read map[string]bool
 	return func(stream string) bool {
+		if read == nil {
+			read = make(map[string]bool, len(picks))
+			for _, i := range picks {
+				read[addr(streams[i])] = true
+			}
+		}
 		a := addr(stream)
 		return a != "" && read[a]
 	}
