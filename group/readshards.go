@@ -2,7 +2,6 @@ package group
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -132,7 +131,7 @@ func (a *arrivals) take(from, max int, out []int) []int {
 // (re)subscription marks every stream, since announcements made while it
 // was down are lost. A sharded queue's shards that f says another consumer
 // of the group owns are marked strayDelay later (affinity.go).
-func (rd *reader) listen(ctx context.Context, a *arrivals, f *affinity) error {
+func (rd *reader) listen(ctx context.Context, a *arrivals, f *affinity, lost *lostStreams) error {
 	c := rd.r.c
 	byChan := make(map[string]int, 2*len(c.shards))
 	groups := make([][]string, 0, len(c.shards))
@@ -161,6 +160,19 @@ func (rd *reader) listen(ctx context.Context, a *arrivals, f *affinity) error {
 		Health: arrivalsPoll,
 		Logger: rd.r.log,
 	}
+	if isCluster(c.rdb) {
+		cfg.OnLost = func(groups [][]string) {
+			var is []int
+			for _, g := range groups {
+				for _, ch := range g {
+					if i, ok := byChan[ch]; ok {
+						is = append(is, i)
+					}
+				}
+			}
+			lost.add(is)
+		}
+	}
 	if len(c.shards) == 1 {
 		cfg.Classic, cfg.Health = true, unshardedPoll
 	}
@@ -187,7 +199,8 @@ func (rd *reader) readShards(ctx context.Context) error {
 	lctx, stop := context.WithCancel(ctx)
 	var bg sync.WaitGroup
 	defer func() { stop(); bg.Wait() }()
-	bg.Go(func() { _ = rd.listen(lctx, a, f) })
+	lost := newLostStreams()
+	bg.Go(func() { _ = rd.listen(lctx, a, f, lost) })
 	if len(c.shards) > 1 {
 		bg.Go(func() { rd.follow(lctx, f, a) })
 		bg.Go(func() { _ = rd.present(lctx) })
@@ -212,9 +225,22 @@ func (rd *reader) readShards(ctx context.Context) error {
 		deferred []int
 		failing  = make([]bool, len(streams)) // the last read of stream i failed
 		nfailing int
-		fails    failures // for the log
-		ackBuf   []ackReq // acknowledgements taken for a read's pipeline
+		fails    failures   // for the log
+		ackBuf   []ackReq   // acknowledgements taken for a read's pipeline
+		watch    heal.Watch // the slot of a failing stream
 	)
+	defer watch.End()
+	// On a sharded Cluster each node's share of a round is read on its
+	// own (see plan), and replies come back on done; orphans are reads
+	// no longer waited for, whose replies the loop still takes.
+	async := len(c.shards) > 1 && isCluster(c.rdb)
+	done := make(chan *nodeRead, 2*len(streams))
+	orphans := 0
+	defer func() {
+		for ; orphans > 0; orphans-- {
+			_, _ = rd.consume(ctx, <-done, streams, failing, &nfailing, &deferred, a) // handed back: ctx is done
+		}
+	}()
 	type probe struct {
 		ok, still []int // deferred streams that answered, that did not
 		err       error // the first failure
@@ -233,8 +259,11 @@ func (rd *reader) readShards(ctx context.Context) error {
 		probing = true
 		check := slices.Clone(deferred)
 		deferred = deferred[:0]
+		// A check still trying a failed master ends once the slot moves.
+		bctx, unbound := watch.Bound(context.WithoutCancel(ctx))
 		go func() {
-			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+			defer unbound()
+			pctx, cancel := context.WithTimeout(bctx, opTimeout)
 			defer cancel()
 			pipe := c.rdb.Pipeline()
 			cmds := make([]*redis.IntCmd, len(check))
@@ -265,22 +294,81 @@ func (rd *reader) readShards(ctx context.Context) error {
 		}
 		deferred = append(deferred, p.still...)
 		if len(p.still) > 0 {
+			if heal.Suggests(p.err) {
+				watch.Start(ctx, c.rdb, streams[p.still[0]], "")
+			}
 			heal.After(c.rdb, p.err)
 			retry.Reset(backoff)
 			backoff = min(2*backoff, 2*time.Second)
+		} else if nfailing == 0 {
+			watch.End()
 		}
+	}
+	// down: the subscription of these streams' node failed (a Cluster's
+	// only): the node may be down, and a read of them in the shared
+	// pipeline could hold every other stream's read for as long as
+	// go-redis goes on dialing it. They are checked on their own instead,
+	// like streams whose read failed, and read again once they answer.
+	down := func(is []int) {
+		added := false
+		for _, i := range is {
+			if !failing[i] {
+				failing[i] = true
+				nfailing++
+				deferred = append(deferred, i)
+				added = true
+			}
+		}
+		if added {
+			watch.Start(ctx, c.rdb, streams[is[0]], "")
+			retry.Reset(backoff)
+		}
+	}
+	// moved: a failing stream's slot has another master now (a replica was
+	// promoted): check the failing streams at once.
+	moved := func() {
+		watch.End()
+		backoff = 50 * time.Millisecond
+		again()
+	}
+	ready := make(chan struct{})
+	close(ready)
+	// event waits for one of the loop's events and acts on it, or with
+	// block false takes one that is ready, if any. It reports false once
+	// ctx ended.
+	event := func(block bool) bool {
+		now, kick, tick := ready, (<-chan struct{})(nil), (<-chan time.Time)(nil)
+		if block {
+			now, kick, tick = nil, a.kick, poll.C
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-now:
+		case <-kick:
+		case <-retry.C:
+			again()
+		case p := <-probed:
+			checked(p)
+		case <-watch.Moved():
+			moved()
+		case <-lost.kick:
+			down(lost.take())
+		case nr := <-done: // an orphaned read's reply
+			orphans--
+			_, _ = rd.consume(ctx, nr, streams, failing, &nfailing, &deferred, a)
+		case <-tick:
+			a.markAll()
+		}
+		return true
 	}
 	for ctx.Err() == nil {
 		n := rd.waitRoom(ctx)
 		if n == 0 {
 			return nil
 		}
-		select {
-		case <-retry.C:
-			again()
-		case p := <-probed:
-			checked(p)
-		default:
+		if !event(false) {
+			return nil
 		}
 		picks = a.take(from, int(n), picks)
 		if nfailing > 0 && len(picks) > 0 {
@@ -290,82 +378,71 @@ func (rd *reader) readShards(ctx context.Context) error {
 			}
 		}
 		if len(picks) == 0 {
-			select {
-			case <-ctx.Done():
+			if !event(true) {
 				return nil
-			case <-a.kick:
-			case <-retry.C:
-				again()
-			case p := <-probed:
-				checked(p)
-			case <-poll.C:
-				a.markAll()
 			}
 			continue
 		}
 		from = (picks[len(picks)-1] + 1) % len(streams)
-		per := n / int64(len(picks))
-		// Not tied to ctx, like the blocking read: a reply cut short would
-		// leave entries pending unseen; what arrives after ctx is done is
-		// handed back.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
-		pipe := c.rdb.Pipeline()
-		// Acknowledgements queued meanwhile go with the read: on a
-		// Cluster, those of the streams on the nodes read (the others would
-		// cost a round trip to their node now: they wait for a read there,
-		// or the acker).
-		var acks ackCall
-		if ackBuf = rd.settle.ack.take(ackBuf, rd.sameNodes(rctx, streams, picks)); len(ackBuf) > 0 {
-			acks = groupAcks(ackBuf)
-			acks.queue(rctx, pipe, c.group)
-		}
-		cmds := make([]*redis.XStreamSliceCmd, len(picks))
-		for k, i := range picks {
-			cmds[k] = pipe.XReadGroup(rctx, &redis.XReadGroupArgs{
-				Group: c.group, Consumer: c.cfg.consumer, Streams: []string{streams[i], ">"},
-				Count: per, Block: -1,
-			})
-		}
-		_, _ = pipe.Exec(rctx) // errors are per command
-		if acks.cmds != nil {
-			rd.settle.ack.settled(rctx, acks)
-		}
-		cancel()
+		nrs := rd.plan(ctx, streams, picks, n/int64(len(picks)), &ackBuf)
 		var failed error
 		failedAt := 0 // the stream of failed
-		for k, i := range picks {
-			res, err := cmds[k].Result()
-			if err != nil && !errors.Is(err, redis.Nil) {
-				deferred = append(deferred, i) // read it again after the backoff
-				failed, failedAt = err, i
-				if !failing[i] {
-					failing[i] = true
-					nfailing++
-				}
-				continue
+		consume := func(nr *nodeRead) {
+			if at, err := rd.consume(ctx, nr, streams, failing, &nfailing, &deferred, a); err != nil && failed == nil {
+				failed, failedAt = err, at
 			}
-			if failing[i] {
-				failing[i] = false
-				nfailing--
+		}
+		if !async {
+			rd.exec(ctx, nrs[0], streams)
+			consume(nrs[0])
+		} else {
+			for _, nr := range nrs {
+				go func() {
+					rd.exec(ctx, nr, streams)
+					done <- nr
+				}()
 			}
-			for _, s := range res {
-				if int64(len(s.Messages)) >= per {
-					a.mark(i) // a full read: there may be more
+			// Wait for every node's reply, unless a node's subscription
+			// is lost meanwhile: then every stream of it that a read
+			// waits for is checked on its own (down), and a read of such
+			// streams only is no longer waited for (orphaned): its reply,
+			// when go-redis gives up on the node, is taken in the loop.
+			pending := nrs
+			for len(pending) > 0 {
+				select {
+				case nr := <-done:
+					if nr.orphaned {
+						orphans--
+						consume(nr)
+						continue
+					}
+					pending = slices.DeleteFunc(pending, func(x *nodeRead) bool { return x == nr })
+					consume(nr)
+				case <-lost.kick:
+					down(lost.take())
+					pending = slices.DeleteFunc(pending, func(nr *nodeRead) bool {
+						if slices.ContainsFunc(nr.picks, func(i int) bool { return !failing[i] }) {
+							return false
+						}
+						nr.orphaned = true
+						orphans++
+						return true
+					})
 				}
-				if len(s.Messages) > 0 {
-					rd.act.touch(i) // maybe not announced: now pending
-				}
-				rd.enqueue(ctx, streams[i], s.Messages, nil)
 			}
 		}
 		if failed == nil {
 			if nfailing == 0 {
+				watch.End()
 				backoff = 50 * time.Millisecond
 				if fails.n > 0 {
 					fails.succeeded(ctx, r.log, "xreadgroup recovered")
 				}
 			}
 			continue
+		}
+		if heal.Suggests(failed) {
+			watch.Start(ctx, c.rdb, streams[failedAt], "") // before the reload heal.After asks for
 		}
 		heal.After(c.rdb, failed)
 		if redis.HasErrorPrefix(failed, "NOGROUP") {
@@ -380,31 +457,33 @@ func (rd *reader) readShards(ctx context.Context) error {
 	return nil
 }
 
-// sameNodes returns whether a stream is served by the master of one of the
-// picked streams, or nil (every stream) unless the client is a Cluster's.
-// The picked streams' masters are looked up at the first question only:
-// most reads find no acknowledgement queued and ask none.
-func (rd *reader) sameNodes(ctx context.Context, streams []string, picks []int) func(string) bool {
-	cc, ok := rd.r.c.rdb.(*redis.ClusterClient)
-	if !ok || len(rd.r.c.shards) == 1 {
-		return nil
+// lostStreams passes the streams whose subscription failed from the
+// subscription's goroutines to the reader's loop.
+type lostStreams struct {
+	mu   sync.Mutex
+	is   []int
+	kick chan struct{} // ready when is is not empty
+}
+
+func newLostStreams() *lostStreams { return &lostStreams{kick: make(chan struct{}, 1)} }
+
+func (l *lostStreams) add(is []int) {
+	if len(is) == 0 {
+		return
 	}
-	addr := func(key string) string {
-		m, err := cc.MasterForKey(ctx, key)
-		if err != nil {
-			return ""
-		}
-		return m.Options().Addr
+	l.mu.Lock()
+	l.is = append(l.is, is...)
+	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
 	}
-	var read map[string]bool
-	return func(stream string) bool {
-		if read == nil {
-			read = make(map[string]bool, len(picks))
-			for _, i := range picks {
-				read[addr(streams[i])] = true
-			}
-		}
-		a := addr(stream)
-		return a != "" && read[a]
-	}
+}
+
+func (l *lostStreams) take() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	is := l.is
+	l.is = nil
+	return is
 }

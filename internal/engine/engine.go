@@ -663,6 +663,10 @@ type failing struct {
 	since  time.Time // the first of them
 	logged time.Time // the last line logged about them
 	stuck  bool      // whether they were reported as a stuck lane
+	// watch follows, on a Cluster, the lane's slot from the master the
+	// calls failed on: a retry, or a call still trying the failed master,
+	// goes to a promoted replica as soon as the slot map names it.
+	watch heal.Watch
 }
 
 // failed records a failed call and logs it if due.
@@ -692,6 +696,7 @@ func (f *failing) succeeded(ctx context.Context, log *slog.Logger) {
 		log.InfoContext(ctx, "promote recovered", slog.Int("failures", f.n),
 			slog.Duration("after", time.Since(f.since)))
 	}
+	f.watch.End()
 	*f = failing{}
 }
 
@@ -726,6 +731,7 @@ func (l *lane) run(ctx context.Context, log *slog.Logger) error {
 	}
 	backoff := 50 * time.Millisecond
 	var fails failing
+	defer func() { fails.watch.End() }()
 	for ctx.Err() == nil {
 		if !l.owned() {
 			// Another mover promotes this shard: no calls until it is ours.
@@ -740,15 +746,26 @@ func (l *lane) run(ctx context.Context, log *slog.Logger) error {
 		case <-l.wake:
 		default:
 		}
-		r, err := l.runOnce(ctx)
+		cctx, cancel := fails.watch.Bound(ctx)
+		r, err := l.runOnce(cctx)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
+			if heal.Suggests(err) {
+				// From the master the call failed on: the reload
+				// heal.After asked for runs in the background.
+				fails.watch.Start(ctx, l.m.rdb, l.keys.Stream, "")
+			}
 			fails.failed(ctx, log, err, backoff)
 			l.failing.Store(true)
-			l.sleep(ctx, timer, backoff+time.Duration(mrand.Int64N(int64(backoff/2))), false)
-			backoff = min(2*backoff, l.m.cfg.maxIdle)
+			if l.retryAfter(ctx, timer, backoff+time.Duration(mrand.Int64N(int64(backoff/2))), fails.watch.Moved()) {
+				fails.watch.End()               // the next failure watches the new master
+				backoff = 50 * time.Millisecond // and this retry goes to it now
+			} else {
+				backoff = min(2*backoff, l.m.cfg.maxIdle)
+			}
 			continue
 		}
 		if fails.n > 0 {
@@ -910,6 +927,22 @@ func (l *lane) sleep(ctx context.Context, timer *time.Timer, d time.Duration, st
 			}
 		}
 	}
+}
+
+// retryAfter sleeps d after a failed call, or less: until a wake-up
+// arrives or moved is closed (the lane's slot has another master). It
+// reports whether moved was.
+func (l *lane) retryAfter(ctx context.Context, timer *time.Timer, d time.Duration, moved <-chan struct{}) bool {
+	timer.Reset(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+	case <-timer.C:
+	case <-l.wake:
+	case <-moved:
+		return true
+	}
+	return false
 }
 
 // release gives up the lane's lease if this mover holds it.

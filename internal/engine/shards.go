@@ -156,6 +156,10 @@ func (r *registry) run(ctx context.Context, log *slog.Logger) error {
 	// Until a first beat succeeds, or a window after the last one did.
 	lapse := time.NewTimer(r.window)
 	defer lapse.Stop()
+	// A beat ends by the time the lapse is due (zero: no bound, a view
+	// kept until a beat succeeds): one that hangs on the registry's
+	// failed node must not keep the lapse, and so every lane, waiting.
+	lapseAt := time.Now().Add(r.window)
 	backoff := min(50*time.Millisecond, every)
 	var last time.Time // when the last beat was sent
 	next := time.Now() // when the next beat is due
@@ -184,11 +188,17 @@ func (r *registry) run(ctx context.Context, log *slog.Logger) error {
 			log.WarnContext(ctx, "mover registration not renewed in time: promoting the last known share of shards until it is",
 				slog.String("registry", r.key), slog.Duration("window", r.window), slog.Int("shards", len(keep)))
 			r.apply(ctx, log, keep, movers, noLapse)
+			lapseAt = time.Time{}
 			continue
 		case <-timer.C:
 		}
 		last = time.Now()
-		tokens, err := r.beat(ctx, "beat")
+		bctx, cancel := ctx, context.CancelFunc(func() {})
+		if !lapseAt.IsZero() {
+			bctx, cancel = context.WithDeadline(ctx, lapseAt)
+		}
+		tokens, err := r.beat(bctx, "beat")
+		cancel()
 		if err != nil {
 			heal.After(r.m.rdb, err)
 			if ctx.Err() != nil {
@@ -207,6 +217,7 @@ func (r *registry) run(ctx context.Context, log *slog.Logger) error {
 		owned, movers := assign(tokens, r.m.token, len(r.m.lanes))
 		r.apply(ctx, log, owned, movers, until)
 		lapse.Reset(time.Until(until))
+		lapseAt = until
 		next = last.Add(every)
 	}
 }

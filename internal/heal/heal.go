@@ -11,6 +11,7 @@ package heal
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -70,4 +71,124 @@ func Transient(err error) bool {
 		}
 	}
 	return false
+}
+
+// While a call keeps failing, the slot map is reloaded every reloadEvery
+// and checked every movedCheck (see [Moved]): a failed master's replica is
+// promoted within the cluster's node timeout, and the retry should go to it
+// then rather than after a backoff grown while the master was down (the
+// client reloads its map by itself only after a failed call, or every 10 s).
+const (
+	reloadEvery = 250 * time.Millisecond
+	movedCheck  = 100 * time.Millisecond
+)
+
+// MasterOf returns the address of the master that serves key in rdb's slot
+// map, or "" if rdb is not a *redis.ClusterClient or the map has none.
+func MasterOf(ctx context.Context, rdb redis.UniversalClient, key string) string {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return ""
+	}
+	c, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		return ""
+	}
+	return c.Options().Addr
+}
+
+// Moved returns a channel that is closed once key's slot is served by
+// another master than addr (a replica was promoted, the slot resharded),
+// for a loop that backs off after calls failed on addr and should retry at
+// once when the slot moves. Until then, or until ctx ends, it reloads rdb's
+// slot map every 250 ms and looks every 100 ms; a reload is one CLUSTER
+// SLOTS call, and go-redis coalesces concurrent ones. It returns nil (a
+// channel that never fires) when rdb is not a *redis.ClusterClient or addr
+// is "".
+func Moved(ctx context.Context, rdb redis.UniversalClient, key, addr string) <-chan struct{} {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok || addr == "" {
+		return nil
+	}
+	moved := make(chan struct{})
+	go func() {
+		check := time.NewTicker(movedCheck)
+		defer check.Stop()
+		reloaded := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-check.C:
+			}
+			if m := MasterOf(ctx, cc, key); m != "" && m != addr {
+				close(moved)
+				return
+			}
+			if time.Since(reloaded) >= reloadEvery {
+				reloaded = time.Now()
+				cc.ReloadState(ctx)
+			}
+		}
+	}()
+	return moved
+}
+
+// Watch follows, for a loop whose calls on a Cluster keep failing, whether
+// the slot they go to moves to another master (see [Moved]). The zero
+// Watch watches nothing; its Moved channel is nil. It is not safe for
+// concurrent use.
+type Watch struct {
+	moved <-chan struct{}
+	stop  context.CancelFunc
+}
+
+// Start watches key's slot from master from (the address of the node the
+// calls failed on), or if from is "", from the master that serves it in
+// rdb's slot map now (then call it before asking for a reload: see
+// [After]), unless a watch runs. It watches nothing unless rdb is a
+// *redis.ClusterClient.
+func (w *Watch) Start(ctx context.Context, rdb redis.UniversalClient, key, from string) {
+	if w.stop != nil {
+		return
+	}
+	if from == "" {
+		from = MasterOf(ctx, rdb, key)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	w.moved, w.stop = Moved(wctx, rdb, key, from), stop
+}
+
+// Moved returns a channel closed once the watched slot moved; nil (never
+// ready) when no watch runs.
+func (w *Watch) Moved() <-chan struct{} { return w.moved }
+
+// End stops the watch, if one runs. A watch whose slot moved should be
+// ended, so that the next Start watches the new master.
+func (w *Watch) End() {
+	if w.stop != nil {
+		w.stop()
+		*w = Watch{}
+	}
+}
+
+// Bound returns a context that is also cancelled once the watched slot
+// moves, for a call made while earlier ones fail: go-redis may go on
+// dialing the failed master for seconds (dial retries, then retries of the
+// command), and the call is better made again to the new one. Without a
+// watch it returns ctx. The caller must call cancel.
+func (w *Watch) Bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if w.moved == nil {
+		return ctx, func() {}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	moved := w.moved
+	go func() {
+		select {
+		case <-moved:
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
+	return cctx, cancel
 }

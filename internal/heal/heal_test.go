@@ -5,10 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"testing"
+	"time"
 
+	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
 type reply string
 
@@ -41,4 +47,64 @@ func TestSuggests(t *testing.T) {
 	if Suggests(errors.New("x")) != true {
 		t.Errorf("a plain error (network) must suggest a reload")
 	}
+}
+
+func TestWatchOnAClusterFiresWhenTheSlotHasAnotherMaster(t *testing.T) {
+	t.Parallel()
+	c, err := redistest.SpawnCluster(3, 0)
+	require.NoError(t, err, "a local cluster needs redis-server (apt-get install -y redis-server)")
+	t.Cleanup(c.Stop)
+	rdb := c.Client()
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	require.NoError(t, rdb.Ping(ctx).Err())
+	master := MasterOf(ctx, rdb, "k")
+	require.NotEmpty(t, master)
+
+	// From the master that serves the slot: nothing moves.
+	var w Watch
+	w.Start(ctx, rdb, "k", "")
+	bctx, cancel := w.Bound(ctx)
+	select {
+	case <-w.Moved():
+		t.Fatal("the watch fired while the slot kept its master")
+	case <-bctx.Done():
+		t.Fatal("the bound context ended while the slot kept its master")
+	case <-time.After(700 * time.Millisecond): // several checks and reloads
+	}
+	cancel()
+	w.End()
+	require.Nil(t, w.Moved(), "an ended watch watches nothing")
+
+	// From another address (the calls failed on a node that no longer
+	// serves the slot): it fires at the first check, and ends a bound call.
+	w.Start(ctx, rdb, "k", "127.0.0.1:1")
+	defer w.End()
+	bctx, cancel = w.Bound(ctx)
+	defer cancel()
+	select {
+	case <-bctx.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the bound context did not end once the slot had another master")
+	}
+	select {
+	case <-w.Moved():
+	default:
+		t.Fatal("Moved is not closed")
+	}
+}
+
+func TestWatchWithoutAClusterWatchesNothing(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	require.Empty(t, MasterOf(ctx, rdb, "k"))
+	var w Watch
+	w.Start(ctx, rdb, "k", "127.0.0.1:2")
+	defer w.End()
+	require.Nil(t, w.Moved())
+	bctx, cancel := w.Bound(ctx)
+	defer cancel()
+	require.Equal(t, ctx, bctx, "no watch: the context is the caller's")
 }

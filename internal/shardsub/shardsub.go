@@ -48,6 +48,12 @@ type Config struct {
 	// start and after every rebuild: messages published while they were not
 	// may have been lost. Called from one goroutine per node (none if nil).
 	OnReset func()
+	// OnLost is called when a node's subscriptions failed, or could not be
+	// made, with the groups they were for, before they are rebuilt: the
+	// node may be down, and calls to keys of those slots may hang until
+	// the cluster fails over. Called from one goroutine per node (none if
+	// nil).
+	OnLost func(groups [][]string)
 	// Health is how long a connection may stay silent before it is pinged;
 	// a ping unanswered for as long again fails it. Default 30 s.
 	Health time.Duration
@@ -77,6 +83,9 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) error {
 	}
 	if cfg.OnReset == nil {
 		cfg.OnReset = func() {}
+	}
+	if cfg.OnLost == nil {
+		cfg.OnLost = func([][]string) {}
 	}
 	s := &sub{rdb: rdb, cfg: cfg}
 	s.classic.Store(cfg.Classic)
@@ -108,6 +117,11 @@ func (s *sub) spawn(ctx context.Context, groups [][]string) {
 func (s *sub) keep(ctx context.Context, groups [][]string) {
 	backoff := 100 * time.Millisecond
 	var lastLog time.Time
+	// After a failure, on a Cluster: whether the groups' slots moved from
+	// the failed node. An attempt still trying that node (go-redis dials
+	// it again and again) ends when they do, and so does the wait.
+	var watch heal.Watch
+	defer watch.End()
 	for ctx.Err() == nil {
 		ns, err := nodes(ctx, s.rdb, groups)
 		if err == nil && len(ns) > 1 {
@@ -120,9 +134,17 @@ func (s *sub) keep(ctx context.Context, groups [][]string) {
 		failed := ""
 		if err == nil {
 			failed = ns[0].c.Options().Addr
-			err = ns[0].run(ctx, s.cfg, s.classic.Load())
+			actx, cancel := watch.Bound(ctx)
+			err = ns[0].run(actx, s.cfg, s.classic.Load(), watch.End)
+			moved := actx.Err() != nil
+			cancel()
 			if ctx.Err() != nil {
 				return
+			}
+			if moved {
+				watch.End()
+				backoff = 100 * time.Millisecond
+				continue // to the slots' new master
 			}
 			if errors.Is(err, errNoShardChannels) {
 				s.classic.Store(true)
@@ -130,6 +152,7 @@ func (s *sub) keep(ctx context.Context, groups [][]string) {
 			}
 		}
 		heal.After(s.rdb, err)
+		s.cfg.OnLost(groups)
 		if time.Since(start) > time.Minute {
 			backoff = 100 * time.Millisecond // it ran well for a while
 		}
@@ -138,58 +161,38 @@ func (s *sub) keep(ctx context.Context, groups [][]string) {
 			s.cfg.Logger.WarnContext(ctx, "pub/sub subscription failed; resubscribing",
 				slog.Any("err", err), slog.Duration("retry_in", backoff))
 		}
+		if heal.Suggests(err) {
+			watch.Start(ctx, s.rdb, groups[0][0], failed)
+		}
 		d := backoff/2 + rand.N(backoff/2+1)
-		if !s.wait(ctx, d, groups, failed) {
+		moved := watch.Moved()
+		if !s.wait(ctx, d, moved) {
 			return
 		}
-		backoff = min(2*backoff, 5*time.Second)
+		select {
+		case <-moved:
+			watch.End()
+			backoff = 100 * time.Millisecond
+		default:
+			backoff = min(2*backoff, 5*time.Second)
+		}
 	}
 }
 
-// Between attempts on a Cluster, the slot map is reloaded every
-// reloadEvery and checked every movedCheck: a failed master's replica is
-// promoted within the cluster's node timeout, and the subscriptions move to
-// it then rather than after a backoff grown while the master was down (the
-// client's own map is reloaded only after a failed call or every 10 s).
-const (
-	reloadEvery = 500 * time.Millisecond
-	movedCheck  = 100 * time.Millisecond
-)
-
-// wait waits d, or less on a Cluster once groups' first slot is served by
-// another master than failed (the address of the node whose connection
-// failed; "" if none was reached). It reports false if ctx ended.
-func (s *sub) wait(ctx context.Context, d time.Duration, groups [][]string, failed string) bool {
-	cc, ok := s.rdb.(*redis.ClusterClient)
-	if !ok || failed == "" {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(d):
-			return true
-		}
-	}
+// wait waits d, or less if moved is closed (the slots' master changed:
+// see [heal.Moved]): the subscriptions move to a promoted replica then,
+// rather than after a backoff grown while the master was down. It reports
+// false if ctx ended.
+func (s *sub) wait(ctx context.Context, d time.Duration, moved <-chan struct{}) bool {
 	end := time.NewTimer(d)
 	defer end.Stop()
-	check := time.NewTicker(movedCheck)
-	defer check.Stop()
-	reloaded := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-end.C:
-			return true
-		case <-check.C:
-		}
-		if c, err := cc.MasterForKey(ctx, groups[0][0]); err == nil && c.Options().Addr != failed {
-			return true // the slot moved (a replica promoted, a resharding)
-		}
-		if time.Since(reloaded) >= reloadEvery {
-			reloaded = time.Now()
-			cc.ReloadState(ctx)
-		}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-end.C:
+	case <-moved:
 	}
+	return true
 }
 
 var errNoShardChannels = errors.New("shardsub: server has no shard channels")
@@ -231,7 +234,7 @@ func nodes(ctx context.Context, rdb redis.UniversalClient, groups [][]string) ([
 
 // run subscribes the node's groups on one connection and reads it until
 // ctx ends (nil) or anything fails.
-func (n node) run(ctx context.Context, cfg Config, classic bool) error {
+func (n node) run(ctx context.Context, cfg Config, classic bool, up func()) error {
 	ps := n.c.Subscribe(ctx) // no channels yet: nothing is sent
 	defer ps.Close()
 	// A read in progress does not see ctx end; closing the connection
@@ -304,6 +307,7 @@ func (n node) run(ctx context.Context, cfg Config, classic bool) error {
 					}
 				}
 				if got == want {
+					up()
 					cfg.OnReset()
 				}
 			default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -23,9 +24,10 @@ type recorder struct {
 	mu     sync.Mutex
 	msgs   map[string][]string
 	resets int
+	lost   map[string]int // first channel of a group -> OnLost calls naming it
 }
 
-func newRecorder() *recorder { return &recorder{msgs: map[string][]string{}} }
+func newRecorder() *recorder { return &recorder{msgs: map[string][]string{}, lost: map[string]int{}} }
 
 func (r *recorder) config(groups [][]string) Config {
 	return Config{
@@ -40,8 +42,27 @@ func (r *recorder) config(groups [][]string) Config {
 			r.resets++
 			r.mu.Unlock()
 		},
+		OnLost: func(groups [][]string) {
+			r.mu.Lock()
+			for _, g := range groups {
+				r.lost[g[0]]++
+			}
+			r.mu.Unlock()
+		},
 		Health: time.Second,
 	}
+}
+
+// lostGroups returns the first channel of each group OnLost named.
+func (r *recorder) lostGroups() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for ch := range r.lost {
+		out = append(out, ch)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (r *recorder) got(ch string) []string {
@@ -198,6 +219,18 @@ func TestClusterOneConnectionPerNode(t *testing.T) {
 	require.NoError(t, m.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
 	require.Eventually(t, func() bool { return r.resetCount() >= 4 }, 10*time.Second, 5*time.Millisecond)
 	defer func() { assert.Equal(t, 4, r.resetCount(), "only the rebuilt connection reports a reset") }()
+	// OnLost named the killed connection's groups, and only those.
+	var onVictim []string
+	for _, g := range groups {
+		m, err := rdb.MasterForKey(ctx, g[0])
+		require.NoError(t, err)
+		if m.Options().Addr == victim {
+			onVictim = append(onVictim, g[0])
+		}
+	}
+	sort.Strings(onVictim)
+	require.NotEmpty(t, onVictim)
+	assert.Equal(t, onVictim, r.lostGroups(), "the groups of the failed connection are reported lost")
 	after := subscribers()
 	for addr, ids := range after {
 		require.Len(t, ids, 1, addr)
