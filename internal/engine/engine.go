@@ -30,6 +30,11 @@ import (
 // callTimeout bounds one promote call, so a hung connection cannot stall a lane.
 const callTimeout = 5 * time.Second
 
+// slowCall is how long a promote call runs before, on a Cluster, it is cut
+// once its slot moves to another master (heal.CutIfMoved): a call takes
+// milliseconds unless its master is dead or the server is very busy.
+const slowCall = 200 * time.Millisecond
+
 // Engine promotes due messages of lanes into their streams: the
 // implementation behind mover.Mover (a queue's main lanes, one per shard)
 // and behind each group.Consumer's retry lanes. Create it with [New] and
@@ -544,6 +549,7 @@ func (r result) redisAhead() time.Duration {
 
 // runOnce runs the promote script once.
 func (l *lane) runOnce(ctx context.Context) (result, error) {
+	parent := ctx
 	if !l.failing.Load() {
 		release, err := l.m.acquireCall(ctx, l.keys.Delayed)
 		if err != nil {
@@ -553,6 +559,7 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.callLimit)
 	defer cancel()
+	defer heal.CutIfMoved(ctx, cancel, l.m.rdb, l.keys.Delayed, slowCall)()
 	start := time.Now()
 	renew := time.Duration(start.UnixNano()-l.renewed.Load()) >= l.m.cfg.leaseTTL/3
 	reply, err := scripts.Promote.Run(ctx, l.m.rdb,
@@ -567,6 +574,10 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 	}
 	if err != nil {
 		err = scripts.Explain(err)
+		if errors.Is(err, context.Canceled) && parent.Err() == nil {
+			// Cut by heal.CutIfMoved.
+			err = fmt.Errorf("%w: cut once its slot had another master", err)
+		}
 		heal.After(l.m.rdb, err)
 		stuck := persistent(err)
 		if stuck {

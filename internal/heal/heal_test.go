@@ -49,15 +49,22 @@ func TestSuggests(t *testing.T) {
 	}
 }
 
-func TestWatchOnAClusterFiresWhenTheSlotHasAnotherMaster(t *testing.T) {
-	t.Parallel()
+// cluster starts a cluster of 3 masters for t alone, and a client of it.
+func cluster(t *testing.T) (*redistest.Cluster, *redis.ClusterClient) {
+	t.Helper()
 	c, err := redistest.SpawnCluster(3, 0)
 	require.NoError(t, err, "a local cluster needs redis-server (apt-get install -y redis-server)")
 	t.Cleanup(c.Stop)
 	rdb := c.Client()
 	t.Cleanup(func() { _ = rdb.Close() })
+	require.NoError(t, rdb.Ping(context.Background()).Err())
+	return c, rdb
+}
+
+func TestWatchOnAClusterFiresWhenTheSlotHasAnotherMaster(t *testing.T) {
+	t.Parallel()
+	_, rdb := cluster(t)
 	ctx := context.Background()
-	require.NoError(t, rdb.Ping(ctx).Err())
 	master := MasterOf(ctx, rdb, "k")
 	require.NotEmpty(t, master)
 
@@ -107,4 +114,63 @@ func TestWatchWithoutAClusterWatchesNothing(t *testing.T) {
 	bctx, cancel := w.Bound(ctx)
 	defer cancel()
 	require.Equal(t, ctx, bctx, "no watch: the context is the caller's")
+}
+
+// TestCutIfMovedOnAResharding moves a slot to another master (CLUSTER
+// SETSLOT on every master, the slot empty) while a "call" runs: the call's
+// context is cancelled once the client's map says so, and not before.
+func TestCutIfMovedOnAResharding(t *testing.T) {
+	t.Parallel()
+	c, rdb := cluster(t)
+	ctx := context.Background()
+	const key = "cut{k}"
+	from := MasterOf(ctx, rdb, key)
+	require.NotEmpty(t, from)
+
+	call, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := CutIfMoved(call, cancel, rdb, key, 50*time.Millisecond)
+	defer stop()
+	select {
+	case <-call.Done():
+		t.Fatal("cut while the slot kept its master")
+	case <-time.After(600 * time.Millisecond):
+	}
+
+	slot, err := rdb.ClusterKeySlot(ctx, key).Result()
+	require.NoError(t, err)
+	ids := map[string]string{} // address -> node id
+	for _, a := range c.Addrs {
+		n := redis.NewClient(redistest.Options(t, a))
+		id, err := n.Do(ctx, "CLUSTER", "MYID").Text()
+		require.NoError(t, err)
+		ids[a] = id
+		_ = n.Close()
+	}
+	var to string
+	for a := range ids {
+		if a != from {
+			to = a
+			break
+		}
+	}
+	for _, a := range c.Addrs {
+		n := redis.NewClient(redistest.Options(t, a))
+		require.NoError(t, n.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[to]).Err())
+		_ = n.Close()
+	}
+	moved := time.Now()
+	select {
+	case <-call.Done():
+		t.Logf("cut %s after the slot moved", time.Since(moved).Round(time.Millisecond))
+	case <-time.After(3 * time.Second):
+		t.Fatal("not cut within 3 s of the slot's move")
+	}
+	require.Equal(t, to, MasterOf(ctx, rdb, key))
+
+	// Disarmed before it fires: never cut.
+	call2, cancel2 := context.WithCancel(ctx)
+	defer cancel2()
+	require.True(t, CutIfMoved(call2, cancel2, rdb, key, time.Hour)(), "a timer not yet fired is stopped")
+	require.NoError(t, call2.Err())
 }
