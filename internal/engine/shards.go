@@ -163,6 +163,23 @@ func (r *registry) run(ctx context.Context, log *slog.Logger) error {
 	backoff := min(50*time.Millisecond, every)
 	var last time.Time // when the last beat was sent
 	next := time.Now() // when the next beat is due
+	// lapsed: no beat succeeded for a window: the registry is unreachable
+	// (its node failed, a network split) or broken. Others may have taken
+	// over this mover's shards, or may be in the same state; keep promoting
+	// the last known share (every shard if none was ever known) until a
+	// beat succeeds, so that the shards whose nodes are healthy stay
+	// promoted. Two movers on one shard cost calls, never a duplicate: each
+	// promotion is one atomic script.
+	lapsed := func() {
+		keep, movers := r.all(), 0
+		if v := r.view.Load(); v != nil {
+			keep, movers = v.shards, v.movers
+		}
+		log.WarnContext(ctx, "mover registration not renewed in time: promoting the last known share of shards until it is",
+			slog.String("registry", r.key), slog.Duration("window", r.window), slog.Int("shards", len(keep)))
+		r.apply(ctx, log, keep, movers, noLapse)
+		lapseAt = time.Time{}
+	}
 	for {
 		timer.Reset(time.Until(next))
 		select {
@@ -174,23 +191,15 @@ func (r *registry) run(ctx context.Context, log *slog.Logger) error {
 			}
 			continue
 		case <-lapse.C:
-			// No beat succeeded for a window: the registry is unreachable (its
-			// node failed, a network split) or broken. Others may have
-			// taken over this mover's shards, or may be in the same state;
-			// keep promoting the last known share (every shard if none was
-			// ever known) until a beat succeeds, so that the shards whose
-			// nodes are healthy stay promoted. Two movers on one shard cost
-			// calls, never a duplicate: each promotion is one atomic script.
-			keep, movers := r.all(), 0
-			if v := r.view.Load(); v != nil {
-				keep, movers = v.shards, v.movers
-			}
-			log.WarnContext(ctx, "mover registration not renewed in time: promoting the last known share of shards until it is",
-				slog.String("registry", r.key), slog.Duration("window", r.window), slog.Int("shards", len(keep)))
-			r.apply(ctx, log, keep, movers, noLapse)
-			lapseAt = time.Time{}
+			lapsed()
 			continue
 		case <-timer.C:
+		}
+		if !lapseAt.IsZero() && !time.Now().Before(lapseAt) {
+			// Due to beat and lapsed, both: the lapse first, or the beat
+			// would start with its deadline gone.
+			lapse.Stop()
+			lapsed()
 		}
 		last = time.Now()
 		bctx, cancel := ctx, context.CancelFunc(func() {})
