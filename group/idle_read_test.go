@@ -39,7 +39,9 @@ func TestIdleConsumerReadsWhenAnnounced(t *testing.T) {
 	waitFor(t, 5*time.Second, func() bool { return rec.total() == 1 }, "delivered")
 	took := rec.get("now")[0].At.Sub(scheduled)
 	t.Logf("scheduled to handled: %s", took)
-	assert.Less(t, took, 500*time.Millisecond, "read when announced, not at the 30 s poll")
+	// Typically 10-60 ms; CI, its TLS pass sharing 2 cores with the other
+	// packages, once took 677 ms. What this tells apart is the 30 s poll.
+	assert.Less(t, took, 2*time.Second, "read when announced, not at the 30 s poll")
 
 	stopped := r.stop(t)
 	t.Logf("Run returned %s after the cancel", stopped)

@@ -66,28 +66,31 @@ func (rd *reader) plan(ctx context.Context, streams []string, picks []int, per i
 		}
 		nr.picks = append(nr.picks, i)
 	}
+	var ackAddr map[string]string // stream -> master, of the acknowledgements queued
 	*buf = rd.settle.ack.take(*buf, func(stream string) bool {
+		if ackAddr == nil {
+			ackAddr = make(map[string]string)
+		}
 		a := addr(stream)
+		ackAddr[stream] = a
 		return a != "" && byAddr(a) != nil
 	})
 	if len(*buf) == 0 {
 		return nrs
 	}
-	var rest []ackReq
-	for _, nr := range nrs {
-		rest = rest[:0]
-		var mine []ackReq
-		for _, q := range *buf {
-			if addr(q.stream) == nr.addr {
-				mine = append(mine, q)
-			} else {
-				rest = append(rest, q)
-			}
+	mine := make(map[*nodeRead][]ackReq, len(nrs))
+	for _, q := range *buf {
+		nr := byAddr(ackAddr[q.stream])
+		if nr == nil {
+			// Not a read's node (cannot happen unless the map changed
+			// between lookups): any share's pipeline routes it to its
+			// node, a Cluster pipeline being per key.
+			nr = nrs[0]
 		}
-		if len(mine) > 0 {
-			nr.acks = groupAcks(mine)
-		}
-		*buf = append((*buf)[:0], rest...)
+		mine[nr] = append(mine[nr], q)
+	}
+	for nr, qs := range mine {
+		nr.acks = groupAcks(qs)
 	}
 	return nrs
 }
