@@ -194,12 +194,13 @@ func (w *Watch) Bound(ctx context.Context) (context.Context, context.CancelFunc)
 }
 
 // CutIfMoved arranges for cancel (the cancel function of a call's context
-// ctx) to be called if the call is still running after slow and key's slot
-// has by then moved from the master that serves it now: a call that began
-// just before its master died goes on dialing it, through go-redis's dial
-// retries and command retries, for seconds after a replica took over. It
-// returns the function that disarms it, to call when the call returns.
-// On a client that is not a *redis.ClusterClient it does nothing.
+// ctx) to be called if the call is still running after slow and, from
+// then on, key's slot is found served by another master than the one that
+// serves it now (see [Moved]): a call that began just before its master
+// died goes on dialing it, through go-redis's dial retries and command
+// retries, for seconds after a replica took over. It returns the function
+// that disarms it, to call when the call returns. On a client that is not
+// a *redis.ClusterClient it does nothing.
 func CutIfMoved(ctx context.Context, cancel context.CancelFunc, rdb redis.UniversalClient, key string, slow time.Duration) (stop func() bool) {
 	cc, ok := rdb.(*redis.ClusterClient)
 	if !ok {
