@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/delaystream/delaystream/internal/heal"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -33,21 +34,14 @@ func isCluster(rdb redis.UniversalClient) bool {
 // they wait for a read there, or the acker). buf is reused between rounds.
 func (rd *reader) plan(ctx context.Context, streams []string, picks []int, per int64, buf *[]ackReq) []*nodeRead {
 	c := rd.r.c
-	cc, ok := c.rdb.(*redis.ClusterClient)
-	if !ok || len(c.shards) == 1 {
+	if !isCluster(c.rdb) || len(c.shards) == 1 {
 		nr := &nodeRead{picks: picks, per: per}
 		if *buf = rd.settle.ack.take(*buf, nil); len(*buf) > 0 {
 			nr.acks = groupAcks(*buf)
 		}
 		return []*nodeRead{nr}
 	}
-	addr := func(key string) string {
-		m, err := cc.MasterForKey(ctx, key)
-		if err != nil {
-			return ""
-		}
-		return m.Options().Addr
-	}
+	addr := func(key string) string { return heal.MasterOf(ctx, c.rdb, key) }
 	var nrs []*nodeRead
 	byAddr := func(a string) *nodeRead {
 		for _, nr := range nrs {

@@ -327,15 +327,10 @@ func (m *Engine) Run(ctx context.Context) error {
 // client's retries, do not hold up the lanes on the healthy nodes.
 const maxInFlight = 4
 
-// acquireCall waits for one of the in-flight calls of the node that holds
-// key, or ctx, and returns the function that gives it back.
-func (m *Engine) acquireCall(ctx context.Context, key string) (release func(), err error) {
-	addr := ""
-	if cc, ok := m.rdb.(*redis.ClusterClient); ok {
-		if c, err := cc.MasterForKey(ctx, key); err == nil {
-			addr = c.Options().Addr
-		}
-	}
+// acquireCall waits for one of the in-flight calls of the node at addr
+// (heal.MasterOf the call's key: "" unless on a Cluster), or ctx, and
+// returns the function that gives it back.
+func (m *Engine) acquireCall(ctx context.Context, addr string) (release func(), err error) {
 	m.flightMu.Lock()
 	slots := m.inFlight[addr]
 	if slots == nil {
@@ -550,8 +545,9 @@ func (r result) redisAhead() time.Duration {
 // runOnce runs the promote script once.
 func (l *lane) runOnce(ctx context.Context) (result, error) {
 	parent := ctx
+	node := heal.MasterOf(ctx, l.m.rdb, l.keys.Delayed)
 	if !l.failing.Load() {
-		release, err := l.m.acquireCall(ctx, l.keys.Delayed)
+		release, err := l.m.acquireCall(ctx, node)
 		if err != nil {
 			return result{}, err
 		}
@@ -559,7 +555,7 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.callLimit)
 	defer cancel()
-	defer heal.CutIfMoved(ctx, cancel, l.m.rdb, l.keys.Delayed, slowCall)()
+	defer heal.CutIfMoved(ctx, cancel, l.m.rdb, l.keys.Delayed, node, slowCall)()
 	start := time.Now()
 	renew := time.Duration(start.UnixNano()-l.renewed.Load()) >= l.m.cfg.leaseTTL/3
 	reply, err := scripts.Promote.Run(ctx, l.m.rdb,
@@ -905,7 +901,7 @@ func (l *lane) awaitTurn(ctx context.Context, timer *time.Timer, d time.Duration
 // probe returns the due ms of the lane's earliest entry, -1 if none.
 func (l *lane) probe(ctx context.Context) (int64, error) {
 	if !l.failing.Load() {
-		release, err := l.m.acquireCall(ctx, l.keys.Delayed)
+		release, err := l.m.acquireCall(ctx, heal.MasterOf(ctx, l.m.rdb, l.keys.Delayed))
 		if err != nil {
 			return -1, err
 		}

@@ -195,18 +195,17 @@ func (w *Watch) Bound(ctx context.Context) (context.Context, context.CancelFunc)
 
 // CutIfMoved arranges for cancel (the cancel function of a call's context
 // ctx) to be called if the call is still running after slow and, from
-// then on, key's slot is found served by another master than the one that
-// serves it now (see [Moved]): a call that began just before its master
+// then on, key's slot is found served by another master than addr (the
+// one that serves it now, by MasterOf; see [Moved]): a call that began just before its master
 // died goes on dialing it, through go-redis's dial retries and command
 // retries, for seconds after a replica took over. It returns the function
 // that disarms it, to call when the call returns. On a client that is not
 // a *redis.ClusterClient it does nothing.
-func CutIfMoved(ctx context.Context, cancel context.CancelFunc, rdb redis.UniversalClient, key string, slow time.Duration) (stop func() bool) {
+func CutIfMoved(ctx context.Context, cancel context.CancelFunc, rdb redis.UniversalClient, key, addr string, slow time.Duration) (stop func() bool) {
 	cc, ok := rdb.(*redis.ClusterClient)
-	if !ok {
+	if !ok || addr == "" {
 		return func() bool { return false }
 	}
-	addr := MasterOf(ctx, cc, key)
 	t := time.AfterFunc(slow, func() {
 		moved := Moved(ctx, cc, key, addr)
 		go func() {

@@ -129,7 +129,7 @@ func TestCutIfMovedOnAResharding(t *testing.T) {
 
 	call, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := CutIfMoved(call, cancel, rdb, key, 50*time.Millisecond)
+	stop := CutIfMoved(call, cancel, rdb, key, from, 50*time.Millisecond)
 	defer stop()
 	select {
 	case <-call.Done():
@@ -171,6 +171,6 @@ func TestCutIfMovedOnAResharding(t *testing.T) {
 	// Disarmed before it fires: never cut.
 	call2, cancel2 := context.WithCancel(ctx)
 	defer cancel2()
-	require.True(t, CutIfMoved(call2, cancel2, rdb, key, time.Hour)(), "a timer not yet fired is stopped")
+	require.True(t, CutIfMoved(call2, cancel2, rdb, key, to, time.Hour)(), "a timer not yet fired is stopped")
 	require.NoError(t, call2.Err())
 }
