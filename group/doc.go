@@ -61,7 +61,8 @@
 // needed (at the start of the retained stream by default, so no message
 // promoted before the first consumer started is missed; see
 // [WithStartAtNew]), then reads, handles, acknowledges (batched: an ack
-// goes with the consumer's next read, or alone after at most 10 ms),
+// goes with the consumer's next read on its node, or alone after at most
+// 50 ms, or a quarter of the visibility timeout if that is less),
 // reclaims, extends, trims and promotes the retry
 // lane. It also keeps the queue itself promoted, unless built
 // [WithoutPromotion]: while any consumer of the queue runs in a process

@@ -48,7 +48,7 @@ type config struct {
 	noTrim        bool
 	retention     time.Duration
 	staleConsumer time.Duration
-	ackDelay      time.Duration
+	ackDelay      time.Duration // set from visibility by init (ackDelayFor)
 	membersEvery  time.Duration // read affinity's membership period; 0: membersEvery (tests shorten it)
 	logger        *slog.Logger
 	hooks         Hooks
@@ -64,8 +64,18 @@ const (
 	DefaultMaxDeliveries = 5
 	DefaultTrimEvery     = 5 * time.Second
 	DefaultStaleConsumer = time.Hour
-	ackFlushDelay        = 10 * time.Millisecond // longest an ack waits for a read to go with, or to be batched
+	// ackFlushDelay is the longest an ack waits for a read to ride with
+	// (or to be batched), capped at a quarter of the visibility timeout
+	// (ackDelayFor). 50 ms: on a sharded queue each node sees a fraction
+	// of the reads, and 10 ms sent a third of the acks alone.
+	ackFlushDelay = 50 * time.Millisecond
 )
+
+// ackDelayFor is the ack delay under visibility timeout vis: an entry whose
+// handler returned waits at most this before its XACK, on top of up to
+// a third of vis since its last extension (the extender), so it is never
+// reclaimable while its ack waits.
+func ackDelayFor(vis time.Duration) time.Duration { return min(ackFlushDelay, vis/4) }
 
 func defaultConfig() config {
 	return config{
@@ -82,7 +92,6 @@ func defaultConfig() config {
 		backoff:       ExponentialBackoff(time.Second, 10*time.Minute),
 		trimEvery:     DefaultTrimEvery,
 		staleConsumer: DefaultStaleConsumer,
-		ackDelay:      ackFlushDelay,
 		logger:        slog.Default(),
 	}
 }
