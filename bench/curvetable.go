@@ -31,10 +31,11 @@ func (r *results) curveValue(sys string, rate int, key, agg string) float64 {
 	return v
 }
 
-// curveSystems returns the systems that have curve values, delaystream first.
+// curveSystems returns the systems that have curve values, delaystream
+// first, rt-floor last.
 func (r *results) curveSystems() []string {
 	var out []string
-	for _, s := range []string{sysDS, sysAsynq} {
+	for _, s := range []string{sysDS, sysAsynq, sysFloor} {
 		if r.vals["curve"][s] != nil {
 			out = append(out, s)
 		}
@@ -51,7 +52,7 @@ func printCurveTable(w io.Writer, r *results, cfg config) {
 	}
 	rates := slices.Clone(cfg.curveRates)
 	slices.Sort(rates)
-	both := len(systems) == 2
+	both := slices.Contains(systems, sysDS) && slices.Contains(systems, sysAsynq)
 	fmt.Fprintf(w, "\nTrickle curve: at each rate, Schedule one call at a time (one producer goroutine per 1000 msg/s) for %s, delays uniform in [0, 3 s]; costs over the whole run (schedule + delivery + idle), per message; medians of %d runs (%% early, lost, duplicates: worst run). Systems alternate within each rate.\n\n",
 		cfg.curveDuration, cfg.runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -39,6 +39,8 @@ type config struct {
 	only       map[string]bool
 	asynq      bool
 	raw        bool // also run the raw XREADGROUP floor reference in burst, trickle and crash
+	shards     int  // shards of delaystream's queue on the single server
+	floor      bool // also run rt-floor (two round trips per message, no queue) in trickle and curve
 	json       bool
 	quick      bool
 	workers    int
@@ -90,6 +92,8 @@ func main() {
 	flag.StringVar(&only, "only", "", "comma-separated scenarios to run ("+strings.Join(scenarioNames, ",")+"); efficiency figures come from burst and trickle; default all but backlog, burst1m and curve")
 	flag.BoolVar(&cfg.asynq, "asynq", true, "also run asynq v0.26 through the same scenarios")
 	flag.BoolVar(&cfg.raw, "raw", true, "also run the raw XREADGROUP/XACK reader (a floor reference, not the library) in burst, trickle and crash")
+	flag.IntVar(&cfg.shards, "shards", 1, "shards of delaystream's queue on the single server (a control for the cluster scenario: sharding without spreading over masters)")
+	flag.BoolVar(&cfg.floor, "floor", true, "also run rt-floor (two round trips per message, no queue: the least Redis CPU per message any design pays) in trickle and curve")
 	flag.BoolVar(&cfg.json, "json", false, "also print JSON lines (one per metric and system, plus one per run) to stdout")
 	flag.BoolVar(&cfg.quick, "quick", false, "small sizes for a smoke run (under a minute); skips asynq's crash scenario")
 	flag.IntVar(&cfg.workers, "workers", 8, "handler workers per consumer (both systems)")
@@ -242,6 +246,9 @@ func run(cfg config) error {
 			if cfg.raw {
 				sys = append(append([]string(nil), systems...), sysRaw)
 			}
+			if cfg.floor {
+				sys = append(append([]string(nil), sys...), sysFloor)
+			}
 			b.repeat(ctx, sc, sys, cfg.runs, b.trickle)
 		case "schedule":
 			b.repeat(ctx, sc, systems, cfg.runs, b.schedule)
@@ -268,7 +275,11 @@ func run(cfg config) error {
 		case "burst1m":
 			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.burstBig)
 		case "curve":
-			b.curve(ctx, systems)
+			sys := systems
+			if cfg.floor {
+				sys = append(append([]string(nil), systems...), sysFloor)
+			}
+			b.curve(ctx, sys)
 		case "cluster":
 			// delaystream only: the same queue unsharded and sharded, each
 			// with 1 mover + 1 consumer and 2 + 2 (clusterSpecs), on a

@@ -404,6 +404,9 @@ func printTable(w io.Writer, r *results, cfg config) {
 	if cfg.raw && (cfg.only["burst"] || cfg.only["trickle"] || cfg.only["crash"]) {
 		systems = append(systems, sysRaw)
 	}
+	if cfg.floor && cfg.only["trickle"] {
+		systems = append(systems, sysFloor)
+	}
 	fmt.Fprintf(w, "Medians of %d runs (crash: %d runs); \"worst run\" rows show the maximum. Ratio = how many times better delaystream is than asynq (> 1: delaystream better).\n\n", cfg.runs, cfg.crashRuns)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	hdr := []string{"scenario", "metric"}
@@ -620,10 +623,17 @@ func printHeader(w io.Writer, m machine, cfg config) {
 	if cfg.moverBatch > 0 {
 		mb = fmt.Sprint(cfg.moverBatch)
 	}
-	fmt.Fprintf(w, "delaystream: 1 mover.Mover (batch %s) + 1 group.Consumer (WithWorkers(%d), other options default), ScheduleBatch of %d items\n", mb, cfg.workers, cfg.batch)
+	sh := ""
+	if cfg.shards > 1 {
+		sh = fmt.Sprintf(", queue of %d shards on this one server (WithShards on queue, mover and consumer)", cfg.shards)
+	}
+	fmt.Fprintf(w, "delaystream: 1 mover.Mover (batch %s) + 1 group.Consumer (WithWorkers(%d), other options default), ScheduleBatch of %d items%s\n", mb, cfg.workers, cfg.batch, sh)
 	if cfg.asynq {
 		fmt.Fprintf(w, "asynq: Config{Concurrency: %d, TaskCheckInterval: 100ms, DelayedTaskCheckInterval: 100ms, RetryDelayFunc: 0 for ErrLeaseExpired}, ProcessAt/ProcessIn, Enqueue on %d goroutines for bulk\n",
 			cfg.workers, cfg.parallel)
+	}
+	if cfg.floor && (cfg.only["trickle"] || cfg.only["curve"]) {
+		fmt.Fprintln(w, "rt-floor (trickle, curve; not a queue): the producer SETs each message, a client-side timer GETDELs it at its due time on a second client: two round trips per message, no promotion, no stream, no ack; the least Redis CPU per message of any design whose producer makes one call per message and whose consumer one read per message")
 	}
 	fmt.Fprintln(w, "lateness = handler receive time (local clock) - due; delaystream due = group.Message.Due (stored due, ms, Redis clock on this same host); asynq due = the time passed to ProcessAt / now+ProcessIn, carried in the payload")
 }

@@ -290,6 +290,8 @@ func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run i
 		v["promote_max"] = sum.promoteMax.Seconds()
 	}
 	b.noteOnce(scenario, sysName, run, tag+"commands: "+d.top(16, dn, "per msg"))
+	b.noteOnce(scenario, sysName, run, fmt.Sprintf("%sRedis CPU %.0f µs per msg; executing commands (commandstats usec; EVALSHA's include the commands its scripts run, which are listed too): %s",
+		tag, d.cpu/dn*1e6, d.topUsec(10, dn, "µs per msg")))
 	if sysName != sysAsynq {
 		// The promote script's sorted-set commands, per call: what a
 		// larger delayed set makes slower (commandstats usec / calls).

@@ -70,6 +70,8 @@ func newSystem(name, addr string, cfg config) (system, error) {
 		return newDS(addr, cfg, name == sysRaw)
 	case sysAsynq:
 		return newAsynq(addr, cfg), nil
+	case sysFloor:
+		return newFloor(addr), nil
 	}
 	return nil, fmt.Errorf("unknown system %q", name)
 }
@@ -122,8 +124,11 @@ func (s *dsSystem) timeScripts() *scriptTimer {
 }
 
 func newDS(addr string, cfg config, raw bool) (*dsSystem, error) {
+	if cfg.shards > 1 && raw {
+		return nil, fmt.Errorf("%s reads one stream: -shards %d applies to delaystream only", sysRaw, cfg.shards)
+	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	q, err := delay.New(rdb, benchQueue)
+	q, err := delay.New(rdb, benchQueue, delay.WithShards(max(1, cfg.shards)))
 	if err != nil {
 		rdb.Close()
 		return nil, err
@@ -198,7 +203,7 @@ func (s *dsSystem) Start(ctx context.Context, h handler) error {
 
 // startMoverOnly runs the queue's mover until Stop.
 func (s *dsSystem) startMoverOnly(ctx context.Context) error {
-	var opts []mover.Option
+	opts := []mover.Option{mover.WithShards(s.q.Shards())}
 	if s.cfg.moverBatch > 0 {
 		opts = append(opts, mover.WithBatchSize(s.cfg.moverBatch))
 	}
@@ -220,7 +225,7 @@ func (s *dsSystem) startConsumer(ctx context.Context, h handler) error {
 	}
 	c, err := group.New(s.rdb, benchQueue, benchGroup, func(ctx context.Context, m *group.Message) error {
 		return h(ctx, delivery{payload: m.Payload, due: m.Due, appended: stream.EntryTime(m.EntryID)})
-	}, group.WithWorkers(s.cfg.workers), group.WithoutPromotion()) // the system's mover promotes
+	}, group.WithWorkers(s.cfg.workers), group.WithoutPromotion(), group.WithShards(s.q.Shards())) // the system's mover promotes
 	if err != nil {
 		return err
 	}
