@@ -87,7 +87,7 @@ func (s *floorSystem) fire(k int64, key string, due time.Time) {
 		s.fail(fmt.Errorf("rt-floor: GETDEL %s: %w", key, err))
 		return
 	}
-	_ = h(ctx, delivery{payload: p, due: due, appended: time.Now()})
+	_ = h(ctx, delivery{payload: p, due: due}) // no stream: no appended time, no split
 }
 
 func (s *floorSystem) fail(err error) {

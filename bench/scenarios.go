@@ -283,7 +283,7 @@ func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run i
 		"reads_per_msg":      float64(d.reads) / dn,
 		"writes_per_msg":     float64(d.writes) / dn,
 	}
-	if sysName != sysAsynq {
+	if sysName != sysAsynq && sysName != sysFloor { // a stream entry: the split at its time
 		v["early_redis"] = float64(sum.earlyRedis)
 		v["promote_p50"], v["promote_p99"] = sum.promoteP50.Seconds(), sum.promoteP99.Seconds()
 		v["consume_p50"], v["consume_p99"] = sum.consumeP50.Seconds(), sum.consumeP99.Seconds()
