@@ -29,16 +29,17 @@ const ackBatch = 512
 // append to a buffer under a mutex; the acker goroutine is woken once per
 // batch, not per ack.
 type acker struct {
-	r    *runState
-	trim *trimmer // told which streams were acknowledged
-	mu   sync.Mutex
-	buf  []ackReq      // queued; guarded by mu
-	kick chan struct{} // a token when buf got its first or its ackBatch-th entry
-	stop chan struct{}
+	r     *runState
+	trim  *trimmer      // told which streams were acknowledged
+	delay time.Duration // the ack delay: ackDelayFor the visibility timeout
+	mu    sync.Mutex
+	buf   []ackReq      // queued; guarded by mu
+	kick  chan struct{} // a token when buf got its first or its ackBatch-th entry
+	stop  chan struct{}
 }
 
 func newAcker(r *runState, trim *trimmer) *acker {
-	return &acker{r: r, trim: trim, buf: make([]ackReq, 0, ackBatch), kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	return &acker{r: r, trim: trim, delay: ackDelayFor(r.c.cfg.visibility), buf: make([]ackReq, 0, ackBatch), kick: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
 // ackReq is one entry to acknowledge; success says whether its handler
@@ -108,7 +109,7 @@ func (a *acker) linger(timer *time.Timer) (stopping bool) {
 		if n == 0 || n >= ackBatch {
 			return false // taken by a read (nothing to wait for), or full
 		}
-		timer.Reset(a.r.c.cfg.ackDelay)
+		timer.Reset(a.delay)
 		select {
 		case <-timer.C:
 			return false

@@ -48,7 +48,6 @@ type config struct {
 	noTrim        bool
 	retention     time.Duration
 	staleConsumer time.Duration
-	ackDelay      time.Duration // set from visibility by init (ackDelayFor)
 	membersEvery  time.Duration // read affinity's membership period; 0: membersEvery (tests shorten it)
 	logger        *slog.Logger
 	hooks         Hooks

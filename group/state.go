@@ -53,7 +53,6 @@ func (c *core) init(rdb redis.UniversalClient, layout *stream.Layout, group stri
 	c.shards = make([]*shard, layout.Shards())
 	c.byStream = make(map[string]*shard, 2*layout.Shards())
 	c.guard = shards.NewGuard(layout, "consumer")
-	cfg.ackDelay = ackDelayFor(cfg.visibility)
 	c.h, c.cfg, c.held.batches = h, cfg, make(map[*batch]struct{})
 	for i := range c.shards {
 		k := layout.Shard(i)
