@@ -43,7 +43,7 @@ test-unit: ensure-redis
 
 ## property: the foreign-member property test at length (make test runs 100 rounds per lane kind)
 property: ensure-redis
-	DELAYSTREAM_PROPERTY_ROUNDS=$${ROUNDS:-2000} $(GO) test -count=1 -timeout 30m -run 'TestForeignMembersProperty' ./mover/
+	DELAYSTREAM_PROPERTY_ROUNDS=$${ROUNDS:-2000} $(GO) test -count=1 -timeout 30m -run 'TestForeignMembersProperty' ./internal/mover/
 
 ## fuzz: every fuzz target of the core module, one after another, FUZZTIME each (default 30s)
 fuzz:

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delaystream/delaystream"
-	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/group"
 )
 
 // One queue, two consumer groups, one Run. Compile-only: it needs a Redis

@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/delaystream/delaystream/codec"
-	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/optcheck"
-	"github.com/delaystream/delaystream/mover"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/mover"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // ErrInvalidOption is wrapped by every error an Option, New or

@@ -16,11 +16,11 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/delaystream/delaystream/codec"
-	"github.com/delaystream/delaystream/delay"
-	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/optcheck"
-	"github.com/delaystream/delaystream/mover"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/mover"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // Queue is the front door to one queue: its producer, its mover and its

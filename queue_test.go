@@ -17,11 +17,11 @@ import (
 
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/codec"
-	"github.com/delaystream/delaystream/delay"
-	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/redistest"
-	"github.com/delaystream/delaystream/mover"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/mover"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }

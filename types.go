@@ -3,7 +3,7 @@ package delaystream
 import (
 	"time"
 
-	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/internal/delay"
 )
 
 // The producer's types, so that scheduling needs only this package. They

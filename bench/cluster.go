@@ -15,11 +15,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/delaystream/delaystream/delay"
-	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/redistest"
-	"github.com/delaystream/delaystream/mover"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/mover"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // The cluster scenario: the same queue unsharded (S=1) and over 16 shards

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/internal/delay"
 )
 
 func TestULIDBytes(t *testing.T) {

@@ -18,9 +18,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/redistest"
-	"github.com/delaystream/delaystream/mover"
+	"github.com/delaystream/delaystream/internal/mover"
 )
 
 // childEnv carries a childSpec (JSON) to a re-executed test binary, which

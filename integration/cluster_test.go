@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/integration/internal/harness"
-	"github.com/delaystream/delaystream/mover"
+	"github.com/delaystream/delaystream/internal/mover"
 )
 
 // TestCluster runs the producer and the mover on a Redis Cluster through a

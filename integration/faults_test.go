@@ -10,11 +10,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/integration/internal/harness"
 	"github.com/delaystream/delaystream/internal/redistest"
-	"github.com/delaystream/delaystream/mover"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/mover"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // checkDelivered asserts that the stream at key holds each of want exactly

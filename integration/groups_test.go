@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/delaystream/delaystream/delay"
-	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/integration/internal/harness"
 )
 

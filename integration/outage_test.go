@@ -21,10 +21,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/delaystream/delaystream/delay"
-	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/redistest"
-	"github.com/delaystream/delaystream/mover"
+	"github.com/delaystream/delaystream/internal/mover"
 )
 
 // TestRedisOutage takes Redis away for 10 s while a producer, a mover and

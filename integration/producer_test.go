@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/codec"
-	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/integration/internal/harness"
-	"github.com/delaystream/delaystream/mover"
+	"github.com/delaystream/delaystream/internal/mover"
 )
 
 // TestDuplicatePolicies checks Keep, Replace and Reject (queue-wide and per

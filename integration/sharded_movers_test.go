@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/integration/internal/harness"
-	"github.com/delaystream/delaystream/mover"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/mover"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // TestShardedMoversShareShards runs the movers of a 16-shard queue on the

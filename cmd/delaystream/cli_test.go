@@ -11,7 +11,7 @@ import (
 
 	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
 	"github.com/delaystream/delaystream/internal/redistest"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 func TestQueuesAndStats(t *testing.T) {

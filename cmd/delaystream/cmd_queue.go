@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
-	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/internal/delay"
 )
 
 // queueRow is one line of `queues`: the queue and, unless --no-stats, its

@@ -15,9 +15,9 @@ import (
 
 	"github.com/delaystream/delaystream"
 	dsotel "github.com/delaystream/delaystream/contrib/otel"
-	"github.com/delaystream/delaystream/delay"
-	"github.com/delaystream/delaystream/group"
-	"github.com/delaystream/delaystream/mover"
+	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/group"
+	"github.com/delaystream/delaystream/internal/mover"
 )
 
 // Compile-only: needs a Redis server, so no Output line. One Telemetry for

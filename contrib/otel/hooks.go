@@ -7,9 +7,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/delaystream/delaystream/group"
-	"github.com/delaystream/delaystream/mover"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/group"
+	"github.com/delaystream/delaystream/internal/mover"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // record and add are measurement options of one attribute set, built once.

@@ -8,8 +8,8 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/delaystream/delaystream/delay"
-	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/group"
 )
 
 // watch is one watched queue and the consumers whose group figures are

@@ -15,8 +15,8 @@ import (
 
 	"github.com/delaystream/delaystream"
 	dsprom "github.com/delaystream/delaystream/contrib/prometheus"
-	"github.com/delaystream/delaystream/group"
-	"github.com/delaystream/delaystream/mover"
+	"github.com/delaystream/delaystream/internal/group"
+	"github.com/delaystream/delaystream/internal/mover"
 )
 
 // Compile-only: needs a Redis server, so no Output line. One Metrics for

@@ -21,10 +21,10 @@ import (
 
 	"github.com/delaystream/delaystream"
 	dsprom "github.com/delaystream/delaystream/contrib/prometheus"
-	"github.com/delaystream/delaystream/delay"
-	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/redistest"
-	"github.com/delaystream/delaystream/mover"
+	"github.com/delaystream/delaystream/internal/mover"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/delaystream/delaystream/delay"
-	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/group"
 )
 
 // watch is one watched queue and the consumers whose group figures are

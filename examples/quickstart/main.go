@@ -21,8 +21,8 @@ import (
 
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/examples/internal/exampleredis"
-	"github.com/delaystream/delaystream/group"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/group"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 const (

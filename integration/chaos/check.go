@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // Summary is the run's figures and verdict, printed as the table and
@@ -500,7 +500,7 @@ func judge(recs []record, torn int, faults []fault, final *finalRedis, fsync str
 		violate("%d torn ledger lines", torn)
 	}
 	// What a call that go-redis sent twice did twice. The producer's calls
-	// carry tokens (delay/once.go) so that a second run only repeats the
+	// carry tokens (internal/delay/once.go) so that a second run only repeats the
 	// first run's reply: any of these is a bug.
 	for _, g := range s.Groups {
 		if g.ResentEarly > 0 {

@@ -112,7 +112,7 @@
 // Calls that go-redis sent twice (it re-sends a command whose connection
 // dropped, so a call that spanned a connection kill or the restart may
 // run twice) must not act twice: the producer's calls carry tokens that
-// make a second run return the first run's reply (delay/once.go). So these
+// make a second run return the first run's reply (internal/delay/once.go). So these
 // are violations too: a message delivered before the due time Schedule
 // returned or created twice by a re-sent Schedule (twins), and a Cancel
 // that returned false for a message no group received ("false but

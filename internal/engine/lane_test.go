@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/wire"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/delaystream/delaystream/internal/optcheck"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // ErrInvalidOption is wrapped by every error an Option or New returns.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/delaystream/delaystream/internal/heal"
 	"github.com/delaystream/delaystream/internal/scripts"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // minBeatGap is the shortest time between two beats that announcements

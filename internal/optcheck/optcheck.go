@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // Range returns an error wrapping invalid when v is outside lo..hi, nil

@@ -9,7 +9,7 @@ import (
 
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/wire"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // FuzzDecode feeds arbitrary field values to Decode, as a hostile or

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/group"
 )
 
 // DeadLetter is one entry of a group's dead letters.

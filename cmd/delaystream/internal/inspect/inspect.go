@@ -8,9 +8,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/delaystream/delaystream/delay"
-	"github.com/delaystream/delaystream/group"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/group"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 var (

@@ -15,7 +15,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/delaystream/delaystream/codec"
-	"github.com/delaystream/delaystream/delay"
+	"github.com/delaystream/delaystream/internal/delay"
 )
 
 // PreviewLen is how many characters [Preview] keeps by default.

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // Quarantined is a delayed-set member the mover could not promote, kept

@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/delaystream/delaystream/group"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/group"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // StatsOptions selects what [Inspector.Stats] reads.

@@ -28,7 +28,7 @@ import (
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
 	"github.com/delaystream/delaystream/cmd/delaystream/internal/web"
-	"github.com/delaystream/delaystream/group"
+	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/redistest"
 )
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
-	"github.com/delaystream/delaystream/stream"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // Defaults of the options.

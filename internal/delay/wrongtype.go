@@ -1,0 +1,29 @@
+package delay
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/internal/stream"
+)
+
+// explain turns the error of a call on a lane's keys into what callers can
+// act on: a script error is explained (scripts.Explain), and a WRONGTYPE
+// reply, which names no key, becomes the *stream.KeyTypeError of the key
+// that holds the wrong type. keys are the call's KEYS, in the order every
+// script of this package takes them: the delayed set (a ZSET), then, if
+// given, the envelopes (a HASH).
+func explain(ctx context.Context, rdb redis.UniversalClient, err error, keys []string) error {
+	err = scripts.Explain(err)
+	types := make([]stream.KeyType, 0, 2)
+	for i, k := range keys[:min(len(keys), 2)] {
+		want := "zset"
+		if i == 1 {
+			want = "hash"
+		}
+		types = append(types, stream.KeyType{Key: k, Want: want})
+	}
+	return stream.ExplainWrongType(ctx, rdb, err, types...)
+}

@@ -1,0 +1,441 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delaystream/delaystream/internal/optcheck"
+	"github.com/delaystream/delaystream/internal/stream"
+)
+
+// ErrInvalidOption is wrapped by every error an Option or a constructor returns.
+var ErrInvalidOption = errors.New("group: invalid option")
+
+// ErrRunning is returned by Run when the Consumer is already running.
+var ErrRunning = errors.New("group: consumer already running")
+
+// Option configures a Consumer (and, for the options that apply, DeadLetters).
+type Option func(*config) error
+
+// Backoff returns how long to wait before attempt (2 for the first retry).
+// It must be safe for concurrent use.
+type Backoff func(attempt int) time.Duration
+
+type config struct {
+	prefix        string
+	shards        int
+	consumer      string
+	workers       int
+	prefetch      int // entries read ahead of free workers; -1: adaptive (the default)
+	visibility    time.Duration
+	reclaimEvery  time.Duration
+	noReclaim     bool
+	noPromote     bool
+	drain         time.Duration
+	maxAttempts   int
+	maxDeliveries int64
+	backoff       Backoff
+	fromNew       bool
+	deadCap       int64
+	trimEvery     time.Duration
+	noTrim        bool
+	retention     time.Duration
+	staleConsumer time.Duration
+	membersEvery  time.Duration // read affinity's membership period; 0: membersEvery (tests shorten it)
+	logger        *slog.Logger
+	hooks         Hooks
+}
+
+// Defaults of the options.
+const (
+	DefaultWorkers       = 8
+	DefaultVisibility    = 2 * time.Second
+	DefaultReclaimEvery  = time.Second
+	DefaultDrain         = 10 * time.Second
+	DefaultMaxAttempts   = 10
+	DefaultMaxDeliveries = 5
+	DefaultTrimEvery     = 5 * time.Second
+	DefaultStaleConsumer = time.Hour
+	// ackFlushDelay is the longest an ack waits for a read to ride with
+	// (or to be batched), capped at a quarter of the visibility timeout
+	// (ackDelayFor). 50 ms: on a sharded queue each node sees a fraction
+	// of the reads, and 10 ms sent a third of the acks alone.
+	ackFlushDelay = 50 * time.Millisecond
+)
+
+// ackDelayFor is the ack delay under visibility timeout vis: an entry whose
+// handler returned waits at most this before its XACK, on top of up to
+// a third of vis since its last extension (the extender), so it is never
+// reclaimable while its ack waits.
+func ackDelayFor(vis time.Duration) time.Duration { return min(ackFlushDelay, vis/4) }
+
+func defaultConfig() config {
+	return config{
+		prefix:        stream.DefaultPrefix,
+		shards:        1,
+		consumer:      defaultConsumerName(),
+		workers:       DefaultWorkers,
+		prefetch:      -1,
+		visibility:    DefaultVisibility,
+		reclaimEvery:  DefaultReclaimEvery,
+		drain:         DefaultDrain,
+		maxAttempts:   DefaultMaxAttempts,
+		maxDeliveries: DefaultMaxDeliveries,
+		backoff:       ExponentialBackoff(time.Second, 10*time.Minute),
+		trimEvery:     DefaultTrimEvery,
+		staleConsumer: DefaultStaleConsumer,
+		logger:        slog.Default(),
+	}
+}
+
+func defaultConsumerName() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "consumer"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(rand.Uint64()&0xffffff, 36)
+}
+
+// resolve validates group and opts and returns the layout of queue, for
+// the constructors of tools that run no Consumer (only WithPrefix and
+// WithShards matter).
+func resolve(rdb redis.UniversalClient, queue, group string, opts []Option) (*stream.Layout, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
+	}
+	if err := stream.ValidateName("group", group); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	cfg := defaultConfig()
+	if err := optcheck.Apply(ErrInvalidOption, &cfg, opts); err != nil {
+		return nil, err
+	}
+	layout, err := stream.NewLayout(cfg.prefix, queue, cfg.shards)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	return layout, nil
+}
+
+func checkDur(name string, d, lo, hi time.Duration) error {
+	return optcheck.Range(ErrInvalidOption, name, d, lo, hi)
+}
+
+// WithShards sets the queue's shard count (1 to stream.MaxShards; default
+// 1, an unsharded queue). It must be the count the queue's producers and
+// movers use: it is recorded in Redis when the queue is first used, and a
+// Consumer built with another count returns an error wrapping
+// stream.ErrShardCount from Run before it reads anything.
+//
+// A Consumer of a sharded queue reads every shard: it waits for the
+// movers' announcements of new entries (one pub/sub connection per node)
+// and reads the shards that have some, fairly, without blocking reads (as
+// it reads an unsharded queue's one shard); so its connections do not
+// grow with the shard count. It reclaims, retries,
+// dead-letters and trims per shard.
+func WithShards(n int) Option {
+	return func(c *config) error {
+		if err := optcheck.Range(ErrInvalidOption, "shard count", n, 1, stream.MaxShards); err != nil {
+			return err
+		}
+		c.shards = n
+		return nil
+	}
+}
+
+// WithPrefix sets the key prefix. Default stream.DefaultPrefix ("ds"). It
+// must match the producers' and movers' prefix.
+func WithPrefix(p string) Option {
+	return func(c *config) error {
+		if err := optcheck.Prefix(ErrInvalidOption, p); err != nil {
+			return err
+		}
+		c.prefix = p
+		return nil
+	}
+}
+
+// WithConsumerName sets this consumer's name within the group. Default:
+// hostname-pid-random, unique per process. Two running consumers must never
+// share a name.
+func WithConsumerName(name string) Option {
+	return func(c *config) error {
+		if err := stream.ValidateName("consumer", name); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		c.consumer = name
+		return nil
+	}
+}
+
+// WithWorkers sets how many handlers run at once (1 to 4096). Default 8.
+func WithWorkers(n int) Option {
+	return func(c *config) error {
+		if err := optcheck.Range(ErrInvalidOption, "workers", n, 1, 4096); err != nil {
+			return err
+		}
+		c.workers = n
+		return nil
+	}
+}
+
+// WithPrefetch sets how many entries a consumer reads ahead of its free
+// workers (0 to 100000), fixing what is adaptive by default. Read-ahead lets
+// one XREADGROUP fetch many entries, which is what makes bursts fast and
+// cheap: the per-call cost of XREADGROUP is shared by all it returns.
+// Entries waiting in the read-ahead queue are held by this consumer (and
+// kept from reclaim) until a worker takes them, so with slow handlers and
+// several consumers a large value makes the load less even, and a crash
+// strands more entries until they are reclaimed. At shutdown, queued entries
+// are handed back at once. 0 reads only as many as there are free workers.
+//
+// Default: adaptive. The queue holds about what the workers handle in
+// 100 ms at the pace measured while running, at least 4 × workers and at
+// most 256 (or 4 × workers if that is more) entries: fast handlers get reads
+// of a few hundred entries, slow ones a queue of 4 × workers.
+func WithPrefetch(n int) Option {
+	return func(c *config) error {
+		if n < 0 || n > 100000 {
+			return fmt.Errorf("%w: prefetch must be 0..100000, got %d", ErrInvalidOption, n)
+		}
+		c.prefetch = n
+		return nil
+	}
+}
+
+// WithVisibilityTimeout sets how long an entry may sit unacknowledged with a
+// consumer before another consumer of the group may reclaim it (100 ms to
+// 1 h). Default 2 s. Running handlers extend their hold every third of it,
+// so only entries of crashed or stuck consumers are reclaimed. With the
+// default reclaim interval (1 s), a killed consumer's entries are handled
+// elsewhere within about 3 s.
+func WithVisibilityTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if err := checkDur("visibility timeout", d, 100*time.Millisecond, time.Hour); err != nil {
+			return err
+		}
+		c.visibility = d
+		return nil
+	}
+}
+
+// WithReclaimInterval sets how often the consumer looks for entries to
+// reclaim with XAUTOCLAIM (10 ms to 10 min), on the streams where entries
+// may be pending (see the package doc: an idle group makes no reclaim
+// calls). Default 1 s.
+func WithReclaimInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if err := checkDur("reclaim interval", d, 10*time.Millisecond, 10*time.Minute); err != nil {
+			return err
+		}
+		c.reclaimEvery = d
+		return nil
+	}
+}
+
+// WithoutReclaim turns off reclaiming: this consumer never takes over other
+// consumers' pending entries. Some consumer of the group must reclaim, or a
+// crash leaves entries pending for ever.
+func WithoutReclaim() Option {
+	return func(c *config) error {
+		c.noReclaim = true
+		return nil
+	}
+}
+
+// WithoutPromotion makes the consumer leave its queue's promotion to
+// others: dedicated mover.Mover processes, or the consumers of other
+// processes. By default a running consumer keeps its queue promoted: its
+// process runs one mover of the queue's main lanes, shared by all its
+// consumers of that queue on the same client, which shares the work with
+// every other mover (a lease, or the movers' registry of a sharded queue).
+// Use it for consumers that must not write to the delayed set, or to put
+// promotion in processes of their own (with their own options and hooks).
+// If nothing promotes the queue, nothing is ever delivered. The group's
+// retry lane is promoted by its consumers either way.
+func WithoutPromotion() Option {
+	return func(c *config) error {
+		c.noPromote = true
+		return nil
+	}
+}
+
+// WithDrainTimeout sets how long in-flight handlers may run after Run's ctx
+// is cancelled before their contexts are cancelled (0 to 1 h). Default 10 s.
+func WithDrainTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if err := checkDur("drain timeout", d, 0, time.Hour); err != nil {
+			return err
+		}
+		c.drain = d
+		return nil
+	}
+}
+
+// WithMaxAttempts sets how many times a message is handled before a failure
+// sends it to the dead letters (1 to 1000; 1 = never retry). Default 10.
+func WithMaxAttempts(n int) Option {
+	return func(c *config) error {
+		if err := optcheck.Range(ErrInvalidOption, "max attempts", n, 1, 1000); err != nil {
+			return err
+		}
+		c.maxAttempts = n
+		return nil
+	}
+}
+
+// WithMaxDeliveries sets how often one stream entry may be delivered (first
+// read plus reclaims after crashes) before it is dead-lettered as poison
+// (1 to 1000). Default 5. It catches messages that crash their consumer.
+func WithMaxDeliveries(n int) Option {
+	return func(c *config) error {
+		if err := optcheck.Range(ErrInvalidOption, "max deliveries", n, 1, 1000); err != nil {
+			return err
+		}
+		c.maxDeliveries = int64(n)
+		return nil
+	}
+}
+
+// WithBackoff sets the delay before each retry. Default
+// ExponentialBackoff(1s, 10m). The delay is measured by the Redis clock.
+func WithBackoff(b Backoff) Option {
+	return func(c *config) error {
+		if b == nil {
+			return fmt.Errorf("%w: nil backoff", ErrInvalidOption)
+		}
+		c.backoff = b
+		return nil
+	}
+}
+
+// WithStartAtNew creates the group (when it does not exist yet) at the end
+// of the stream, so it sees only messages promoted from then on. Default:
+// a new group starts at the beginning of the retained stream, so no message
+// promoted before the first consumer started is missed.
+func WithStartAtNew() Option {
+	return func(c *config) error {
+		c.fromNew = true
+		return nil
+	}
+}
+
+// WithDeadLetterCap caps the group's dead-letter stream at n entries
+// (1 to 10^9): when a new dead letter would exceed it, the oldest are
+// trimmed, counted in Counters.DeadLettersDropped and logged. Default: no
+// cap, nothing is ever dropped.
+func WithDeadLetterCap(n int64) Option {
+	return func(c *config) error {
+		if n < 1 || n > 1e9 {
+			return fmt.Errorf("%w: dead-letter cap must be 1..1e9, got %d", ErrInvalidOption, n)
+		}
+		c.deadCap = n
+		return nil
+	}
+}
+
+// WithTrimInterval sets how often the consumer trims the queue stream and
+// its retry lane below the oldest entry some group still needs (100 ms to
+// 1 h), when it has acknowledged (or retried, dead-lettered, dropped)
+// entries of that stream since its last trim of it. Default 5 s. A stream
+// of which it settled 10,000 entries since is trimmed at once, so that
+// under a heavy load the stream stays short. An idle consumer trims only
+// once every 10 minutes (or once per interval, if longer).
+func WithTrimInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if err := checkDur("trim interval", d, 100*time.Millisecond, time.Hour); err != nil {
+			return err
+		}
+		c.trimEvery = d
+		return nil
+	}
+}
+
+// WithRetention keeps acknowledged entries for at least d (1 ms to 30 days)
+// before trimming, e.g. to let a new group created with the default start
+// position replay recent history. Default 0: trim as soon as every group
+// has acknowledged.
+func WithRetention(d time.Duration) Option {
+	return func(c *config) error {
+		if err := checkDur("retention", d, time.Millisecond, 30*24*time.Hour); err != nil {
+			return err
+		}
+		c.retention = d
+		return nil
+	}
+}
+
+// WithoutTrim turns trimming off for this consumer. If no consumer trims,
+// the stream grows without bound.
+func WithoutTrim() Option {
+	return func(c *config) error {
+		c.noTrim = true
+		return nil
+	}
+}
+
+// WithStaleConsumerAfter sets how long a consumer with no pending entries
+// may stay idle before it is removed from the group (1 min to 30 days).
+// Default 1 h. Consumers with pending entries are never removed.
+func WithStaleConsumerAfter(d time.Duration) Option {
+	return func(c *config) error {
+		if err := checkDur("stale consumer age", d, time.Minute, 30*24*time.Hour); err != nil {
+			return err
+		}
+		c.staleConsumer = d
+		return nil
+	}
+}
+
+// WithLogger sets the logger for background failures. Default slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if err := optcheck.NotNil(ErrInvalidOption, "logger", l == nil); err != nil {
+			return err
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithHooks sets callbacks for delivery events.
+func WithHooks(h Hooks) Option {
+	return func(c *config) error {
+		c.hooks = h
+		return nil
+	}
+}
+
+// ExponentialBackoff returns a Backoff of base·2^(attempt-2) with ±20 %
+// jitter, so retries of a burst spread out, and never more than limit: with
+// base 1 s the first retry comes after about 1 s, the second after about
+// 2 s. A base or limit <= 0 means no delay.
+func ExponentialBackoff(base, limit time.Duration) Backoff {
+	return func(attempt int) time.Duration {
+		d := min(base, limit)
+		if d <= 0 {
+			return 0
+		}
+		for i := 2; i < attempt && d < limit; i++ {
+			if d > limit/2 {
+				d = limit // doubling would pass the cap (or overflow)
+			} else {
+				d *= 2
+			}
+		}
+		lo := d - d/5
+		return lo + time.Duration(rand.Int64N(int64(min(d/5*2, limit-lo))+1))
+	}
+}
+
+// ConstantBackoff returns a Backoff that always waits d.
+func ConstantBackoff(d time.Duration) Backoff {
+	return func(int) time.Duration { return d }
+}

@@ -1,0 +1,185 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delaystream/delaystream/internal/shards"
+	"github.com/delaystream/delaystream/internal/stream"
+)
+
+// opTimeout bounds one Redis call made for a message outcome, so a hung
+// connection cannot stall a worker for ever.
+const opTimeout = 5 * time.Second
+
+// core is the part of a Consumer its roles share: where it reads, its
+// settings, its counters and the entries it holds. New fills it in; it
+// lives as long as the Consumer.
+type core struct {
+	rdb      redis.UniversalClient
+	queue    string
+	group    string
+	layout   *stream.Layout
+	shards   []*shard          // by shard number
+	byStream map[string]*shard // a shard by its main or retry stream's key
+	guard    *shards.Guard
+	h        Handler
+	cfg      config
+	ctr      counters
+	held     holdings
+}
+
+// shard is the keys of one shard of the queue, as the group uses them.
+type shard struct {
+	i     int
+	main  stream.Lane // the queue's lane: the group reads its stream
+	retry stream.Lane // the group's retry lane
+	dead  string      // the group's dead letters
+	// groups is the record of the groups that read main's stream
+	// (stream.Keys.Groups): trimming main waits for every one of them.
+	groups string
+}
+
+// init fills in c, with the keys of every shard of layout.
+func (c *core) init(rdb redis.UniversalClient, layout *stream.Layout, group string, h Handler, cfg config) {
+	c.rdb, c.queue, c.group, c.layout = rdb, layout.Queue(), group, layout
+	c.shards = make([]*shard, layout.Shards())
+	c.byStream = make(map[string]*shard, 2*layout.Shards())
+	c.guard = shards.NewGuard(layout, "consumer")
+	c.h, c.cfg, c.held.batches = h, cfg, make(map[*batch]struct{})
+	for i := range c.shards {
+		k := layout.Shard(i)
+		sh := &shard{i: i, main: k.Main(), retry: k.Retry(group), dead: k.DeadLetters(group), groups: k.Groups()}
+		c.shards[i] = sh
+		c.byStream[sh.main.Stream] = sh
+		c.byStream[sh.retry.Stream] = sh
+	}
+}
+
+// shardOf returns the shard of a stream key this consumer reads (main or
+// retry lane). Every key it holds entries of is one of those.
+func (c *core) shardOf(streamKey string) *shard { return c.byStream[streamKey] }
+
+// streams returns the keys of every stream the group reads: each shard's
+// main stream and retry lane stream.
+func (c *core) streams() []string {
+	out := make([]string, 0, 2*len(c.shards))
+	for _, sh := range c.shards {
+		out = append(out, sh.main.Stream, sh.retry.Stream)
+	}
+	return out
+}
+
+// ensureGroups creates the group on every shard's queue stream and retry
+// lane, in one pipeline.
+func (c *core) ensureGroups(ctx context.Context) error {
+	start := "0"
+	if c.cfg.fromNew {
+		start = "$"
+	}
+	type create struct {
+		key string
+		cmd *redis.StatusCmd
+	}
+	creates := make([]create, 0, 2*len(c.shards))
+	records := make([]*redis.IntCmd, len(c.shards))
+	pipe := c.rdb.Pipeline()
+	for i, sh := range c.shards {
+		creates = append(creates,
+			create{sh.main.Stream, pipe.XGroupCreateMkStream(ctx, sh.main.Stream, c.group, start)},
+			create{sh.retry.Stream, pipe.XGroupCreateMkStream(ctx, sh.retry.Stream, c.group, "0")})
+		records[i] = pipe.SAdd(ctx, sh.groups, c.group) // trimming waits for the groups recorded
+	}
+	_, _ = pipe.Exec(ctx) // errors are per command
+	for _, cr := range creates {
+		if err := cr.cmd.Err(); err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
+			err = stream.ExplainWrongType(ctx, c.rdb, err, stream.KeyType{Key: cr.key, Want: "stream"})
+			return fmt.Errorf("create group %s on %s: %w", c.group, cr.key, err)
+		}
+	}
+	for i, cmd := range records {
+		if err := cmd.Err(); err != nil {
+			err = stream.ExplainWrongType(ctx, c.rdb, err, stream.KeyType{Key: c.shards[i].groups, Want: "set"})
+			return fmt.Errorf("record group %s in %s: %w", c.group, c.shards[i].groups, err)
+		}
+	}
+	return nil
+}
+
+// runState is what one Run shares between its roles (reader, reclaimer,
+// workers, settler, acker, extender, trimmer); each role keeps its own
+// state in its own type.
+type runState struct {
+	c        *core
+	log      *slog.Logger
+	workCtx  context.Context // handlers' parent: cancelled only by the drain timeout
+	opCtx    context.Context // for recording outcomes: never cancelled (each call has its own timeout)
+	handlers sync.WaitGroup  // the workers; extension goes on until they are done
+}
+
+// failureLogEvery is how often a loop whose calls keep failing logs: its
+// first failure at once, then at most one line per interval, with the
+// count, so that an outage of Redis costs a few lines, not one per retry.
+const failureLogEvery = 30 * time.Second
+
+// failures tracks a loop's consecutive failed calls.
+type failures struct {
+	n      int       // consecutive failed calls
+	since  time.Time // the first of them
+	logged time.Time // the last line logged about them
+	stuck  bool      // the last line logged was about a key of the wrong type
+}
+
+// failed records a failed call and logs it at Warn if due. A key of the
+// wrong type (a *stream.KeyTypeError) is logged at Error, and at once
+// when the run of failures turns into one (its first failure may have
+// been another, such as the read that found its stream replaced): it
+// repeats until someone fixes the key.
+func (f *failures) failed(ctx context.Context, log *slog.Logger, msg string, err error, attrs ...slog.Attr) {
+	now := time.Now()
+	if f.n == 0 {
+		f.since = now
+	}
+	f.n++
+	stuck := errors.Is(err, stream.ErrWrongType)
+	if f.n == 1 || now.Sub(f.logged) >= failureLogEvery || stuck && !f.stuck {
+		level := slog.LevelWarn
+		if stuck {
+			level = slog.LevelError
+		}
+		attrs = append(attrs, slog.Any("err", err), slog.Int("failures", f.n), slog.Time("since", f.since))
+		log.LogAttrs(ctx, level, msg, attrs...)
+		f.logged, f.stuck = now, stuck
+	}
+}
+
+// succeeded ends a run of failures, saying so at Info if any was logged
+// after the first.
+func (f *failures) succeeded(ctx context.Context, log *slog.Logger, msg string) {
+	if f.n > 1 {
+		log.InfoContext(ctx, msg, slog.Int("failures", f.n), slog.Duration("after", time.Since(f.since)))
+	}
+	*f = failures{}
+}
+
+// jitter returns a random duration between d/2 and d, so that loops
+// that failed together do not retry together.
+func jitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
