@@ -1,24 +1,15 @@
 package delaystream
 
 import (
-	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/delay"
-	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/internal/mover"
+	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/internal/stream"
 )
-
-// ErrInvalidOption is wrapped by every error an Option, New or
-// [Queue.Handle] returns for bad input.
-var ErrInvalidOption = errors.New("delaystream: invalid option")
-
-// ErrRunning is returned by [Queue.Run] when the Queue is already running,
-// and wrapped by [Queue.Handle] called while it runs.
-var ErrRunning = errors.New("delaystream: already running")
 
 // Option configures a Queue.
 type Option func(*config) error

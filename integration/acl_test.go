@@ -19,12 +19,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/integration/internal/harness"
 	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/group"
-	"github.com/delaystream/delaystream/integration/internal/harness"
+	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/scripts"
-	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/stream"
 )
 

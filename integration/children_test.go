@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/internal/group"
-	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/mover"
+	"github.com/delaystream/delaystream/internal/redistest"
 )
 
 // childEnv carries a childSpec (JSON) to a re-executed test binary, which

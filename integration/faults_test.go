@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/integration/internal/harness"
-	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/mover"
+	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/stream"
 )
 

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/codec"
-	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/integration/internal/harness"
+	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/wire"
 )
 

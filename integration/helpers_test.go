@@ -14,11 +14,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/integration/internal/harness"
-	"github.com/delaystream/delaystream/internal/wire"
+	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/stream"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 func TestMain(m *testing.M) {

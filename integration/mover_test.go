@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/codec"
-	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/integration/internal/harness"
-	"github.com/delaystream/delaystream/internal/wire"
+	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/stream"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 // TestQuarantine plants an orphan (a delayed-set member without envelope)

@@ -23,8 +23,8 @@ import (
 
 	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/group"
-	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/mover"
+	"github.com/delaystream/delaystream/internal/redistest"
 )
 
 // TestRedisOutage takes Redis away for 10 s while a producer, a mover and

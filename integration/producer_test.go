@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/codec"
-	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/integration/internal/harness"
+	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/mover"
 )
 

@@ -27,8 +27,8 @@ import (
 	dsotel "github.com/delaystream/delaystream/contrib/otel"
 	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/group"
-	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/mover"
+	"github.com/delaystream/delaystream/internal/redistest"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }

@@ -23,8 +23,8 @@ import (
 	dsprom "github.com/delaystream/delaystream/contrib/prometheus"
 	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/group"
-	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/mover"
+	"github.com/delaystream/delaystream/internal/redistest"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }

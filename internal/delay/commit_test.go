@@ -300,7 +300,7 @@ func TestGroupCommitSameIDInArrivalOrder(t *testing.T) {
 			assert.True(t, base.Add(time.Duration(tc.minute)*time.Minute).Equal(tc.c.res.Due), "%s: due %v", tc.outcome, tc.c.res.Due)
 			if tc.outcome == delay.Rejected {
 				require.ErrorIs(t, tc.c.err, delay.ErrDuplicate)
-				assert.EqualError(t, tc.c.err, "schedule a: delay: duplicate message id")
+				assert.EqualError(t, tc.c.err, "schedule a: delaystream: duplicate message id")
 			} else {
 				require.NoError(t, tc.c.err)
 			}

@@ -2,11 +2,12 @@ package delay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/delaystream/delaystream/internal/errs"
 
 	"github.com/redis/go-redis/v9"
 
@@ -30,7 +31,7 @@ import (
 // WAIT covers only what its connection wrote before: for a confirmation
 // that covers the message itself, retry with [Replace] and the due time
 // the first call returned ([At]), which rewrites the same message.
-var ErrNotReplicated = errors.New("delay: write not confirmed by enough replicas")
+var ErrNotReplicated = errs.NotReplicated
 
 // Bounds of WithReplicaAck.
 const (

@@ -131,7 +131,7 @@ func TestWithReplicaAckOptions(t *testing.T) {
 			require.Error(t, err)
 			assert.Nil(t, q)
 			assert.ErrorIs(t, err, delay.ErrInvalidOption)
-			assert.Equal(t, "delay: invalid option: "+tt.msg, err.Error())
+			assert.Equal(t, "delaystream: invalid option: "+tt.msg, err.Error())
 		})
 	}
 }
@@ -265,7 +265,7 @@ func TestReplicaAckNotReplicated(t *testing.T) {
 			res, err := q.Schedule(ctx, delay.Message{ID: "order:1", Payload: []byte("x")}, delay.After(time.Hour))
 			took := time.Since(start)
 			require.ErrorIs(t, err, delay.ErrNotReplicated)
-			assert.Equal(t, "schedule orders: delay: write not confirmed by enough replicas: on master "+master+
+			assert.Equal(t, "schedule orders: delaystream: write not confirmed by enough replicas: on master "+master+
 				": 0 of 1 replicas confirmed within 100ms; the write is on the master but is lost if the master fails before a replica has it", err.Error())
 			assert.GreaterOrEqual(t, took, timeout, "returned before the WAIT timed out")
 			assert.Less(t, took, timeout+time.Second)

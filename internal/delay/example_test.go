@@ -169,7 +169,7 @@ func ExampleWithDuplicatePolicy() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// delay: invalid option: unknown duplicate policy 9
+	// delaystream: invalid option: unknown duplicate policy 9
 }
 
 // A sharded queue keeps each message in the shard of its id. The shard

@@ -2,8 +2,9 @@ package delay
 
 import (
 	"crypto/rand"
-	"errors"
 	"fmt"
+
+	"github.com/delaystream/delaystream/internal/errs"
 
 	"strconv"
 	"strings"
@@ -18,13 +19,13 @@ import (
 var (
 	// ErrInvalidMessage is wrapped when a message or a When is refused at the
 	// call; nothing is written.
-	ErrInvalidMessage = errors.New("delay: invalid message")
+	ErrInvalidMessage = errs.InvalidMessage
 	// ErrDuplicate is returned by Schedule when a message with the same id is
 	// already waiting and the policy is [Reject].
-	ErrDuplicate = errors.New("delay: duplicate message id")
+	ErrDuplicate = errs.Duplicate
 	// ErrNotFound means no message with that id is waiting: it never
 	// existed, was cancelled, or has already been promoted to the stream.
-	ErrNotFound = errors.New("delay: message not found")
+	ErrNotFound = errs.NotFound
 )
 
 // Message is what a producer schedules.

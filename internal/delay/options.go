@@ -1,9 +1,10 @@
 package delay
 
 import (
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/delaystream/delaystream/internal/errs"
 
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/optcheck"
@@ -11,7 +12,7 @@ import (
 )
 
 // ErrInvalidOption is wrapped by every error an Option or New returns.
-var ErrInvalidOption = errors.New("delay: invalid option")
+var ErrInvalidOption = errs.InvalidOption
 
 // Option configures a Queue.
 type Option func(*config) error

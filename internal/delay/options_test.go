@@ -67,7 +67,7 @@ func TestNew(t *testing.T) {
 			assert.Nil(t, q)
 			assert.ErrorIs(t, err, delay.ErrInvalidOption)
 			assert.Contains(t, err.Error(), tt.msg)
-			assert.True(t, strings.HasPrefix(err.Error(), "delay: invalid option: "), "error %q", err)
+			assert.True(t, strings.HasPrefix(err.Error(), "delaystream: invalid option: "), "error %q", err)
 		})
 	}
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delaystream/delaystream/codec"
-	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/internal/stream"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 // MaxPeek bounds the count of one [Queue.Peek] call.

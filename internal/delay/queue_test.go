@@ -68,28 +68,28 @@ func TestScheduleInvalidMessageWritesNothing(t *testing.T) {
 			res, err := q.ScheduleBatch(ctx, items)
 			assert.Nil(t, res)
 			return err
-		}, "schedule item 7: delay: invalid message: negative delay"},
+		}, "schedule item 7: delaystream: invalid message: negative delay"},
 		{"cancel empty id", func(ctx context.Context, t *testing.T, q *delay.Queue) error {
 			ok, err := q.Cancel(ctx, "")
 			assert.False(t, ok)
 			return err
-		}, "cancel: delay: invalid message: empty id"},
+		}, "cancel: delaystream: invalid message: empty id"},
 		{"get control-char id", func(ctx context.Context, t *testing.T, q *delay.Queue) error {
 			_, err := q.Get(ctx, "a\tb")
 			return err
-		}, "get: delay: invalid message"},
+		}, "get: delaystream: invalid message"},
 		{"reschedule empty id", func(ctx context.Context, t *testing.T, q *delay.Queue) error {
 			_, err := q.Reschedule(ctx, "", future)
 			return err
-		}, "reschedule: delay: invalid message: empty id"},
+		}, "reschedule: delaystream: invalid message: empty id"},
 		{"reschedule zero When", func(ctx context.Context, t *testing.T, q *delay.Queue) error {
 			_, err := q.Reschedule(ctx, "id", delay.When{})
 			return err
-		}, "reschedule id: delay: invalid message: zero When"},
+		}, "reschedule id: delaystream: invalid message: zero When"},
 		{"typed encoding failure", func(ctx context.Context, t *testing.T, q *delay.Queue) error {
 			_, err := delay.NewTyped[func()](q).Schedule(ctx, "f", func() {}, future)
 			return err
-		}, "delay: invalid message: codec: msgpack marshal"},
+		}, "delaystream: invalid message: codec: msgpack marshal"},
 	}
 	onEachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
@@ -146,7 +146,7 @@ func TestSchedulePolicies(t *testing.T) {
 				res, err = q.Schedule(ctx, delay.Message{ID: "m", Payload: []byte("v2"), OnDuplicate: tt.override}, delay.At(due2))
 				if tt.duplErr {
 					require.ErrorIs(t, err, delay.ErrDuplicate)
-					assert.Contains(t, err.Error(), "schedule m: delay: duplicate message id")
+					assert.Contains(t, err.Error(), "schedule m: delaystream: duplicate message id")
 				} else {
 					require.NoError(t, err)
 				}

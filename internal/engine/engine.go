@@ -23,8 +23,8 @@ import (
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/shards"
 	"github.com/delaystream/delaystream/internal/shardsub"
-	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/internal/stream"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 // callTimeout bounds one promote call, so a hung connection cannot stall a lane.

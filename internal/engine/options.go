@@ -1,20 +1,21 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/delaystream/delaystream/internal/errs"
 
 	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // ErrInvalidOption is wrapped by every error an Option or New returns.
-var ErrInvalidOption = errors.New("mover: invalid option")
+var ErrInvalidOption = errs.InvalidOption
 
 // ErrRunning is returned by Run when the Engine is already running.
-var ErrRunning = errors.New("mover: already running")
+var ErrRunning = errs.Running
 
 // Option configures an Engine.
 type Option func(*Config) error

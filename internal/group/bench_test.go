@@ -15,8 +15,8 @@ import (
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/redistest"
-	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/internal/stream"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 // BenchmarkConsumerBurst measures the consumer alone: each iteration fills

@@ -9,16 +9,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/delaystream/delaystream/internal/errs"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/scripts"
-	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/internal/stream"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 // ErrNotFound is returned when a dead letter does not exist.
-var ErrNotFound = errors.New("group: dead letter not found")
+var ErrNotFound = errs.NotFound
 
 // DeadLetters inspects, redrives and purges one group's dead letters. It is
 // safe for concurrent use and starts nothing.

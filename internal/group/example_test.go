@@ -126,7 +126,7 @@ func ExampleWithWorkers() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// group: invalid option: workers must be 1..4096, got 0
+	// delaystream: invalid option: workers must be 1..4096, got 0
 }
 
 // A handler says what should happen to a message that failed by wrapping

@@ -1,13 +1,14 @@
 package group
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/delaystream/delaystream/internal/errs"
 
 	"github.com/redis/go-redis/v9"
 
@@ -16,10 +17,10 @@ import (
 )
 
 // ErrInvalidOption is wrapped by every error an Option or a constructor returns.
-var ErrInvalidOption = errors.New("group: invalid option")
+var ErrInvalidOption = errs.InvalidOption
 
 // ErrRunning is returned by Run when the Consumer is already running.
-var ErrRunning = errors.New("group: consumer already running")
+var ErrRunning = errs.Running
 
 // Option configures a Consumer (and, for the options that apply, DeadLetters).
 type Option func(*config) error

@@ -80,7 +80,7 @@ func ExampleWithLeaseTTL() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// mover: invalid option: lease TTL 1.25s must exceed max idle 2s
+	// delaystream: invalid option: lease TTL 1.25s must exceed max idle 2s
 	// <nil>
 }
 
@@ -100,6 +100,6 @@ func ExampleWithShards() {
 		}}))
 	fmt.Println(err, m.Shards(), m.Owned())
 	// Output:
-	// mover: invalid option: shard count must be 1..1024, got 0
+	// delaystream: invalid option: shard count must be 1..1024, got 0
 	// <nil> 16 []
 }

@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/codec"
-	"github.com/delaystream/delaystream/internal/redistest"
-	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/internal/mover"
+	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/stream"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 func TestWithShards(t *testing.T) {

@@ -49,5 +49,5 @@ func ExampleKeyTypeError() {
 	fmt.Println(err)
 	// Output:
 	// true ds:1:{orders}:z true
-	// promote ds:1:{orders}:z: key ds:1:{orders}:z holds a string, want a zset: stream: key holds the wrong type
+	// promote ds:1:{orders}:z: key ds:1:{orders}:z holds a string, want a zset: delaystream: key holds the wrong type
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/delaystream/delaystream/internal/errs"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delaystream/delaystream/internal/wire"
@@ -122,7 +124,7 @@ func parseQuarantined(m redis.XMessage) Quarantined {
 }
 
 // ErrWrongType is wrapped by [*KeyTypeError].
-var ErrWrongType = errors.New("stream: key holds the wrong type")
+var ErrWrongType = errs.WrongType
 
 // KeyTypeError reports a key of a queue that holds a value of another type
 // than the library keeps there (someone SET the delayed set, say). Every

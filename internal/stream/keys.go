@@ -1,11 +1,12 @@
 package stream
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/delaystream/delaystream/internal/errs"
 
 	"github.com/delaystream/delaystream/internal/wire"
 )
@@ -20,7 +21,7 @@ const LayoutVersion = "1"
 const MaxNameLen = 128
 
 // ErrInvalidName is wrapped by the errors of [ValidateName].
-var ErrInvalidName = errors.New("stream: invalid name")
+var ErrInvalidName = errs.InvalidName
 
 // ValidateName reports whether s is usable as a prefix, queue or group name:
 // 1 to [MaxNameLen] bytes of printable UTF-8 with no spaces and no braces

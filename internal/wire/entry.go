@@ -1,13 +1,14 @@
 package wire
 
 import (
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
 	"strings"
 	"time"
 	"unsafe"
+
+	"github.com/delaystream/delaystream/internal/errs"
 
 	"github.com/delaystream/delaystream/codec"
 )
@@ -34,7 +35,7 @@ func RetryMember(id, entry string) string { return id + RetrySep + entry }
 // ErrMalformed is wrapped by [*EntryError] when a field is missing or has the
 // wrong type or syntax. Envelope decoding failures wrap the codec's errors
 // (codec.ErrUnknownFormat, codec.ErrCorrupt) instead.
-var ErrMalformed = errors.New("stream: malformed entry")
+var ErrMalformed = errs.Malformed
 
 // EntryError reports a stream entry that could not be decoded.
 type EntryError struct {

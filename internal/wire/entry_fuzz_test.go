@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/delaystream/delaystream/codec"
-	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/internal/stream"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 // FuzzDecode feeds arbitrary field values to Decode, as a hostile or

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/codec"
-	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/delaystream/delaystream/internal/stream"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 // values converts Encode's field list into what go-redis returns in
@@ -213,7 +213,7 @@ func TestEntryTime(t *testing.T) {
 func TestEntryErrorUnwrap(t *testing.T) {
 	t.Parallel()
 	err := &stream.EntryError{Stream: "s", EntryID: "1-0", Err: stream.ErrMalformed}
-	assert.Equal(t, "decode s/1-0: stream: malformed entry", err.Error())
+	assert.Equal(t, "decode s/1-0: delaystream: malformed entry", err.Error())
 	assert.Equal(t, stream.ErrMalformed, errors.Unwrap(err))
 }
 
