@@ -1,6 +1,7 @@
 package delaystream
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -11,27 +12,44 @@ import (
 	"github.com/delaystream/delaystream/internal/stream"
 )
 
-// Option configures a Queue.
+// Option configures a [Queue]: its keys, its codec, how it schedules and
+// how it promotes. Options for a consumer group are [GroupOption]s.
 type Option func(*config) error
 
+// config is the one configuration every part of a Queue is built from.
 type config struct {
-	prefix    string
-	shards    int
-	codec     codec.Codec
-	logger    *slog.Logger
-	drain     time.Duration
-	promote   bool
-	producer  []delay.Option
-	moverOpts []mover.Option
+	prefix   string
+	shards   int
+	codec    codec.Codec
+	logger   *slog.Logger
+	drain    time.Duration
+	promote  bool
+	producer []delay.Option // scheduling options, after prefix, shards and codec
+	mover    []mover.Option // promotion options, after prefix, shards and logger
 }
 
-// DefaultDrain is how long, by default, in-flight handlers may run on after
-// Run's ctx is cancelled (see [WithDrainTimeout]).
-const DefaultDrain = 10 * time.Second
+// The defaults of the queue options.
+const (
+	// DefaultPrefix is the key prefix of a queue built without [WithPrefix].
+	DefaultPrefix = stream.DefaultPrefix
+	// DefaultDrain is how long, by default, in-flight handlers may run on
+	// after Run's ctx is cancelled (see [WithDrainTimeout]).
+	DefaultDrain = 10 * time.Second
+	// DefaultMaxPayload is the largest payload accepted by default, in bytes
+	// (see [WithMaxPayload]).
+	DefaultMaxPayload = delay.DefaultMaxPayload
+	// MaxShards is the largest shard count [WithShards] takes.
+	MaxShards = stream.MaxShards
+)
 
-// WithPrefix sets the key prefix of every key of the queue. Default
-// stream.DefaultPrefix ("ds"). It is given to the producer, the mover and
-// every consumer group of the Queue, so the parts cannot disagree.
+func newConfig(opts []Option) (config, error) {
+	cfg := config{prefix: DefaultPrefix, shards: 1, codec: codec.Msgpack, drain: DefaultDrain, promote: true, logger: slog.Default()}
+	return cfg, optcheck.Apply(ErrInvalidOption, &cfg, opts)
+}
+
+// WithPrefix sets the prefix of every key of the queue. Default
+// [DefaultPrefix] ("ds"). Every process using the queue must use the same
+// prefix; queues with different prefixes are unrelated.
 func WithPrefix(p string) Option {
 	return func(c *config) error {
 		c.prefix = p
@@ -39,25 +57,23 @@ func WithPrefix(p string) Option {
 	}
 }
 
-// WithShards splits the queue into n shards (1 to stream.MaxShards;
-// default 1), each under its own Redis Cluster hash tag, so that one queue
-// spreads over the masters of a cluster. The count is part of the queue:
-// it is recorded in Redis at first use, and every part of the Queue (the
-// producer, the mover, every group) and every other process using the
-// queue must use the same count; one built with another count fails at its
-// first call with an error wrapping stream.ErrShardCount and writes
-// nothing. Changing a live queue's count is refused; see "Sharded queues"
-// in the README for the procedure.
+// WithShards splits the queue into n shards (1 to [MaxShards]; default 1),
+// each under its own Redis Cluster hash tag, so that one queue spreads over
+// the masters of a cluster. A message goes to the shard of its id. The
+// count is part of the queue: it is recorded in Redis at first use, and a
+// process using the queue with another count fails at its first call with
+// an error wrapping [ErrShardCount] and writes nothing. See
+// docs/sharding.md for changing a live queue's count.
 func WithShards(n int) Option {
 	return func(c *config) error {
 		c.shards = n
-		return optcheck.Range(ErrInvalidOption, "shard count", n, 1, stream.MaxShards)
+		return optcheck.Range(ErrInvalidOption, "shard count", n, 1, MaxShards)
 	}
 }
 
-// WithCodec sets the codec of typed payloads ([Schedule], [HandleTyped],
-// delay.NewTyped on [Queue.Producer]). Default codec.Msgpack. Producer and
-// consumers of the Queue share it, so they cannot disagree.
+// WithCodec sets the codec of typed payloads ([Schedule], [Get],
+// [HandleTyped]). Default codec.Msgpack. Producers and consumers of a
+// queue must use the same codec.
 func WithCodec(cd codec.Codec) Option {
 	return func(c *config) error {
 		c.codec = cd
@@ -65,9 +81,8 @@ func WithCodec(cd codec.Codec) Option {
 	}
 }
 
-// WithLogger sets the logger of the mover and of every consumer group for
-// background failures. Default slog.Default(). A group's own
-// group.WithLogger, given to [Queue.Handle], takes precedence for it.
+// WithLogger sets the logger of background failures (promotion and every
+// consumer group). Default slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		c.logger = l
@@ -75,10 +90,10 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithDrainTimeout sets how long in-flight handlers of every group may run
-// on after Run's ctx is cancelled, before their contexts are cancelled
-// (100 ms to 10 min). Default [DefaultDrain]. A group's own
-// group.WithDrainTimeout takes precedence for it.
+// WithDrainTimeout sets how long in-flight handlers may run on after Run's
+// ctx is cancelled, before their contexts are cancelled (100 ms to 10 min).
+// Default [DefaultDrain]. An entry whose handler is cancelled is handed
+// back to its group at once.
 func WithDrainTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		c.drain = d
@@ -86,12 +101,12 @@ func WithDrainTimeout(d time.Duration) Option {
 	}
 }
 
-// WithoutPromotion makes Run run only the consumer groups, not the queue's
-// mover: for processes that must not promote (another deployment runs the
-// mover). By default Run promotes: any number of processes may, and the
-// mover's lease makes one of them do the work. Without a mover somewhere,
-// nothing is ever delivered. (Each group's retry lane is promoted by its
-// consumers either way.)
+// WithoutPromotion makes [Queue.Run] run only the consumer groups, not
+// the promotion of due messages: for processes that must not promote. By
+// default Run promotes; any number of processes may, and a lease makes one
+// of them do the work at a time. Without promotion somewhere, nothing is
+// ever delivered. (Each group's retries are promoted by its consumers
+// either way.)
 func WithoutPromotion() Option {
 	return func(c *config) error {
 		c.promote = false
@@ -99,25 +114,60 @@ func WithoutPromotion() Option {
 	}
 }
 
-// WithProducerOptions passes options to the queue's producer (delay.New):
-// duplicate policy, payload limit, batch size. A delay.WithPrefix or
-// delay.WithCodec (a codec of another type) that disagrees with the queue's
-// is refused with an error: use [WithPrefix] and [WithCodec], which every
-// part shares.
-func WithProducerOptions(opts ...delay.Option) Option {
+// WithDuplicatePolicy sets what scheduling does when a message with the
+// same id is already waiting. Default [Keep]. A message's own
+// OnDuplicate overrides it.
+func WithDuplicatePolicy(p Policy) Option {
+	return producerOption(delay.WithDuplicatePolicy(delay.Policy(p)))
+}
+
+// WithMaxPayload sets the largest payload accepted, in bytes (1 to
+// 64 MiB). Default [DefaultMaxPayload] (1 MiB). A larger payload is
+// refused with [ErrInvalidMessage] and nothing is written.
+func WithMaxPayload(n int) Option { return producerOption(delay.WithMaxPayload(n)) }
+
+// WithExpireAfter gives every message scheduled without a Deadline the
+// deadline d after its due time: a group that gets it later dead-letters it
+// with the reason [ReasonExpired] instead of handling it. d must be
+// positive. Default: messages never expire.
+func WithExpireAfter(d time.Duration) Option { return producerOption(delay.WithExpireAfter(d)) }
+
+// WithReplicaAck makes every write of a message (Schedule, ScheduleBatch,
+// Cancel, Reschedule) wait until at least replicas replicas of its master
+// have it (Redis WAIT), for at most timeout. A write fewer replicas
+// confirmed returns an error wrapping [ErrNotReplicated]: it was made on
+// the master and may or may not survive a failover. The client must be a
+// *redis.Client or a *redis.ClusterClient; any other is refused with
+// [ErrInvalidOption]. See docs/reliability.md.
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return producerOption(delay.WithReplicaAck(replicas, timeout))
+}
+
+// WithoutGroupCommit makes every Schedule call its own script call.
+// Default: concurrent Schedule calls of a process share script calls
+// (group commit), which multiplies the rate under concurrency and costs a
+// lone caller nothing. Turn it off when go-redis hooks must see one command
+// per Schedule, or when a caller's ctx deadline must bound its own call's
+// socket I/O (a shared call runs under the latest deadline of its callers).
+func WithoutGroupCommit() Option { return producerOption(delay.WithoutGroupCommit()) }
+
+// WithMoverHooks sets callbacks for promotion events, for metrics and
+// tracing (see [MoverHooks]).
+func WithMoverHooks(h MoverHooks) Option {
 	return func(c *config) error {
-		c.producer = append(c.producer, opts...)
+		c.mover = append(c.mover, mover.WithHooks(mover.Hooks(h)))
 		return nil
 	}
 }
 
-// WithMoverOptions passes options to the queue's mover (mover.New): batch
-// size, max idle, lease TTL, hooks. A mover.WithPrefix that disagrees
-// with the queue's is refused with an error: use [WithPrefix]. A mover.WithLogger takes precedence over
-// [WithLogger] for the mover.
-func WithMoverOptions(opts ...mover.Option) Option {
+func producerOption(o delay.Option) Option {
 	return func(c *config) error {
-		c.moverOpts = append(c.moverOpts, opts...)
+		c.producer = append(c.producer, o)
 		return nil
 	}
+}
+
+// partError wraps the error of building a part from the queue's options.
+func partError(part string, err error) error {
+	return fmt.Errorf("%w: %s: %w", ErrInvalidOption, part, err)
 }

@@ -4,18 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/mover"
@@ -23,246 +19,154 @@ import (
 	"github.com/delaystream/delaystream/internal/stream"
 )
 
-// Queue is the front door to one queue: its producer, its mover and its
-// consumer groups, built from one Redis client and one set of options, so
-// that the parts cannot disagree on the prefix or the codec. Schedule,
-// Cancel, Reschedule and Get work at once; [Queue.Handle] adds consumer
-// groups, and [Queue.Run] runs the mover and every group until its ctx is
-// cancelled. Its methods are safe for concurrent use.
-//
-// The parts stay available ([Queue.Producer], [Queue.Mover],
-// [Queue.Consumer]) and usable on their own (packages delay, mover and
-// group) for programs that want to wire them themselves.
+// Queue is one queue: its scheduling, its promotion of due messages and
+// its consumer groups, built from one Redis client and one set of options.
+// Schedule, Cancel, Reschedule and Get work at once; [Queue.Handle] adds
+// consumer groups, and [Queue.Run] runs promotion and every group until its
+// ctx is cancelled. Its methods are safe for concurrent use.
 type Queue struct {
 	rdb      redis.UniversalClient
 	name     string
 	layout   *stream.Layout
 	cfg      config
 	producer *delay.Queue
-	mover    *mover.Mover // nil with WithoutPromotion
+	mover    *mover.Mover // nil WithoutPromotion
 
 	mu      sync.Mutex
 	running bool
-	groups  []part // consumer groups, in the order of Handle
+	groups  []*Group // in the order of Handle
 }
 
-// New returns the Queue named queue. It validates its arguments and
-// options (errors wrap [ErrInvalidOption]), talks to no server and starts
-// nothing: call [Queue.Handle] for each consumer group, then [Queue.Run].
-// The client is borrowed and never closed. queue must satisfy
-// stream.ValidateName.
-func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Queue, error) {
+// New returns the Queue named name. It validates its arguments and options
+// (errors wrap [ErrInvalidOption] or [ErrInvalidName]), talks to no server
+// and starts nothing: call [Queue.Handle] for each consumer group, then
+// [Queue.Run]. The client is borrowed and never closed. A name is 1 to 128
+// bytes without control characters, braces, '*' or '?'.
+func New(rdb redis.UniversalClient, name string, opts ...Option) (*Queue, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
 	}
-	cfg := config{prefix: stream.DefaultPrefix, shards: 1, codec: codec.Msgpack, drain: DefaultDrain, promote: true}
-	if err := optcheck.Apply(ErrInvalidOption, &cfg, opts); err != nil {
+	cfg, err := newConfig(opts)
+	if err != nil {
 		return nil, err
 	}
-	layout, err := stream.NewLayout(cfg.prefix, queue, cfg.shards)
+	layout, err := stream.NewLayout(cfg.prefix, name, cfg.shards)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
-	q := &Queue{rdb: rdb, name: queue, layout: layout, cfg: cfg}
-	// Every part gets the queue's prefix, shard count and codec first and
-	// the caller's part options after them; a part option that set another
-	// prefix, count or codec would make the parts disagree, so it is refused.
+	q := &Queue{rdb: rdb, name: name, layout: layout, cfg: cfg}
 	popts := append([]delay.Option{delay.WithPrefix(cfg.prefix), delay.WithShards(cfg.shards), delay.WithCodec(cfg.codec)}, cfg.producer...)
-	if q.producer, err = delay.New(rdb, queue, popts...); err != nil {
-		return nil, fmt.Errorf("%w: producer: %w", ErrInvalidOption, err)
-	}
-	if q.producer.Shards() != cfg.shards {
-		return nil, fmt.Errorf("%w: producer options set a shard count: use delaystream.WithShards", ErrInvalidOption)
-	}
-	if q.producer.Keys() != layout.Shard(0) {
-		return nil, fmt.Errorf("%w: producer options set a prefix: use delaystream.WithPrefix", ErrInvalidOption)
-	}
-	if reflect.TypeOf(q.producer.Codec()) != reflect.TypeOf(cfg.codec) {
-		return nil, fmt.Errorf("%w: producer options set a codec: use delaystream.WithCodec", ErrInvalidOption)
+	if q.producer, err = delay.New(rdb, name, popts...); err != nil {
+		return nil, partError("scheduling", err)
 	}
 	if cfg.promote {
-		mopts := append([]mover.Option{mover.WithLogger(q.logger()), mover.WithPrefix(cfg.prefix), mover.WithShards(cfg.shards)}, cfg.moverOpts...)
-		if q.mover, err = mover.New(rdb, queue, mopts...); err != nil {
-			return nil, fmt.Errorf("%w: mover: %w", ErrInvalidOption, err)
-		}
-		if q.mover.Prefix() != cfg.prefix {
-			return nil, fmt.Errorf("%w: mover options set a prefix: use delaystream.WithPrefix", ErrInvalidOption)
-		}
-		if q.mover.Shards() != cfg.shards {
-			return nil, fmt.Errorf("%w: mover options set a shard count: use delaystream.WithShards", ErrInvalidOption)
+		mopts := append([]mover.Option{mover.WithLogger(cfg.logger), mover.WithPrefix(cfg.prefix), mover.WithShards(cfg.shards)}, cfg.mover...)
+		if q.mover, err = mover.New(rdb, name, mopts...); err != nil {
+			return nil, partError("promotion", err)
 		}
 	}
 	return q, nil
 }
 
-// part is a consumer group of the Queue.
-type part struct {
-	name string
-	c    *group.Consumer
-}
-
 // Name returns the queue's name.
 func (q *Queue) Name() string { return q.name }
 
-// Keys returns the queue's key layout: the names of its Redis keys, for
-// tools and for reading with package stream. On a sharded queue they are
-// shard 0's; see [Queue.Layout].
-func (q *Queue) Keys() stream.Keys { return q.layout.Shard(0) }
-
-// Layout returns the names of every key of the queue, shard by shard.
-func (q *Queue) Layout() *stream.Layout { return q.layout }
-
-// Len returns how many messages are waiting; see delay.Queue.Len.
-func (q *Queue) Len(ctx context.Context) (int64, error) { return q.producer.Len(ctx) }
-
-// Stats returns figures about the waiting messages (waiting, overdue, next
-// due, by the Redis clock); see delay.Queue.Stats. Each group's figures
-// come from [Queue.Consumer]'s Stats.
-func (q *Queue) Stats(ctx context.Context) (delay.Stats, error) { return q.producer.Stats(ctx) }
+// Stats returns the figures of the waiting messages (waiting, overdue,
+// next due, by the Redis clock), over every shard. Each group's figures
+// come from [Group.Stats].
+func (q *Queue) Stats(ctx context.Context) (Stats, error) {
+	s, err := q.producer.Stats(ctx)
+	return Stats(s), err
+}
 
 // Quarantine returns up to count entries of the queue's quarantine, oldest
-// first, after entry id after ("" for the beginning): the waiting-set
-// members the mover could not read, with their bytes and a reason; see
-// stream.ReadQuarantine. A sharded queue's quarantine is read shard by
-// shard, and its entry ids carry their shard, "<ms>-<seq>@<shard>".
-func (q *Queue) Quarantine(ctx context.Context, after string, count int64) ([]stream.Quarantined, error) {
-	n := q.layout.Shards()
-	if n == 1 {
-		return stream.ReadQuarantine(ctx, q.rdb, q.layout.Shard(0).Main().Quarantine, after, count)
-	}
+// first, after entry id after ("" for the beginning): the waiting messages
+// promotion could not read, with their bytes and a reason. A sharded
+// queue's quarantine is read shard by shard, and its entry ids carry their
+// shard, "<ms>-<seq>@<shard>".
+func (q *Queue) Quarantine(ctx context.Context, after string, count int64) ([]Quarantined, error) {
 	if count < 1 {
 		return nil, fmt.Errorf("%w: count must be >= 1, got %d", ErrInvalidOption, count)
 	}
-	shard, id := 0, ""
-	if after != "" {
-		var sh string
-		var ok bool
-		id, sh, ok = strings.Cut(after, "@")
-		var err error
-		if shard, err = strconv.Atoi(sh); !ok || err != nil || shard < 0 || shard >= n {
-			return nil, fmt.Errorf("%w: quarantine cursor %q: want <ms>-<seq>@<shard>, as returned", ErrInvalidOption, after)
-		}
+	n := q.layout.Shards()
+	shard, id, err := quarantineCursor(after, n)
+	if err != nil {
+		return nil, err
 	}
-	var out []stream.Quarantined
+	var out []Quarantined
 	for ; shard < n && int64(len(out)) < count; shard, id = shard+1, "" {
 		page, err := stream.ReadQuarantine(ctx, q.rdb, q.layout.Shard(shard).Main().Quarantine, id, count-int64(len(out)))
 		if err != nil {
 			return out, err
 		}
 		for _, e := range page {
-			e.EntryID += "@" + strconv.Itoa(shard)
-			out = append(out, e)
+			if n > 1 {
+				e.EntryID += "@" + strconv.Itoa(shard)
+			}
+			out = append(out, Quarantined(e))
 		}
 	}
 	return out, nil
 }
 
-// Producer returns the queue's producer, for what the Queue does not
-// forward (Typed wrappers with headers, delay.NewTyped).
-func (q *Queue) Producer() *delay.Queue { return q.producer }
-
-// Mover returns the queue's mover (its Counters), nil when the Queue was
-// built [WithoutPromotion].
-func (q *Queue) Mover() *mover.Mover { return q.mover }
-
-// Consumer returns the consumer of the group name added with [Queue.Handle], nil if
-// none.
-func (q *Queue) Consumer(name string) *group.Consumer {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, p := range q.groups {
-		if p.name == name {
-			return p.c
-		}
+// quarantineCursor splits a quarantine cursor into its shard and entry id.
+func quarantineCursor(after string, shards int) (int, string, error) {
+	if after == "" || shards == 1 {
+		return 0, after, nil
 	}
-	return nil
-}
-
-func (q *Queue) logger() *slog.Logger {
-	if q.cfg.logger != nil {
-		return q.cfg.logger
+	id, sh, ok := strings.Cut(after, "@")
+	shard, err := strconv.Atoi(sh)
+	if !ok || err != nil || shard < 0 || shard >= shards {
+		return 0, "", fmt.Errorf("%w: quarantine cursor %q: want <ms>-<seq>@<shard>, as returned", ErrInvalidOption, after)
 	}
-	return slog.Default()
-}
-
-// Schedule stores msg until when; see delay.Queue.Schedule.
-func (q *Queue) Schedule(ctx context.Context, msg Message, when When) (Result, error) {
-	return q.producer.Schedule(ctx, msg, when)
-}
-
-// ScheduleBatch schedules many messages with one round trip per chunk;
-// see delay.Queue.ScheduleBatch.
-func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, error) {
-	return q.producer.ScheduleBatch(ctx, items)
-}
-
-// Cancel removes the waiting message id and reports whether it was
-// waiting; see delay.Queue.Cancel.
-func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
-	return q.producer.Cancel(ctx, id)
-}
-
-// Reschedule changes the due time of the waiting message id; see
-// delay.Queue.Reschedule.
-func (q *Queue) Reschedule(ctx context.Context, id string, when When) (time.Time, error) {
-	return q.producer.Reschedule(ctx, id, when)
-}
-
-// Get returns the waiting message id; see delay.Queue.Get.
-func (q *Queue) Get(ctx context.Context, id string) (codec.Envelope, error) {
-	return q.producer.Get(ctx, id)
+	return shard, id, nil
 }
 
 // Handle adds consumer group name to the queue: [Queue.Run] will run one
-// member of it, with h as its handler. Every group gets every message and
-// retries and dead-letters on its own. opts tune the group (workers,
-// attempts, backoff, ...); the queue's prefix, logger and drain timeout
-// are its defaults, and a group.WithPrefix among opts that disagrees is refused, as is a
-// group added twice or after Run started (wrapping [ErrRunning]). It
-// returns the group's consumer, for its Counters, Stats and dead letters.
-func (q *Queue) Handle(name string, h group.Handler, opts ...group.Option) (*group.Consumer, error) {
-	// The Queue runs the queue's mover itself (unless WithoutPromotion), with
-	// the mover options it was given: its consumers do not run their own.
-	base := []group.Option{group.WithLogger(q.logger()), group.WithDrainTimeout(q.cfg.drain), group.WithPrefix(q.cfg.prefix), group.WithShards(q.cfg.shards),
-		group.WithoutPromotion()}
-	c, err := group.New(q.rdb, q.name, name, h, append(base, opts...)...)
+// consumer of it in this process, with h as its handler. Every group gets
+// every message and retries and dead-letters on its own. A group added
+// twice, or while the queue runs (wrapping [ErrRunning]), is refused, as
+// are invalid options (wrapping [ErrInvalidOption]).
+func (q *Queue) Handle(name string, h Handler, opts ...GroupOption) (*Group, error) {
+	if h == nil {
+		return nil, fmt.Errorf("%w: group %s: nil handler", ErrInvalidOption, name)
+	}
+	return q.handle(name, h, opts)
+}
+
+func (q *Queue) handle(name string, h Handler, opts []GroupOption) (*Group, error) {
+	var gc groupConfig
+	if err := optcheck.Apply(ErrInvalidOption, &gc, opts); err != nil {
+		return nil, fmt.Errorf("group %s: %w", name, err)
+	}
+	// The queue runs promotion itself (unless WithoutPromotion): its
+	// consumers do not run their own.
+	gopts := []group.Option{group.WithLogger(q.cfg.logger), group.WithDrainTimeout(q.cfg.drain),
+		group.WithPrefix(q.cfg.prefix), group.WithShards(q.cfg.shards), group.WithoutPromotion()}
+	if gc.hooks != nil {
+		gopts = append(gopts, group.WithHooks(gc.hooks.internal()))
+	}
+	c, err := group.New(q.rdb, q.name, name, internalHandler(chain(h, gc.middleware, gc.timeout)), append(gopts, gc.opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: group %s: %w", ErrInvalidOption, name, err)
-	}
-	if c.Shards() != q.cfg.shards {
-		return nil, fmt.Errorf("%w: group %s: options set a shard count: use delaystream.WithShards", ErrInvalidOption, name)
-	}
-	if c.DeadLetters().Key() != q.layout.Shard(0).DeadLetters(name) {
-		return nil, fmt.Errorf("%w: group %s: options set a prefix: use delaystream.WithPrefix", ErrInvalidOption, name)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch {
 	case q.running:
 		return nil, fmt.Errorf("handle %s: %w (add groups before Run)", name, ErrRunning)
-	case slices.ContainsFunc(q.groups, func(p part) bool { return p.name == name }):
-		return nil, fmt.Errorf("%w: group %s added twice (one consumer runs many workers: group.WithWorkers)", ErrInvalidOption, name)
+	case slices.ContainsFunc(q.groups, func(g *Group) bool { return g.name == name }):
+		return nil, fmt.Errorf("%w: group %s added twice (one consumer runs many workers: WithWorkers)", ErrInvalidOption, name)
 	}
-	q.groups = append(q.groups, part{name: name, c: c})
-	return c, nil
+	g := &Group{name: name, c: c}
+	q.groups = append(q.groups, g)
+	return g, nil
 }
 
-// HandleTyped is [Queue.Handle] for payloads of type T, decoded with the
-// queue's codec (see [WithCodec]); an undecodable payload is dead-lettered.
-func HandleTyped[T any](q *Queue, name string, h func(ctx context.Context, m *group.Message, v T) error, opts ...group.Option) (*group.Consumer, error) {
-	return q.Handle(name, group.Typed(q.cfg.codec, h), opts...)
-}
-
-// Schedule is [Queue.Schedule] for a payload of type T, encoded with the
-// queue's codec (see [WithCodec]). id may be empty for a generated one.
-func Schedule[T any](ctx context.Context, q *Queue, id string, v T, when When) (Result, error) {
-	return delay.NewTyped[T](q.producer).Schedule(ctx, id, v, when)
-}
-
-// Run runs the queue's mover (unless [WithoutPromotion]) and one consumer
+// Run runs the promotion of due messages (unless [WithoutPromotion]) and one consumer
 // of every group added with [Queue.Handle], until ctx is cancelled or one
 // of them fails. It first creates every group (see
-// [group.Consumer.CreateGroup]; it waits while Redis is unreachable), so
+// it waits while Redis is unreachable), so
 // that each group gets every message the mover then promotes. On cancellation every group stops reading at once and
 // lets its in-flight handlers finish within the drain timeout (see
 // [WithDrainTimeout]); Run then returns nil. It returns the first real
@@ -302,7 +206,7 @@ func (q *Queue) Run(ctx context.Context) error {
 	var create errgroup.Group
 	for _, p := range groups {
 		create.Go(func() error {
-			if err := p.c.CreateGroup(ctx); err != nil && !errors.Is(err, stream.ErrWrongType) && ctx.Err() == nil {
+			if err := p.c.CreateGroup(ctx); err != nil && !errors.Is(err, ErrWrongType) && ctx.Err() == nil {
 				return wrapPart("group "+p.name, err)
 			}
 			return nil

@@ -17,9 +17,6 @@ import (
 
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/codec"
-	"github.com/delaystream/delaystream/internal/delay"
-	"github.com/delaystream/delaystream/internal/group"
-	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/stream"
 )
@@ -66,16 +63,19 @@ func TestQueueFanOut(t *testing.T) {
 	require.NoError(t, err)
 
 	var s seen
+	groups := map[string]*delaystream.Group{}
 	for _, g := range []string{"billing", "audit"} {
-		_, err := q.Handle(g, func(_ context.Context, m *group.Message) error {
+		grp, err := q.Handle(g, func(_ context.Context, m *delaystream.Delivery) error {
 			s.add(g, m.ID, string(m.Payload))
 			return nil
-		}, group.WithWorkers(2))
+		}, delaystream.WithWorkers(2))
 		require.NoError(t, err)
+		assert.Equal(t, g, grp.Name())
+		groups[g] = grp
 	}
 	type order struct{ N int }
 	typed := make(chan order, 20)
-	_, err = delaystream.HandleTyped(q, "typed", func(_ context.Context, _ *group.Message, o order) error {
+	_, err = delaystream.HandleTyped(q, "typed", func(_ context.Context, _ *delaystream.Delivery, o order) error {
 		typed <- o
 		return nil
 	})
@@ -110,8 +110,8 @@ func TestQueueFanOut(t *testing.T) {
 			s.mu.Lock()
 			billing, audit := len(s.got["billing"]), len(s.got["audit"])
 			s.mu.Unlock()
-			require.FailNow(t, "not every group was served", "billing %d, audit %d, typed %d of %d; promoted %d",
-				billing, audit, len(typed), len(want), q.Mover().Counters().Promoted)
+			require.FailNow(t, "not every group was served", "billing %d, audit %d, typed %d of %d",
+				billing, audit, len(typed), len(want))
 		}
 	}
 	cancel()
@@ -129,9 +129,12 @@ func TestQueueFanOut(t *testing.T) {
 	}
 	assert.Len(t, got, 11, "the typed group decodes every payload with the queue's codec")
 	assert.True(t, got[42])
-	assert.Equal(t, uint64(11), q.Mover().Counters().Promoted)
-	assert.Equal(t, uint64(11), q.Consumer("billing").Counters().Acked)
-	assert.Nil(t, q.Consumer("nope"))
+	assert.Equal(t, uint64(11), groups["billing"].Counters().Acked)
+	st, err := groups["audit"].Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "audit", st.Group)
+	assert.Zero(t, st.Pending)
+	assert.Zero(t, st.DeadLetters)
 }
 
 // A Queue built WithoutPromotion runs only its groups; another process's
@@ -143,9 +146,8 @@ func TestQueueWithoutPromotion(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	consumers, err := delaystream.New(rdb, "q", delaystream.WithPrefix(prefix), delaystream.WithoutPromotion())
 	require.NoError(t, err)
-	assert.Nil(t, consumers.Mover())
 	got := make(chan string, 1)
-	_, err = consumers.Handle("g", func(_ context.Context, m *group.Message) error { got <- m.ID; return nil })
+	_, err = consumers.Handle("g", func(_ context.Context, m *delaystream.Delivery) error { got <- m.ID; return nil })
 	require.NoError(t, err)
 	promoter, err := delaystream.New(rdb, "q", delaystream.WithPrefix(prefix))
 	require.NoError(t, err)
@@ -184,15 +186,11 @@ func TestNewRefuses(t *testing.T) {
 		{"bad prefix", "q", []delaystream.Option{delaystream.WithPrefix("{x}")}, "prefix name"},
 		{"nil codec", "q", []delaystream.Option{delaystream.WithCodec(nil)}, "nil codec"},
 		{"drain", "q", []delaystream.Option{delaystream.WithDrainTimeout(0)}, "drain timeout"},
-		{"producer prefix", "q", []delaystream.Option{delaystream.WithProducerOptions(delay.WithPrefix("other"))}, "producer options set a prefix"},
-		{"producer codec", "q", []delaystream.Option{delaystream.WithProducerOptions(delay.WithCodec(codec.JSON))}, "producer options set a codec"},
-		{"producer bad option", "q", []delaystream.Option{delaystream.WithProducerOptions(delay.WithMaxPayload(-1))}, "producer"},
-		{"mover prefix", "q", []delaystream.Option{delaystream.WithMoverOptions(mover.WithPrefix("other"))}, "mover options set a prefix"},
-		{"mover bad option", "q", []delaystream.Option{delaystream.WithMoverOptions(mover.WithBatchSize(0))}, "mover"},
 		{"shards", "q", []delaystream.Option{delaystream.WithShards(0)}, "shard count"},
 		{"too many shards", "q", []delaystream.Option{delaystream.WithShards(stream.MaxShards + 1)}, "shard count"},
-		{"producer shards", "q", []delaystream.Option{delaystream.WithShards(4), delaystream.WithProducerOptions(delay.WithShards(8))}, "producer options set a shard count"},
-		{"mover shards", "q", []delaystream.Option{delaystream.WithMoverOptions(mover.WithShards(2))}, "mover options set a shard count"},
+		{"max payload", "q", []delaystream.Option{delaystream.WithMaxPayload(-1)}, "payload"},
+		{"replica ack", "q", []delaystream.Option{delaystream.WithReplicaAck(0, time.Second)}, "replicas"},
+		{"expire after", "q", []delaystream.Option{delaystream.WithExpireAfter(-time.Second)}, "expire"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -204,26 +202,31 @@ func TestNewRefuses(t *testing.T) {
 	_, err := delaystream.New(nil, "q")
 	require.ErrorIs(t, err, delaystream.ErrInvalidOption)
 
-	// Part options that agree are taken.
-	q, err := delaystream.New(rdb, "q", delaystream.WithProducerOptions(delay.WithDuplicatePolicy(delay.Replace)),
-		delaystream.WithMoverOptions(mover.WithBatchSize(10)))
+	// Group options are checked when the group is added.
+	q, err := delaystream.New(rdb, "q", delaystream.WithDuplicatePolicy(delaystream.Replace))
 	require.NoError(t, err)
-	_, err = q.Handle("g", func(context.Context, *group.Message) error { return nil }, group.WithPrefix("other"))
-	require.ErrorIs(t, err, delaystream.ErrInvalidOption)
-	assert.Contains(t, err.Error(), "group g: options set a prefix")
-	_, err = q.Handle("g", func(context.Context, *group.Message) error { return nil }, group.WithShards(3))
-	require.ErrorIs(t, err, delaystream.ErrInvalidOption)
-	assert.Contains(t, err.Error(), "group g: options set a shard count")
+	nop := func(context.Context, *delaystream.Delivery) error { return nil }
+	for _, tc := range []struct {
+		name string
+		opt  delaystream.GroupOption
+		want string
+	}{
+		{"workers", delaystream.WithWorkers(0), "workers"},
+		{"nil backoff", delaystream.WithBackoff(nil), "backoff"},
+		{"handler timeout", delaystream.WithHandlerTimeout(0), "handler timeout"},
+		{"nil middleware", delaystream.WithMiddleware(nil), "middleware"},
+		{"visibility", delaystream.WithVisibilityTimeout(time.Microsecond), "visibility"},
+	} {
+		_, err = q.Handle("g", nop, tc.opt)
+		require.ErrorIs(t, err, delaystream.ErrInvalidOption, tc.name)
+		assert.Contains(t, err.Error(), tc.want, tc.name)
+	}
 	_, err = q.Handle("g", nil)
 	require.ErrorIs(t, err, delaystream.ErrInvalidOption)
-
-	// A part option that agrees with the queue is no disagreement.
-	same, err := delaystream.New(rdb, "q", delaystream.WithPrefix("shop"), delaystream.WithCodec(codec.JSON),
-		delaystream.WithProducerOptions(delay.WithPrefix("shop"), delay.WithCodec(codec.JSON)),
-		delaystream.WithMoverOptions(mover.WithPrefix("shop")))
-	require.NoError(t, err)
-	_, err = same.Handle("g", func(context.Context, *group.Message) error { return nil }, group.WithPrefix("shop"))
-	require.NoError(t, err)
+	_, err = q.Handle("a b", nop)
+	require.ErrorIs(t, err, delaystream.ErrInvalidOption)
+	_, err = q.Handle("g", nop)
+	require.NoError(t, err, "a refused group was not added")
 }
 
 // Groups are added before Run, once each; Run runs once at a time; a
@@ -232,7 +235,7 @@ func TestQueueLifecycle(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
-	nop := func(context.Context, *group.Message) error { return nil }
+	nop := func(context.Context, *delaystream.Delivery) error { return nil }
 
 	idle, err := delaystream.New(rdb, "q", delaystream.WithPrefix(prefix), delaystream.WithoutPromotion())
 	require.NoError(t, err)
@@ -269,7 +272,9 @@ func TestQueueInspection(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	q, err := delaystream.New(rdb, "q", delaystream.WithPrefix(prefix))
 	require.NoError(t, err)
-	assert.Equal(t, prefix+":1:{q}:s", q.Keys().Main().Stream)
+	assert.Equal(t, "q", q.Name())
+	layout, err := stream.NewLayout(prefix, "q", 1)
+	require.NoError(t, err)
 	_, err = q.Schedule(ctx, delaystream.Message{ID: "later"}, delaystream.After(time.Hour))
 	require.NoError(t, err)
 	n, err := q.Len(ctx)
@@ -280,16 +285,17 @@ func TestQueueInspection(t *testing.T) {
 	assert.Equal(t, int64(1), st.Waiting)
 	assert.Zero(t, st.Overdue)
 
-	require.NoError(t, rdb.ZAdd(ctx, q.Keys().Main().Delayed, redis.Z{Member: "orphan", Score: 1}).Err())
+	require.NoError(t, rdb.ZAdd(ctx, layout.Shard(0).Main().Delayed, redis.Z{Member: "orphan", Score: 1}).Err())
 	ctx2, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- q.Run(ctx2) }()
-	require.Eventually(t, func() bool { return q.Mover().Counters().Quarantined == 1 }, 5*time.Second, 5*time.Millisecond)
+	var qs []delaystream.Quarantined
+	require.Eventually(t, func() bool {
+		qs, err = q.Quarantine(ctx, "", 10)
+		return err == nil && len(qs) == 1
+	}, 5*time.Second, 5*time.Millisecond)
 	cancel()
 	require.NoError(t, <-done)
-	qs, err := q.Quarantine(ctx, "", 10)
-	require.NoError(t, err)
-	require.Len(t, qs, 1)
 	assert.Equal(t, "orphan", qs[0].MessageID)
 	assert.Equal(t, stream.ReasonMissingEnvelope, qs[0].Reason)
 }
@@ -306,21 +312,19 @@ func TestQueueSharded(t *testing.T) {
 	q, err := delaystream.New(rdb, "orders", delaystream.WithPrefix(prefix), delaystream.WithShards(shards),
 		delaystream.WithDrainTimeout(time.Second), delaystream.WithLogger(slog.New(slog.DiscardHandler)))
 	require.NoError(t, err)
-	require.Equal(t, shards, q.Layout().Shards())
-	require.Equal(t, shards, q.Producer().Shards())
-	require.Equal(t, shards, q.Mover().Shards())
+	layout, err := stream.NewLayout(prefix, "orders", shards)
+	require.NoError(t, err)
 	var s seen
 	for _, g := range []string{"billing", "audit"} {
-		c, err := q.Handle(g, func(_ context.Context, m *group.Message) error {
+		_, err := q.Handle(g, func(_ context.Context, m *delaystream.Delivery) error {
 			s.add(g, m.ID, string(m.Payload))
 			return nil
 		})
 		require.NoError(t, err)
-		require.Equal(t, shards, c.Shards())
 	}
 	// A foreign member in two shards' waiting sets: quarantined per shard.
 	for _, i := range []int{1, 3} {
-		require.NoError(t, rdb.ZAdd(ctx, q.Layout().Shard(i).Main().Delayed, redis.Z{Score: 1, Member: "\x07bad"}).Err())
+		require.NoError(t, rdb.ZAdd(ctx, layout.Shard(i).Main().Delayed, redis.Z{Score: 1, Member: "\x07bad"}).Err())
 	}
 	want := map[string][]string{}
 	for i := range 40 {
@@ -340,9 +344,8 @@ func TestQueueSharded(t *testing.T) {
 	require.NoError(t, <-done)
 	assert.Equal(t, want, s.got["billing"])
 	assert.Equal(t, want, s.got["audit"])
-	assert.Equal(t, uint64(len(want)), q.Mover().Counters().Promoted)
 
-	var got []stream.Quarantined
+	var got []delaystream.Quarantined
 	after := ""
 	for {
 		page, err := q.Quarantine(ctx, after, 1)

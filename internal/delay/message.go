@@ -224,7 +224,7 @@ func (w When) millis() (ms int64, relative bool, err error) {
 		}
 		return max(ms, 0), false, nil
 	}
-	return 0, false, fmt.Errorf("%w: zero When (use delay.After or delay.At)", ErrInvalidMessage)
+	return 0, false, fmt.Errorf("%w: zero When (use delaystream.After or delaystream.At)", ErrInvalidMessage)
 }
 
 // estimate returns the due time w gives a message scheduled at now: exact

@@ -3,7 +3,6 @@ package group
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/delaystream/delaystream/codec"
@@ -61,6 +60,32 @@ func DeadLetter(err error) error { return &DeadLetterError{Err: err} }
 // retry ("this no longer matters").
 func Drop(err error) error { return &DropError{Err: err} }
 
+// RetryError asks for the next attempt after Delay instead of the
+// backoff's. Counted says whether the attempt counts towards the group's
+// maximum; an uncounted one is delivered again with the same Attempt.
+type RetryError struct {
+	Delay   time.Duration
+	Counted bool
+	Err     error
+}
+
+func (e *RetryError) Error() string {
+	if !e.Counted {
+		return "snooze " + e.Delay.String()
+	}
+	return "retry after " + e.Delay.String() + ": " + errString(e.Err)
+}
+
+func (e *RetryError) Unwrap() error { return e.Err }
+
+// UndecodableError dead-letters the entry with [ReasonUndecodable]: its
+// payload does not decode into the handler's type.
+type UndecodableError struct{ Err error }
+
+func (e *UndecodableError) Error() string { return "undecodable payload: " + errString(e.Err) }
+
+func (e *UndecodableError) Unwrap() error { return e.Err }
+
 func errString(err error) string {
 	if err == nil {
 		return "<nil>"
@@ -75,7 +100,7 @@ func Typed[T any](cd codec.Codec, h func(ctx context.Context, m *Message, v T) e
 	return func(ctx context.Context, m *Message) error {
 		var v T
 		if err := cd.Unmarshal(m.Payload, &v); err != nil {
-			return DeadLetter(fmt.Errorf("decode payload: %w", err))
+			return &UndecodableError{Err: err}
 		}
 		return h(ctx, m, v)
 	}

@@ -37,6 +37,8 @@ func (s *settler) failed(hctx context.Context, f *flight, m *Message, env *codec
 	r, c := s.r, s.r.c
 	var drop *DropError
 	var dl *DeadLetterError
+	var ud *UndecodableError
+	var re *RetryError
 	switch {
 	case errors.As(herr, &drop):
 		s.ack.add(f.b.stream, f.x.ID, false)
@@ -52,21 +54,30 @@ func (s *settler) failed(hctx context.Context, f *flight, m *Message, env *codec
 	case errors.As(herr, &dl):
 		c.ctr.failed.Add(1)
 		return s.deadLetter(r.opCtx, m, env, ReasonHandler, herr)
+	case errors.As(herr, &ud):
+		c.ctr.failed.Add(1)
+		return s.deadLetter(r.opCtx, m, env, ReasonUndecodable, herr)
+	case errors.As(herr, &re) && !re.Counted:
+		return s.retry(r.opCtx, m, env, herr, max(re.Delay, 0), m.Attempt)
 	case m.Attempt >= c.cfg.maxAttempts:
 		c.ctr.failed.Add(1)
 		return s.deadLetter(r.opCtx, m, env, ReasonAttempts, herr)
 	default:
 		c.ctr.failed.Add(1)
-		return s.retry(r.opCtx, m, env, herr)
+		wait := c.cfg.backoff(m.Attempt + 1)
+		if re != nil {
+			wait = re.Delay
+		}
+		return s.retry(r.opCtx, m, env, herr, max(wait, 0), m.Attempt+1)
 	}
 }
 
-// retry acknowledges the entry and schedules attempt+1 in the retry lane.
-func (s *settler) retry(ctx context.Context, m *Message, env *codec.Envelope, herr error) Outcome {
+// retry acknowledges the entry and schedules attempt in the retry lane,
+// due after wait.
+func (s *settler) retry(ctx context.Context, m *Message, env *codec.Envelope, herr error, wait time.Duration, attempt int) Outcome {
 	r, c := s.r, s.r.c
-	wait := max(c.cfg.backoff(m.Attempt+1), 0)
 	next := *env
-	next.Attempt = m.Attempt + 1
+	next.Attempt = attempt
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	lane := c.shardOf(m.Stream).retry

@@ -1,0 +1,178 @@
+package delaystream
+
+import (
+	"time"
+
+	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/internal/group"
+)
+
+// Hooks are callbacks for a group's delivery events, for metrics and
+// tracing; see [WithHooks]. Any may be nil. They run on the consumer's
+// goroutines and must return quickly.
+type Hooks struct {
+	OnDelivered    func(d *Delivery)                                   // before the handler runs
+	OnAcked        func(d *Delivery, took time.Duration)               // the handler succeeded
+	OnFailed       func(d *Delivery, err error, retryIn time.Duration) // the handler failed; retried after retryIn
+	OnDeadLettered func(d *Delivery, reason string)                    // d is nil for entries that could not be read
+	OnDropped      func(d *Delivery, err error)                        // the handler returned a [Drop] error
+	OnReclaimed    func(stream string, n, deleted int)                 // n entries of crashed consumers taken over; deleted were gone
+	// OnDataLoss is called once per loss when the consumer finds that
+	// Redis lost the queue's data (err wraps [ErrDataLost]).
+	OnDataLoss func(err error)
+	// OnHandled is called once per run of the handler, with how it ended.
+	OnHandled func(d *Delivery, outcome HandlerOutcome, took time.Duration)
+}
+
+func (h Hooks) internal() group.Hooks {
+	var g group.Hooks
+	if f := h.OnDelivered; f != nil {
+		g.OnDelivered = func(m *group.Message) { f(delivery(m)) }
+	}
+	if f := h.OnAcked; f != nil {
+		g.OnAcked = func(m *group.Message, took time.Duration) { f(delivery(m), took) }
+	}
+	if f := h.OnFailed; f != nil {
+		g.OnFailed = func(m *group.Message, err error, in time.Duration) { f(delivery(m), err, in) }
+	}
+	if f := h.OnDeadLettered; f != nil {
+		g.OnDeadLettered = func(m *group.Message, reason string) { f(delivery(m), reason) }
+	}
+	if f := h.OnDropped; f != nil {
+		g.OnDropped = func(m *group.Message, err error) { f(delivery(m), err) }
+	}
+	if f := h.OnHandled; f != nil {
+		g.OnHandled = func(m *group.Message, o group.Outcome, took time.Duration) { f(delivery(m), HandlerOutcome(o), took) }
+	}
+	g.OnReclaimed, g.OnDataLoss = h.OnReclaimed, h.OnDataLoss
+	return g
+}
+
+// MoverHooks are callbacks for promotion events, for metrics and tracing;
+// see [WithMoverHooks]. Any may be nil. lane is the stream key a call
+// promoted into (the queue's, or a group's retry lane).
+type MoverHooks struct {
+	// OnPromote is called after every promote call that moved or
+	// quarantined anything.
+	OnPromote func(lane string, moved, quarantined int, took time.Duration)
+	// OnLease is called when this process gains (true) or loses (false)
+	// the lease of a lane.
+	OnLease func(lane string, owner bool)
+	// OnError is called after every failed promote call; stuck reports an
+	// error that repeats until someone fixes the lane's keys or data.
+	OnError func(lane string, err error, stuck bool)
+	// OnOwnership is called with the shards this process promotes
+	// whenever that set changes.
+	OnOwnership func(owned []int)
+	// OnDataLoss is called once per loss when Redis lost the queue's data
+	// (err wraps [ErrDataLost]).
+	OnDataLoss func(err error)
+}
+
+// HandlerOutcome is how one run of a handler ended, as [Hooks].OnHandled
+// reports it.
+type HandlerOutcome int
+
+// The handler outcomes.
+const (
+	// Acked: the handler returned nil; the entry is acknowledged.
+	Acked HandlerOutcome = iota + 1
+	// Retried: the handler failed; the next attempt is scheduled.
+	Retried
+	// DeadLettered: the handler failed its last attempt or asked for it;
+	// the message is in the dead letters.
+	DeadLettered
+	// Dropped: the handler returned a [Drop] error.
+	Dropped
+	// Reclaimed: another consumer took the entry over before this one
+	// settled it; the other one handles it.
+	Reclaimed
+	// HandedBack: the drain timeout cancelled the handler at shutdown; the
+	// entry was handed back to the group.
+	HandedBack
+	// Unsettled: settling a failure failed in Redis (logged); the entry is
+	// taken over after the visibility timeout.
+	Unsettled
+)
+
+// String returns the outcome's name ("acked", ...), as metrics label it.
+func (o HandlerOutcome) String() string { return group.Outcome(o).String() }
+
+// The reasons of dead letters ([DeadEntry].Reason).
+const (
+	ReasonAttempts    = group.ReasonAttempts    // the last allowed attempt failed
+	ReasonDeliveries  = group.ReasonDeliveries  // delivered too often: its consumers crashed
+	ReasonHandler     = group.ReasonHandler     // the handler returned a [DeadLetter] error
+	ReasonUndecodable = group.ReasonUndecodable // the entry or its payload could not be decoded
+	ReasonDeleted     = group.ReasonDeleted     // the entry was deleted from the stream while pending
+	ReasonExpired     = group.ReasonExpired     // its deadline passed before the group handled it
+)
+
+// Counters are what one process's consumer of a group has done since it
+// was built ([Group.Counters]).
+type Counters struct {
+	Delivered           uint64 // entries handed to the handler (incl. taken-over ones)
+	Acked               uint64 // handler succeeded and the acknowledgement went through
+	Failed              uint64 // handler returned an error or panicked
+	Retried             uint64 // failures scheduled for another attempt
+	DeadLettered        uint64 // entries appended to the dead letters (all reasons)
+	DeadLettersDropped  uint64 // old dead letters trimmed by the dead-letter cap
+	Dropped             uint64 // handler returned a Drop error: acknowledged without retry
+	Reclaimed           uint64 // entries taken over from other consumers
+	DeletedWhilePending uint64 // pending entries found deleted from the stream (dead-lettered)
+	HandedBack          uint64 // entries handed back to the group at shutdown
+	OwnershipLost       uint64 // handlers whose entry another consumer took over
+	Panics              uint64 // handler panics (also counted in Failed)
+	Expired             uint64 // messages past their deadline, dead-lettered unhandled
+}
+
+// Stats are the figures of a queue's waiting messages, by the Redis clock
+// ([Queue.Stats]).
+type Stats struct {
+	Waiting int64     // scheduled, not yet promoted
+	Overdue int64     // waiting past their due time (promotion is late or absent)
+	NextDue time.Time // earliest waiting due time; zero when none
+	Now     time.Time // the Redis clock when the figures were taken
+}
+
+// GroupStats are a group's figures from Redis ([Group.Stats]).
+type GroupStats struct {
+	Group         string
+	Consumers     int64         // consumers known to the group
+	Pending       int64         // delivered, not yet acknowledged
+	OldestPending time.Duration // age of the oldest pending entry; 0 when none
+	Lag           int64         // entries due and not yet delivered to the group (-1 unknown)
+	RetryWaiting  int64         // messages waiting for their next attempt
+	DeadLetters   int64         // entries in the group's dead letters
+}
+
+func groupStats(s group.Stats) GroupStats {
+	return GroupStats{Group: s.Group, Consumers: s.Consumers, Pending: s.Pending, OldestPending: s.OldestPending,
+		Lag: s.Lag, RetryWaiting: s.RetryWaiting, DeadLetters: s.DeadLetters}
+}
+
+// DeadEntry is one entry of a group's dead letters.
+type DeadEntry struct {
+	EntryID    string         // its id in the dead letters ("<ms>-<seq>", with "@<shard>" on a sharded queue)
+	Shard      int            // the queue shard whose dead letters hold it
+	Envelope   codec.Envelope // the message (ID, Due, Payload, Headers, Attempt); zero if undecodable
+	Decoded    bool           // whether Envelope could be decoded
+	Reason     string         // one of the Reason constants
+	LastError  string         // the handler's (or decoder's) error text
+	Attempt    int            // the attempt that failed
+	Deliveries int64          // deliveries of the failed entry
+	Source     string         // the stream it was read from
+	SourceID   string         // its entry id there
+	Raw        []byte         // the stored envelope bytes, if any
+}
+
+// Quarantined is one entry of a queue's quarantine: a waiting message that
+// promotion could not read, set aside with a reason ([Queue.Quarantine]).
+type Quarantined struct {
+	EntryID   string    // quarantine entry id (its time is when it was set aside)
+	MessageID string    // the message id; "" when unknown
+	Due       time.Time // when it was due; zero when unknown
+	Reason    string    // why it was set aside
+	Raw       []byte    // the envelope bytes found, if any
+	Member    []byte    // the raw waiting-set member, when it was not a plain id
+}
