@@ -18,28 +18,28 @@ type Codec interface {
 
 // Compile-time checks that the provided codecs implement Codec.
 var (
-	_ Codec = MsgpackCodec{}
-	_ Codec = JSONCodec{}
-	_ Codec = RawCodec{}
+	_ Codec = msgpackCodec{}
+	_ Codec = jsonCodec{}
+	_ Codec = rawCodec{}
 )
 
 // Msgpack is the default codec: compact and fast, it encodes structs by field
 // name (msgpack tags are honoured).
-var Msgpack Codec = MsgpackCodec{}
+var Msgpack Codec = msgpackCodec{}
 
 // JSON encodes with encoding/json: larger and slower than Msgpack but
 // readable with redis-cli and by non-Go consumers.
-var JSON Codec = JSONCodec{}
+var JSON Codec = jsonCodec{}
 
 // Raw passes bytes through unchanged. It marshals []byte and string and
 // unmarshals into *[]byte and *string; any other type is an error.
-var Raw Codec = RawCodec{}
+var Raw Codec = rawCodec{}
 
-// MsgpackCodec is the type of [Msgpack].
-type MsgpackCodec struct{}
+// msgpackCodec is the type of [Msgpack].
+type msgpackCodec struct{}
 
 // Marshal encodes v as msgpack.
-func (MsgpackCodec) Marshal(v any) ([]byte, error) {
+func (msgpackCodec) Marshal(v any) ([]byte, error) {
 	b, err := msgpack.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("codec: msgpack marshal %T: %w", v, err)
@@ -48,18 +48,18 @@ func (MsgpackCodec) Marshal(v any) ([]byte, error) {
 }
 
 // Unmarshal decodes msgpack data into v.
-func (MsgpackCodec) Unmarshal(data []byte, v any) error {
+func (msgpackCodec) Unmarshal(data []byte, v any) error {
 	if err := msgpack.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("codec: msgpack unmarshal into %T: %w", v, err)
 	}
 	return nil
 }
 
-// JSONCodec is the type of [JSON].
-type JSONCodec struct{}
+// jsonCodec is the type of [JSON].
+type jsonCodec struct{}
 
 // Marshal encodes v as JSON.
-func (JSONCodec) Marshal(v any) ([]byte, error) {
+func (jsonCodec) Marshal(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("codec: json marshal %T: %w", v, err)
@@ -68,18 +68,18 @@ func (JSONCodec) Marshal(v any) ([]byte, error) {
 }
 
 // Unmarshal decodes JSON data into v.
-func (JSONCodec) Unmarshal(data []byte, v any) error {
+func (jsonCodec) Unmarshal(data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("codec: json unmarshal into %T: %w", v, err)
 	}
 	return nil
 }
 
-// RawCodec is the type of [Raw].
-type RawCodec struct{}
+// rawCodec is the type of [Raw].
+type rawCodec struct{}
 
 // Marshal returns v's bytes when v is a []byte or a string.
-func (RawCodec) Marshal(v any) ([]byte, error) {
+func (rawCodec) Marshal(v any) ([]byte, error) {
 	switch x := v.(type) {
 	case []byte:
 		return x, nil
@@ -91,7 +91,7 @@ func (RawCodec) Marshal(v any) ([]byte, error) {
 }
 
 // Unmarshal stores a copy of data in v, which must be a *[]byte or *string.
-func (RawCodec) Unmarshal(data []byte, v any) error {
+func (rawCodec) Unmarshal(data []byte, v any) error {
 	switch x := v.(type) {
 	case *[]byte:
 		*x = append([]byte(nil), data...)
