@@ -14,6 +14,7 @@ import (
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/integration/internal/harness"
 	"github.com/delaystream/delaystream/internal/group"
+	"github.com/delaystream/delaystream/internal/stream"
 	"github.com/delaystream/delaystream/internal/wire"
 )
 
@@ -46,7 +47,9 @@ func TestForeignStreamEntries(t *testing.T) {
 	rdb := harness.Redis(t)
 	prefix := harness.Prefix(t, rdb)
 	w := startWTQueue(t, rdb, prefix, "f", []string{"g1", "g2"})
-	keys := w.q.Keys()
+	layout, err := stream.NewLayout(prefix, "f", 1)
+	require.NoError(t, err)
+	keys := layout.Shard(0)
 
 	good := func(from, to int) []string {
 		var out []string
@@ -108,7 +111,7 @@ func TestForeignStreamEntries(t *testing.T) {
 				want++
 			}
 		}
-		dl := w.cons[g].DeadLetters()
+		dl := w.dead(g)
 		var got []group.DeadEntry
 		require.Eventually(t, func() bool {
 			var err error

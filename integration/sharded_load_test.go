@@ -19,8 +19,7 @@ import (
 
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/integration/internal/harness"
-	"github.com/delaystream/delaystream/internal/delay"
-	"github.com/delaystream/delaystream/internal/group"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // TestShardedLoadSpread measures how a queue of 16 shards spreads its load
@@ -45,15 +44,17 @@ func TestShardedLoadSpread(t *testing.T) {
 	q, err := delaystream.New(rdb, queue, delaystream.WithPrefix(prefix), delaystream.WithShards(shards),
 		delaystream.WithLogger(testLogger(t)), delaystream.WithDrainTimeout(time.Second))
 	require.NoError(t, err)
-	byMaster := checkPlacement(ctx, t, rdb, q.Layout(), []string{"g"})
+	layout, err := stream.NewLayout(prefix, queue, shards)
+	require.NoError(t, err)
+	byMaster := checkPlacement(ctx, t, rdb, layout, []string{"g"})
 	var handled atomic.Int64
 	all := make(chan struct{})
-	g, err := q.Handle("g", func(context.Context, *group.Message) error {
+	g, err := q.Handle("g", func(context.Context, *delaystream.Delivery) error {
 		if handled.Add(1) == n {
 			close(all)
 		}
 		return nil
-	}, group.WithWorkers(8))
+	}, delaystream.WithWorkers(8))
 	require.NoError(t, err)
 
 	before := masterCommandStats(ctx, t, rdb)
@@ -64,9 +65,9 @@ func TestShardedLoadSpread(t *testing.T) {
 	go func() { done <- q.Run(runCtx) }()
 	const chunk = 1000
 	for i := 0; i < n; i += chunk {
-		items := make([]delay.Item, chunk)
+		items := make([]delaystream.Item, chunk)
 		for j := range items {
-			items[j] = delay.Item{Message: delay.Message{Payload: []byte("load")}, When: delay.After(rand.N(time.Second))}
+			items[j] = delaystream.Item{Message: delaystream.Message{Payload: []byte("load")}, When: delaystream.After(rand.N(time.Second))}
 		}
 		_, err := q.ScheduleBatch(ctx, items)
 		require.NoError(t, err)
@@ -119,7 +120,7 @@ func TestShardedLoadSpread(t *testing.T) {
 	}
 	t.Logf("%d messages scheduled in %s, all handled %s after the start (one group, 8 workers); %.2f commands and %.2f script calls per message, on the masters:\n%s",
 		n, scheduled.Round(time.Millisecond), took.Round(time.Millisecond), float64(total)/n, float64(evalsha)/n, strings.Join(lines, "\n"))
-	t.Logf("group counters %+v; mover %+v", g.Counters(), q.Mover().Counters())
+	t.Logf("group counters %+v", g.Counters())
 }
 
 // masterCommandStats returns INFO commandstats (command -> calls) of every

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/integration/internal/harness"
@@ -61,11 +62,20 @@ func TestShardedClusterSuite(t *testing.T) {
 	)
 	groups := []string{"g1", "g2", "g3"}
 
+	var promoted atomic.Int64
 	q, err := delaystream.New(rdb, queue, delaystream.WithPrefix(prefix), delaystream.WithShards(shards),
-		delaystream.WithLogger(testLogger(t)), delaystream.WithDrainTimeout(time.Second))
+		delaystream.WithLogger(testLogger(t)), delaystream.WithDrainTimeout(time.Second),
+		delaystream.WithMoverHooks(delaystream.MoverHooks{OnPromote: func(lane string, moved, _ int, _ time.Duration) {
+			if strings.HasSuffix(lane, ":s") { // the queue stream, not a retry lane
+				promoted.Add(int64(moved))
+			}
+		}}))
 	require.NoError(t, err)
-	layout := q.Layout()
-	require.Equal(t, shards, layout.Shards())
+	layout, err := stream.NewLayout(prefix, queue, shards)
+	require.NoError(t, err)
+	// A producer of the same queue, for its per-shard figures.
+	producer, err := delay.New(rdb, queue, delay.WithPrefix(prefix), delay.WithShards(shards))
+	require.NoError(t, err)
 
 	// Placement, before anything is written.
 	byMaster := checkPlacement(ctx, t, rdb, layout, groups)
@@ -73,26 +83,26 @@ func TestShardedClusterSuite(t *testing.T) {
 
 	// Schedule across shards: caller ids and generated ids, due soon, and
 	// some due in an hour (to cancel, to bring forward, to stay).
-	var items []delay.Item
+	var items []delaystream.Item
 	for i := range named {
-		w := delay.After(time.Second + rand.N(time.Second))
+		w := delaystream.After(time.Second + rand.N(time.Second))
 		if i%2 == 1 {
-			w = delay.At(time.Now().Add(time.Second + rand.N(time.Second)))
+			w = delaystream.At(time.Now().Add(time.Second + rand.N(time.Second)))
 		}
-		items = append(items, delay.Item{Message: delay.Message{ID: fmt.Sprintf("m%03d", i), Payload: []byte("named")}, When: w})
+		items = append(items, delaystream.Item{Message: delaystream.Message{ID: fmt.Sprintf("m%03d", i), Payload: []byte("named")}, When: w})
 	}
 	for range gen {
-		items = append(items, delay.Item{Message: delay.Message{Payload: []byte("generated")}, When: delay.After(time.Second + rand.N(time.Second))})
+		items = append(items, delaystream.Item{Message: delaystream.Message{Payload: []byte("generated")}, When: delaystream.After(time.Second + rand.N(time.Second))})
 	}
 	for i := range stays {
-		items = append(items, delay.Item{Message: delay.Message{ID: fmt.Sprintf("stay-%02d", i), Payload: []byte("stays"),
-			Headers: map[string]string{"n": fmt.Sprint(i)}}, When: delay.After(time.Hour)})
+		items = append(items, delaystream.Item{Message: delaystream.Message{ID: fmt.Sprintf("stay-%02d", i), Payload: []byte("stays"),
+			Headers: map[string]string{"n": fmt.Sprint(i)}}, When: delaystream.After(time.Hour)})
 	}
 	for i := range cancels {
-		items = append(items, delay.Item{Message: delay.Message{ID: fmt.Sprintf("cancel-%02d", i)}, When: delay.After(time.Hour)})
+		items = append(items, delaystream.Item{Message: delaystream.Message{ID: fmt.Sprintf("cancel-%02d", i)}, When: delaystream.After(time.Hour)})
 	}
 	for i := range moved {
-		items = append(items, delay.Item{Message: delay.Message{ID: fmt.Sprintf("resched-%02d", i), Payload: []byte("moved")}, When: delay.After(time.Hour)})
+		items = append(items, delaystream.Item{Message: delaystream.Message{ID: fmt.Sprintf("resched-%02d", i), Payload: []byte("moved")}, When: delaystream.After(time.Hour)})
 	}
 	res, err := q.ScheduleBatch(ctx, items)
 	require.NoError(t, err)
@@ -101,7 +111,7 @@ func TestShardedClusterSuite(t *testing.T) {
 	waiting := map[string]time.Time{} // id -> due, of those still waiting at the end
 	var generated []string
 	for i, r := range res {
-		require.Equal(t, delay.Created, r.Outcome, r.ID)
+		require.Equal(t, delaystream.Created, r.Outcome, r.ID)
 		switch id := items[i].Message.ID; {
 		case id == "":
 			generated = append(generated, r.ID)
@@ -148,7 +158,7 @@ func TestShardedClusterSuite(t *testing.T) {
 	for _, r := range res {
 		perShard[layout.ShardOf(r.ID)]++
 	}
-	pst, err := q.Producer().ShardStats(ctx)
+	pst, err := producer.ShardStats(ctx)
 	require.NoError(t, err)
 	require.Len(t, pst, shards)
 	for i, s := range pst {
@@ -172,7 +182,7 @@ func TestShardedClusterSuite(t *testing.T) {
 	}
 	for i := range moved {
 		id := fmt.Sprintf("resched-%02d", i)
-		due, err := q.Reschedule(ctx, id, delay.After(time.Second+rand.N(500*time.Millisecond)))
+		due, err := q.Reschedule(ctx, id, delaystream.After(time.Second+rand.N(500*time.Millisecond)))
 		require.NoError(t, err)
 		want[id] = due
 		env, err := q.Get(ctx, id)
@@ -202,18 +212,25 @@ func TestShardedClusterSuite(t *testing.T) {
 	}
 	var redriven atomic.Bool
 	rec := newShardRecorder(rdb)
-	opts := []group.Option{group.WithTrimInterval(200 * time.Millisecond), group.WithBackoff(group.ConstantBackoff(100 * time.Millisecond))}
+	// The groups' consumers are built from package group, as the Queue
+	// builds them, to see the stream each delivery came from; they run
+	// beside the Queue's promotion.
+	opts := []group.Option{group.WithPrefix(prefix), group.WithShards(shards), group.WithoutPromotion(), group.WithLogger(testLogger(t)),
+		group.WithDrainTimeout(time.Second), group.WithTrimInterval(200 * time.Millisecond), group.WithBackoff(group.ConstantBackoff(100 * time.Millisecond))}
 	cons := map[string]*group.Consumer{}
-	cons["g1"], err = q.Handle("g1", rec.handler(t, "g1", nil), append(opts, group.WithConsumerName("survivor"))...)
+	newConsumer := func(g string, h group.Handler, opts ...group.Option) (*group.Consumer, error) {
+		return group.New(rdb, queue, g, h, opts...)
+	}
+	cons["g1"], err = newConsumer("g1", rec.handler(t, "g1", nil), append(opts, group.WithConsumerName("survivor"))...)
 	require.NoError(t, err)
-	cons["g2"], err = q.Handle("g2", rec.handler(t, "g2", func(m *group.Message) error {
+	cons["g2"], err = newConsumer("g2", rec.handler(t, "g2", func(m *group.Message) error {
 		if failG2[m.ID] && m.Attempt == 1 {
 			return errors.New("g2 fails the first attempt")
 		}
 		return nil
 	}), opts...)
 	require.NoError(t, err)
-	cons["g3"], err = q.Handle("g3", rec.handler(t, "g3", func(m *group.Message) error {
+	cons["g3"], err = newConsumer("g3", rec.handler(t, "g3", func(m *group.Message) error {
 		if poison[m.ID] && !redriven.Load() {
 			return group.DeadLetter(errors.New("g3 cannot handle it"))
 		}
@@ -227,8 +244,18 @@ func TestShardedClusterSuite(t *testing.T) {
 		Shards: shards, Group: "g1", Name: "doomed", Workers: held})
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
+	for _, c := range cons {
+		require.NoError(t, c.CreateGroup(ctx))
+	}
 	done := make(chan error, 1)
-	go func() { done <- q.Run(runCtx) }()
+	go func() {
+		var run errgroup.Group
+		run.Go(func() error { return q.Run(runCtx) })
+		for _, c := range cons {
+			run.Go(func() error { return c.Run(runCtx) })
+		}
+		done <- run.Wait()
+	}()
 
 	// Kill it with SIGKILL once it holds its entries; the survivor of g1
 	// must handle them within 3 s.
@@ -456,9 +483,8 @@ func TestShardedClusterSuite(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("Run did not return within 15s of cancel")
 	}
-	c := q.Mover().Counters()
-	t.Logf("mover: %+v; %d messages to 3 groups over %d shards", c, len(want), shards)
-	assert.EqualValues(t, len(want), c.Promoted)
+	t.Logf("promoted %d; %d messages to 3 groups over %d shards", promoted.Load(), len(want), shards)
+	assert.EqualValues(t, len(want), promoted.Load())
 }
 
 // TestShardedLayoutSpreadsEvenly checks, on the Cluster's own slot map,

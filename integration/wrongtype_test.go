@@ -108,41 +108,50 @@ func (a *acks) missing(group string, want []string) []string {
 // wtQueue is a front-door queue run for a test: its groups count acks, its
 // logger keeps errors.
 type wtQueue struct {
-	q    *delaystream.Queue
-	log  *errLog
-	acks *acks
-	cons map[string]*group.Consumer
+	q      *delaystream.Queue
+	log    *errLog
+	acks   *acks
+	cons   map[string]*delaystream.Group
+	layout *stream.Layout
+	dl     map[string]*group.DeadLetters // each group's dead letters, read as a tool does
 }
+
+// dead returns group g's dead letters.
+func (w *wtQueue) dead(g string) *group.DeadLetters { return w.dl[g] }
 
 // handler acknowledges, except "fail-*" ids on their first attempt (they
 // go through the retry lane) and "dead-*" ids in group g1 (dead-lettered).
-func (w *wtQueue) handler(name string) group.Handler {
-	return func(_ context.Context, m *group.Message) error {
+func (w *wtQueue) handler(name string) delaystream.Handler {
+	return func(_ context.Context, m *delaystream.Delivery) error {
 		switch {
 		case strings.HasPrefix(m.ID, "fail-") && m.Attempt == 1:
 			return errors.New("first attempt fails")
 		case strings.HasPrefix(m.ID, "dead-") && name == "g1":
-			return group.DeadLetter(errors.New("poison"))
+			return delaystream.DeadLetter(errors.New("poison"))
 		}
 		w.acks.add(name, m.ID)
 		return nil
 	}
 }
 
-func startWTQueue(t *testing.T, rdb redis.UniversalClient, prefix, name string, groups []string, opts ...group.Option) *wtQueue {
+func startWTQueue(t *testing.T, rdb redis.UniversalClient, prefix, name string, groups []string, opts ...delaystream.GroupOption) *wtQueue {
 	t.Helper()
-	w := &wtQueue{log: &errLog{}, acks: newAcks(), cons: map[string]*group.Consumer{}}
+	w := &wtQueue{log: &errLog{}, acks: newAcks(), cons: map[string]*delaystream.Group{}, dl: map[string]*group.DeadLetters{}}
 	logger := slog.New(w.log)
 	q, err := delaystream.New(rdb, name, delaystream.WithPrefix(prefix), delaystream.WithLogger(logger),
 		delaystream.WithDrainTimeout(2*time.Second))
 	require.NoError(t, err)
 	w.q = q
+	w.layout, err = stream.NewLayout(prefix, name, 1)
+	require.NoError(t, err)
 	for _, g := range groups {
-		c, err := q.Handle(g, w.handler(g), append([]group.Option{group.WithLogger(logger),
-			group.WithVisibilityTimeout(500 * time.Millisecond), group.WithReclaimInterval(200 * time.Millisecond),
-			group.WithBackoff(group.ConstantBackoff(20 * time.Millisecond)), group.WithTrimInterval(200 * time.Millisecond)}, opts...)...)
+		c, err := q.Handle(g, w.handler(g), append([]delaystream.GroupOption{
+			delaystream.WithVisibilityTimeout(500 * time.Millisecond), delaystream.WithReclaimInterval(200 * time.Millisecond),
+			delaystream.WithBackoff(delaystream.ConstantBackoff(20 * time.Millisecond)), delaystream.WithTrimInterval(200 * time.Millisecond)}, opts...)...)
 		require.NoError(t, err)
 		w.cons[g] = c
+		w.dl[g], err = group.NewDeadLetters(rdb, name, g, group.WithPrefix(prefix))
+		require.NoError(t, err)
 	}
 	stop := running(t, q.Run)
 	t.Cleanup(func() { assert.NoError(t, stop(), "Run of %s", name) })
@@ -260,7 +269,7 @@ func TestWrongTypeKeys(t *testing.T) {
 			key: func(k stream.Keys, _ *stream.Layout) string { return k.Main().Quarantine },
 			meet: func(ctx context.Context, t *testing.T, env *wtEnv, key string) []string {
 				// Only a member to quarantine makes the mover write there.
-				require.NoError(t, env.rdb.ZAdd(ctx, env.a.q.Keys().Main().Delayed, redis.Z{Score: 0, Member: "\x02foreign"}).Err())
+				require.NoError(t, env.rdb.ZAdd(ctx, env.a.layout.Shard(0).Main().Delayed, redis.Z{Score: 0, Member: "\x02foreign"}).Err())
 				_, err := env.a.q.Quarantine(ctx, "", 10)
 				requireKeyTypeError(t, err, key, "Quarantine")
 				ids := []string{"p-1"}
@@ -277,7 +286,7 @@ func TestWrongTypeKeys(t *testing.T) {
 		{name: "retry-delayed", want: "zset",
 			key: func(k stream.Keys, _ *stream.Layout) string { return k.Retry("g1").Delayed },
 			meet: func(ctx context.Context, t *testing.T, env *wtEnv, key string) []string {
-				_, err := env.a.cons["g1"].DeadLetters().RedriveAll(ctx, 0)
+				_, err := env.a.dead("g1").RedriveAll(ctx, 0)
 				requireKeyTypeError(t, err, key, "Redrive")
 				_, err = env.a.cons["g1"].Stats(ctx)
 				requireKeyTypeError(t, err, key, "group Stats")
@@ -288,7 +297,7 @@ func TestWrongTypeKeys(t *testing.T) {
 		{name: "retry-envelopes", want: "hash",
 			key: func(k stream.Keys, _ *stream.Layout) string { return k.Retry("g1").Envelopes },
 			meet: func(ctx context.Context, t *testing.T, env *wtEnv, key string) []string {
-				_, err := env.a.cons["g1"].DeadLetters().RedriveAll(ctx, 0)
+				_, err := env.a.dead("g1").RedriveAll(ctx, 0)
 				requireKeyTypeError(t, err, key, "Redrive")
 				ids := []string{"fail-1", "p-1"}
 				env.a.schedule(ctx, t, ids...)
@@ -308,7 +317,7 @@ func TestWrongTypeKeys(t *testing.T) {
 		{name: "retry-quarantine", want: "stream",
 			key: func(k stream.Keys, _ *stream.Layout) string { return k.Retry("g1").Quarantine },
 			meet: func(ctx context.Context, t *testing.T, env *wtEnv, _ string) []string {
-				require.NoError(t, env.rdb.ZAdd(ctx, env.a.q.Keys().Retry("g1").Delayed, redis.Z{Score: 0, Member: "\x02foreign"}).Err())
+				require.NoError(t, env.rdb.ZAdd(ctx, env.a.layout.Shard(0).Retry("g1").Delayed, redis.Z{Score: 0, Member: "\x02foreign"}).Err())
 				// Wake the retry lane with a retry.
 				ids := []string{"fail-1", "p-1"}
 				env.a.schedule(ctx, t, ids...)
@@ -324,7 +333,7 @@ func TestWrongTypeKeys(t *testing.T) {
 		{name: "dead-letters", want: "stream",
 			key: func(k stream.Keys, _ *stream.Layout) string { return k.DeadLetters("g1") },
 			meet: func(ctx context.Context, t *testing.T, env *wtEnv, key string) []string {
-				dl := env.a.cons["g1"].DeadLetters()
+				dl := env.a.dead("g1")
 				_, err := dl.List(ctx, "", 10)
 				requireKeyTypeError(t, err, key, "DeadLetters.List")
 				_, err = dl.Len(ctx)
@@ -370,7 +379,7 @@ func wrongTypeCase(t *testing.T, tc wtCase) {
 	ctx := context.Background()
 	rdb := harness.Redis(t)
 	prefix := harness.Prefix(t, rdb)
-	var opts []group.Option
+	var opts []delaystream.GroupOption
 	env := &wtEnv{rdb: rdb, prefix: prefix,
 		a: startWTQueue(t, rdb, prefix, "a", []string{"g1", "g2"}, opts...),
 		b: startWTQueue(t, rdb, prefix, "b", []string{"g"})}
@@ -386,7 +395,7 @@ func wrongTypeCase(t *testing.T, tc wtCase) {
 	_, err := env.a.q.Schedule(ctx, delaystream.Message{ID: "w-1", Payload: []byte("later")}, delaystream.After(time.Hour))
 	require.NoError(t, err)
 
-	key := tc.key(env.a.q.Keys(), env.a.q.Layout())
+	key := tc.key(env.a.layout.Shard(0), env.a.layout)
 	dump, err := rdb.Dump(ctx, key).Result()
 	if errors.Is(err, redis.Nil) {
 		dump = ""
@@ -446,7 +455,7 @@ func wrongTypeCase(t *testing.T, tc wtCase) {
 	env.a.waitAcked(t, "g2", all, 30*time.Second)
 	if len(dead) > 0 {
 		require.Eventually(t, func() bool {
-			es, err := env.a.cons["g1"].DeadLetters().List(ctx, "", 100)
+			es, err := env.a.dead("g1").List(ctx, "", 100)
 			if err != nil {
 				return false
 			}
@@ -464,9 +473,9 @@ func wrongTypeCase(t *testing.T, tc wtCase) {
 	}
 	switch tc.name {
 	case "quarantine", "retry-quarantine":
-		l := env.a.q.Keys().Main()
+		l := env.a.layout.Shard(0).Main()
 		if tc.name == "retry-quarantine" {
-			l = env.a.q.Keys().Retry("g1")
+			l = env.a.layout.Shard(0).Retry("g1")
 		}
 		require.Eventually(t, func() bool {
 			n, err := rdb.XLen(ctx, l.Quarantine).Result()

@@ -19,8 +19,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delaystream/delaystream"
-	"github.com/delaystream/delaystream/internal/delay"
-	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/redistest"
 )
 
@@ -322,12 +320,12 @@ func (p *producer) do(a *action) {
 		return
 	}
 	target := start.Add(f.target)
-	due, err := p.q.Reschedule(ctx, a.id, delay.At(target))
+	due, err := p.q.Reschedule(ctx, a.id, delaystream.At(target))
 	end := time.Now()
 	targetMs := ceilMs(target)
 	res, dueMs := "ok", due.UnixMilli()
 	switch {
-	case errors.Is(err, delay.ErrNotFound):
+	case errors.Is(err, delaystream.ErrNotFound):
 		res, dueMs = "nf", 0
 	case err != nil:
 		res, dueMs = "E", targetMs
@@ -351,31 +349,31 @@ func errText(err error) string {
 }
 
 func (p *producer) send(ctx context.Context, toks []*tokenPlan) {
-	items := make([]delay.Item, len(toks))
+	items := make([]delaystream.Item, len(toks))
 	for i, t := range toks {
 		id := ""
 		if !t.generated {
 			id = callerID(t.token)
 		}
-		when := delay.After(t.delay)
+		when := delaystream.After(t.delay)
 		if t.at {
-			when = delay.At(time.Now().Add(t.delay))
+			when = delaystream.At(time.Now().Add(t.delay))
 		}
-		items[i] = delay.Item{Message: delay.Message{ID: id, Payload: payloadOf(t.token, t.poison)}, When: when}
+		items[i] = delaystream.Item{Message: delaystream.Message{ID: id, Payload: payloadOf(t.token, t.poison)}, When: when}
 	}
 	start := time.Now()
-	var res []delay.Result
+	var res []delaystream.Result
 	var err error
 	if len(items) == 1 {
-		var r delay.Result
+		var r delaystream.Result
 		r, err = p.q.Schedule(ctx, items[0].Message, items[0].When)
-		res = []delay.Result{r}
+		res = []delaystream.Result{r}
 	} else {
 		res, err = p.q.ScheduleBatch(ctx, items)
 	}
 	end := time.Now()
 	for i, t := range toks {
-		var r delay.Result
+		var r delaystream.Result
 		if i < len(res) {
 			r = res[i]
 		}
@@ -385,7 +383,7 @@ func (p *producer) send(ctx context.Context, toks []*tokenPlan) {
 		}
 		// A batch's error may leave some results known: a message with an
 		// outcome was written, whatever happened to the others.
-		if r.Outcome == delay.Unknown || (len(items) == 1 && err != nil) {
+		if r.Outcome == delaystream.OutcomeUnknown || (len(items) == 1 && err != nil) {
 			if id == "" {
 				id = "-"
 			}
@@ -405,16 +403,17 @@ func runConsumer(ctx context.Context, rdb redis.UniversalClient, spec childSpec,
 	if err != nil {
 		return err
 	}
-	mainStream := q.Keys().Main().Stream
-	h := func(ctx context.Context, m *group.Message) error {
+	h := func(ctx context.Context, m *delaystream.Delivery) error {
 		token, poison, ok := parsePayload(m.Payload)
 		if !ok {
 			token = "-"
 		}
 		time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond) // some work, so that kills find handlers running
 		fail := poison || rand.Float64() < spec.FailRate
+		// A first attempt is read from the queue stream, a later one from
+		// the group's retry lane (this program never snoozes).
 		lane, res := "q", "ok"
-		if m.Stream != mainStream {
+		if m.Attempt > 1 {
 			lane = "r"
 		}
 		if fail {
@@ -428,12 +427,12 @@ func runConsumer(ctx context.Context, rdb redis.UniversalClient, spec childSpec,
 		return nil
 	}
 	_, err = q.Handle(spec.Group, h,
-		group.WithConsumerName(spec.Name),
-		group.WithWorkers(spec.Workers),
-		group.WithMaxAttempts(maxAttempts),
-		group.WithBackoff(group.ExponentialBackoff(100*time.Millisecond, time.Second)),
-		group.WithHooks(group.Hooks{
-			OnDeadLettered: func(m *group.Message, reason string) {
+		delaystream.WithConsumerName(spec.Name),
+		delaystream.WithWorkers(spec.Workers),
+		delaystream.WithMaxAttempts(maxAttempts),
+		delaystream.WithBackoff(delaystream.ExponentialBackoff(100*time.Millisecond, time.Second)),
+		delaystream.WithHooks(delaystream.Hooks{
+			OnDeadLettered: func(m *delaystream.Delivery, reason string) {
 				token, id := "-", "-"
 				if m != nil {
 					id = m.ID
