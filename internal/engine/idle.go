@@ -2,8 +2,11 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/delaystream/delaystream/internal/heal"
 )
 
 // maxProbePeriod caps how long an idle lane goes without a probe of its
@@ -129,4 +132,100 @@ func (p *idleProbes) run(ctx context.Context) error {
 			p.give(l, since)
 		}
 	}
+}
+
+// sleepIdle waits, with nothing due within the max idle, until the lane's
+// head entry (due ms; -1 = none) is about to be due, a wake-up announces an
+// earlier entry, or a probe finds one. A probe is one ZRANGE of the delayed
+// set's head instead of a promote call, taken when the engine's idle probe
+// budget gives the lane its turn (see idleProbes): about once per max idle
+// for an engine with one idle lane. It only catches a lost wake-up, and
+// decides nothing about due-ness (the promote script that follows does).
+// The lease is not renewed meanwhile: it lapses, and whichever mover calls
+// first when work arrives takes it.
+func (l *lane) sleepIdle(ctx context.Context, timer *time.Timer, head int64, redisAhead time.Duration, log *slog.Logger) {
+	maxIdle := l.m.cfg.maxIdle
+	defer l.until.Store(noDue)
+	l.m.probes.enter(l)
+	defer l.m.probes.leave(l)
+	for ctx.Err() == nil {
+		wait := time.Duration(-1) // until a turn or a wake-up
+		if head < 0 {
+			l.until.Store(noDue)
+		} else {
+			l.until.Store(head)
+			// Local time at which the head is due on the Redis clock.
+			left := time.Until(time.UnixMilli(head).Add(-redisAhead))
+			if left <= maxIdle {
+				l.m.probes.leave(l) // not idle any more
+				l.sleep(ctx, timer, max(0, left), false)
+				return
+			}
+			wait = left - maxIdle // then sleep to the head exactly
+		}
+		switch l.awaitTurn(ctx, timer, wait) {
+		case woken:
+			return
+		case elapsed:
+			continue
+		}
+		if !l.owned() {
+			return // the run loop waits until the lane is owned again
+		}
+		h, err := l.probe(ctx)
+		if err != nil {
+			heal.After(l.m.rdb, err)
+			if ctx.Err() == nil {
+				log.DebugContext(ctx, "idle probe failed", slog.Any("err", err))
+			}
+			return // the promote call reports and backs off
+		}
+		head = h
+	}
+}
+
+// What ended an idle lane's wait.
+const (
+	woken   = iota // a wake-up (or ctx ended)
+	elapsed        // the wait's duration
+	turned         // the lane's turn to probe
+)
+
+// awaitTurn waits for the lane's probe turn, d (d < 0: no limit), a
+// wake-up or ctx.
+func (l *lane) awaitTurn(ctx context.Context, timer *time.Timer, d time.Duration) int {
+	var tc <-chan time.Time
+	if d >= 0 {
+		timer.Reset(d)
+		defer timer.Stop()
+		tc = timer.C
+	}
+	select {
+	case <-ctx.Done():
+		return woken
+	case <-l.wake:
+		return woken
+	case <-tc:
+		return elapsed
+	case <-l.turn:
+		return turned
+	}
+}
+
+// probe returns the due ms of the lane's earliest entry, -1 if none.
+func (l *lane) probe(ctx context.Context) (int64, error) {
+	if !l.failing.Load() {
+		release, err := l.m.acquireCall(ctx, heal.MasterOf(ctx, l.m.rdb, l.keys.Delayed))
+		if err != nil {
+			return -1, err
+		}
+		defer release()
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.callLimit)
+	defer cancel()
+	zs, err := l.m.rdb.ZRangeWithScores(ctx, l.keys.Delayed, 0, 0).Result()
+	if err != nil || len(zs) == 0 {
+		return -1, err
+	}
+	return int64(zs[0].Score), nil
 }

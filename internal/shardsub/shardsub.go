@@ -240,81 +240,128 @@ func (n node) run(ctx context.Context, cfg Config, classic bool, up func()) erro
 	// A read in progress does not see ctx end; closing the connection
 	// ends it.
 	defer context.AfterFunc(ctx, func() { _ = ps.Close() })()
-	// Classic channels (a server without shard channels is not a
-	// Cluster) go in one SUBSCRIBE. Shard channels go one slot per
-	// SSUBSCRIBE, the first alone: its reply tells whether the server has
-	// shard channels before anything else is sent (and a connection
-	// without buffering, like the net.Pipe of tests, never has a reply and
-	// a command waiting for each other).
-	want := 0
-	for _, g := range n.groups {
-		want += len(g)
+	rest, err := n.subscribeFirst(ctx, ps, classic)
+	if err != nil {
+		return err
 	}
-	var rest [][]string
-	if classic {
-		var all []string
-		for _, g := range n.groups {
-			all = append(all, g...)
-		}
-		if err := ps.Subscribe(ctx, all...); err != nil {
-			return err
-		}
-	} else {
-		if err := ps.SSubscribe(ctx, n.groups[0]...); err != nil {
-			return err
-		}
-		rest = n.groups[1:]
-	}
-	got := 0
-	pinged := false
+	rd := &receiver{ps: ps, cfg: cfg, classic: classic, up: up,
+		first: len(n.groups[0]), rest: rest, want: n.channels()}
 	for {
 		msg, err := ps.ReceiveTimeout(ctx, cfg.Health)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
-			var rerr redis.Error
-			if errors.As(err, &rerr) {
-				if !classic && strings.Contains(strings.ToLower(err.Error()), "unknown command") {
-					return errNoShardChannels
-				}
+			if err := rd.receiveFailed(ctx, err); err != nil {
 				return err
 			}
-			var nerr interface{ Timeout() bool }
-			if errors.As(err, &nerr) && nerr.Timeout() && !pinged {
-				// Silent for a while: a live connection answers a ping.
-				if err := ps.Ping(ctx); err != nil {
-					return err
-				}
-				pinged = true
-				continue
-			}
+			continue
+		}
+		rd.pinged = false
+		if err := rd.handle(ctx, msg); err != nil {
 			return err
 		}
-		pinged = false
-		switch msg := msg.(type) {
-		case *redis.Message:
-			cfg.OnMessage(msg.Channel, msg.Payload)
-		case *redis.Subscription:
-			switch msg.Kind {
-			case "ssubscribe", "subscribe":
-				got++
-				if got == len(n.groups[0]) && len(rest) > 0 {
-					for _, g := range rest {
-						if err := ps.SSubscribe(ctx, g...); err != nil {
-							return err
-						}
-					}
-				}
-				if got == want {
-					up()
-					cfg.OnReset()
-				}
-			default:
-				// The server dropped a subscription: its slot moved to
-				// another node (a failover or a resharding).
-				return errors.New("shardsub: " + msg.Kind + " " + msg.Channel + " from the server (slot moved)")
+	}
+}
+
+// channels returns the number of the node's channels.
+func (n node) channels() int {
+	count := 0
+	for _, g := range n.groups {
+		count += len(g)
+	}
+	return count
+}
+
+// subscribeFirst sends the node's first subscription, and returns the
+// groups left to subscribe once it is confirmed. Classic channels (a
+// server without shard channels is not a Cluster) go in one SUBSCRIBE.
+// Shard channels go one slot per SSUBSCRIBE, the first alone: its reply
+// tells whether the server has shard channels before anything else is
+// sent (and a connection without buffering, like the net.Pipe of tests,
+// never has a reply and a command waiting for each other).
+func (n node) subscribeFirst(ctx context.Context, ps *redis.PubSub, classic bool) ([][]string, error) {
+	if classic {
+		var all []string
+		for _, g := range n.groups {
+			all = append(all, g...)
+		}
+		return nil, ps.Subscribe(ctx, all...)
+	}
+	if err := ps.SSubscribe(ctx, n.groups[0]...); err != nil {
+		return nil, err
+	}
+	return n.groups[1:], nil
+}
+
+// receiver reads a node's connection.
+type receiver struct {
+	ps      *redis.PubSub
+	cfg     Config
+	classic bool
+	up      func()     // called with OnReset once every channel is subscribed
+	first   int        // channels of the first subscription
+	rest    [][]string // groups subscribed once the first is confirmed
+	want    int        // channels in all
+	got     int        // subscriptions confirmed
+	pinged  bool       // a ping was sent since the last reply
+}
+
+// receiveFailed returns the error that ends the connection after a failed
+// receive, or nil once it pinged a connection that was only silent.
+func (rd *receiver) receiveFailed(ctx context.Context, err error) error {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		if !rd.classic && strings.Contains(strings.ToLower(err.Error()), "unknown command") {
+			return errNoShardChannels
+		}
+		return err
+	}
+	var nerr interface{ Timeout() bool }
+	if errors.As(err, &nerr) && nerr.Timeout() && !rd.pinged {
+		// Silent for a while: a live connection answers a ping.
+		if err := rd.ps.Ping(ctx); err != nil {
+			return err
+		}
+		rd.pinged = true
+		return nil
+	}
+	return err
+}
+
+// handle handles a message received on the connection.
+func (rd *receiver) handle(ctx context.Context, msg any) error {
+	switch msg := msg.(type) {
+	case *redis.Message:
+		rd.cfg.OnMessage(msg.Channel, msg.Payload)
+	case *redis.Subscription:
+		return rd.subscribed(ctx, msg)
+	}
+	return nil
+}
+
+// subscribed handles a change of the connection's subscriptions: it
+// subscribes the rest once the first subscription is confirmed, and
+// reports the subscriptions in place once all are.
+func (rd *receiver) subscribed(ctx context.Context, msg *redis.Subscription) error {
+	switch msg.Kind {
+	case "ssubscribe", "subscribe":
+	default:
+		// The server dropped a subscription: its slot moved to
+		// another node (a failover or a resharding).
+		return errors.New("shardsub: " + msg.Kind + " " + msg.Channel + " from the server (slot moved)")
+	}
+	rd.got++
+	if rd.got == rd.first && len(rd.rest) > 0 {
+		for _, g := range rd.rest {
+			if err := rd.ps.SSubscribe(ctx, g...); err != nil {
+				return err
 			}
 		}
 	}
+	if rd.got == rd.want {
+		rd.up()
+		rd.cfg.OnReset()
+	}
+	return nil
 }

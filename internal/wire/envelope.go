@@ -84,21 +84,15 @@ func AppendEnvelope(b []byte, e *codec.Envelope) []byte {
 // leaving ID and Due untouched. The payload is copied, so b may be reused.
 // It returns an [*codec.EnvelopeError] for anything that is not a valid envelope.
 func UnmarshalEnvelope(b []byte, e *codec.Envelope) error {
-	if len(b) < 2 || b[0] != Magic {
-		return &codec.EnvelopeError{Err: codec.ErrUnknownFormat, Detail: "missing envelope magic byte"}
-	}
-	if b[1] != Version && b[1] != VersionDeadline {
-		return &codec.EnvelopeError{Err: codec.ErrUnknownFormat, Detail: fmt.Sprintf("envelope version %d (this build reads %d and %d)", b[1], Version, VersionDeadline)}
+	if err := checkHeader(b); err != nil {
+		return err
 	}
 	r := reader{b: b, off: 2}
 	attempt := r.uvarint("attempt")
 	created := r.varint("created")
 	var deadline int64
 	if b[1] == VersionDeadline {
-		deadline = r.varint("deadline")
-		if r.err == nil && deadline <= 0 {
-			r.fail(fmt.Sprintf("deadline %d out of range", deadline))
-		}
+		deadline = r.deadline()
 	}
 	nh := r.uvarint("header count")
 	if r.err == nil && nh > maxHeaders {
@@ -107,30 +101,37 @@ func UnmarshalEnvelope(b []byte, e *codec.Envelope) error {
 	if r.err == nil && attempt > math.MaxInt32 {
 		r.fail(fmt.Sprintf("attempt %d out of range", attempt))
 	}
-	var headers map[string]string
-	if r.err == nil && nh > 0 {
-		headers = make(map[string]string, min(nh, 64))
-		for i := uint64(0); i < nh && r.err == nil; i++ {
-			k := r.str("header key")
-			v := r.str("header value")
-			headers[k] = v
-		}
-	}
+	headers := r.headers(nh)
 	if r.err != nil {
 		return r.err
 	}
 	e.Attempt = int(attempt)
-	e.Created = time.Time{}
-	if created != 0 {
-		e.Created = time.UnixMilli(created)
-	}
-	e.Deadline = time.Time{}
-	if deadline != 0 {
-		e.Deadline = time.UnixMilli(deadline)
-	}
+	e.Created = unixMilliOrZero(created)
+	e.Deadline = unixMilliOrZero(deadline)
 	e.Headers = headers
 	e.Payload = append([]byte(nil), b[r.off:]...)
 	return nil
+}
+
+// checkHeader returns an [*codec.EnvelopeError] unless b starts with
+// [Magic] and a version this build reads.
+func checkHeader(b []byte) error {
+	if len(b) < 2 || b[0] != Magic {
+		return &codec.EnvelopeError{Err: codec.ErrUnknownFormat, Detail: "missing envelope magic byte"}
+	}
+	if b[1] != Version && b[1] != VersionDeadline {
+		return &codec.EnvelopeError{Err: codec.ErrUnknownFormat, Detail: fmt.Sprintf("envelope version %d (this build reads %d and %d)", b[1], Version, VersionDeadline)}
+	}
+	return nil
+}
+
+// unixMilliOrZero returns the time of ms Unix milliseconds, the zero time
+// for 0 (none).
+func unixMilliOrZero(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 // deadlineMs returns the deadline in Unix ms, 0 for none (a zero time, or
@@ -179,6 +180,29 @@ func (r *reader) varint(field string) int64 {
 	}
 	r.off += n
 	return v
+}
+
+// deadline reads a deadline, which must be after the epoch.
+func (r *reader) deadline() int64 {
+	deadline := r.varint("deadline")
+	if r.err == nil && deadline <= 0 {
+		r.fail(fmt.Sprintf("deadline %d out of range", deadline))
+	}
+	return deadline
+}
+
+// headers reads n headers; nil for none or after a failure.
+func (r *reader) headers(n uint64) map[string]string {
+	if r.err != nil || n == 0 {
+		return nil
+	}
+	headers := make(map[string]string, min(n, 64))
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		k := r.str("header key")
+		v := r.str("header value")
+		headers[k] = v
+	}
+	return headers
 }
 
 func (r *reader) str(field string) string {

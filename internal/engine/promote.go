@@ -1,0 +1,221 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/delaystream/delaystream/internal/heal"
+	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/internal/stream"
+	"github.com/delaystream/delaystream/internal/wire"
+)
+
+// slowCall is how long a promote call runs before, on a Cluster, it is cut
+// once its slot moves to another master (heal.CutIfMoved): a call takes
+// milliseconds unless its master is dead or the server is very busy.
+const slowCall = 200 * time.Millisecond
+
+// result is the reply of one promote call.
+type result struct {
+	moved, quarantined int
+	next               int64     // due ms of the earliest remaining entry, -1 if none
+	nowUs              int64     // Redis TIME in µs
+	leaseTTL           int64     // -1: we hold the lease (or need none); -2: nobody does, nothing was due; else ms left on another mover's lease
+	local              time.Time // local clock when the reply arrived
+}
+
+// redisAhead is how far the Redis clock was ahead of the local clock when
+// the reply arrived (negative when behind), round trip included.
+func (r result) redisAhead() time.Duration {
+	return time.UnixMicro(r.nowUs).Sub(r.local)
+}
+
+// runOnce runs the promote script once.
+func (l *lane) runOnce(ctx context.Context) (result, error) {
+	parent := ctx
+	node := heal.MasterOf(ctx, l.m.rdb, l.keys.Delayed)
+	if !l.failing.Load() {
+		release, err := l.m.acquireCall(ctx, node)
+		if err != nil {
+			return result{}, err
+		}
+		defer release()
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.m.cfg.callLimit)
+	defer cancel()
+	defer heal.CutIfMoved(ctx, cancel, l.m.rdb, l.keys.Delayed, node, slowCall)()
+	start := time.Now()
+	renew := time.Duration(start.UnixNano()-l.renewed.Load()) >= l.m.cfg.leaseTTL/3
+	v, err := l.promote(ctx, renew)
+	if err != nil {
+		return result{}, l.callFailed(ctx, parent, err)
+	}
+	r := result{moved: int(v[0]), quarantined: int(v[1]), next: v[2], nowUs: v[3], leaseTTL: v[4], local: time.Now()}
+	l.record(r, start, renew)
+	return r, nil
+}
+
+// promote runs the promote script and returns its reply's five integers.
+func (l *lane) promote(ctx context.Context, renew bool) ([]int64, error) {
+	reply, err := scripts.Promote.Run(ctx, l.m.rdb,
+		[]string{l.keys.Delayed, l.keys.Envelopes, l.keys.Stream, l.keys.Quarantine, l.keys.Lease},
+		l.promoteArgs(renew)...).Result()
+	if err != nil {
+		return nil, err
+	}
+	v, err := scripts.Ints(reply)
+	if err != nil {
+		return nil, err
+	}
+	if len(v) != 5 {
+		return nil, errors.New("unexpected promote reply")
+	}
+	return v, nil
+}
+
+// callFailed explains, classifies and counts err, the failure of a promote
+// call made under ctx (parent: the context runOnce was given), reports it
+// to the OnError hook and returns it as a *callError.
+func (l *lane) callFailed(ctx, parent context.Context, err error) error {
+	err = scripts.Explain(err)
+	if errors.Is(err, context.Canceled) && parent.Err() == nil {
+		// Cut by heal.CutIfMoved.
+		err = fmt.Errorf("%w: cut once its slot had another master", err)
+	}
+	heal.After(l.m.rdb, err)
+	stuck := persistent(err)
+	if stuck {
+		// A WRONGTYPE reply (or a script error wrapping one) does not
+		// say which key: ask, so that the log names it. A failure of
+		// the check itself (its TYPE refused by the user's ACL, say)
+		// must not hide the call's own error.
+		var kte *stream.KeyTypeError
+		if terr := stream.CheckTypes(ctx, l.m.rdb, l.keyTypes()...); errors.As(terr, &kte) {
+			err = terr
+		}
+	}
+	err = fmt.Errorf("promote %s: %w", l.keys.Delayed, err)
+	l.m.failures.Add(1)
+	if stuck {
+		l.m.stuck.Add(1)
+	}
+	if h := l.m.cfg.hooks.OnError; h != nil {
+		h(l.keys.Stream, err, stuck)
+	}
+	return &callError{err: err, stuck: stuck}
+}
+
+// record notes the lease renewal of a successful call's reply r (sent at
+// start, asking to renew if renew) and counts what it moved.
+func (l *lane) record(r result, start time.Time, renew bool) {
+	switch {
+	case r.leaseTTL != -1:
+		l.renewed.Store(0) // another mover holds it, or nobody: set at the next call with work
+	case renew && r.moved+r.quarantined > 0:
+		l.renewed.Store(start.UnixNano()) // the script set it, after start
+	}
+	if n := r.moved + r.quarantined; n > 0 {
+		l.m.promoted.Add(uint64(r.moved))
+		l.m.quarant.Add(uint64(r.quarantined))
+		l.m.batches.Add(1)
+		if h := l.m.cfg.hooks.OnPromote; h != nil {
+			h(l.keys.Stream, r.moved, r.quarantined, time.Since(start))
+		}
+	}
+}
+
+// promoteArgs returns the promote script's ARGV for the lane, with its
+// arrivals channel (a shard channel in a sharded queue) and shard number,
+// and whether a call that finds this mover holding the lease renews it:
+// only when the last renewal this mover knows of is a third of the lease
+// TTL old, so that a busy lane sets its lease a few times per TTL rather
+// than at every call, and the lease never gets near lapsing while its
+// holder promotes.
+func (l *lane) promoteArgs(renew bool) []any {
+	keep := "0"
+	if renew {
+		keep = "1"
+	}
+	return []any{l.m.cfg.batch, l.token, l.m.cfg.leaseTTL.Milliseconds(), wire.Header, l.arrivals, l.shardArg, keep}
+}
+
+// keyTypes lists the lane's keys with the types the promote script expects.
+func (l *lane) keyTypes() []stream.KeyType {
+	return []stream.KeyType{
+		{Key: l.keys.Delayed, Want: "zset"}, {Key: l.keys.Envelopes, Want: "hash"},
+		{Key: l.keys.Stream, Want: "stream"}, {Key: l.keys.Quarantine, Want: "stream"},
+		{Key: l.keys.Lease, Want: "string"},
+	}
+}
+
+// callError is a failed promote call, classified.
+type callError struct {
+	err   error
+	stuck bool // the failure repeats until the lane's keys or data are fixed
+}
+
+func (e *callError) Error() string { return e.err.Error() }
+func (e *callError) Unwrap() error { return e.err }
+
+// persistent reports whether err will repeat until someone fixes the lane's
+// keys or data: an error reply from Redis (a script error, a key of the
+// wrong type) that is not one of the transient ones (heal.Transient).
+// Network errors and timeouts pass by themselves.
+func persistent(err error) bool {
+	return err != nil && !heal.Transient(err)
+}
+
+// Log intervals of a failing lane: its first failure is logged at once,
+// then at most one line per interval while it keeps failing.
+const (
+	transientLogEvery = 30 * time.Second
+	stuckLogEvery     = time.Minute
+)
+
+// failing tracks a lane's consecutive failed calls, so that a lane that
+// keeps failing logs a bounded number of lines and says so differently
+// from a passing error.
+type failing struct {
+	n      int       // consecutive failed calls
+	since  time.Time // the first of them
+	logged time.Time // the last line logged about them
+	stuck  bool      // whether they were reported as a stuck lane
+	// watch follows, on a Cluster, the lane's slot from the master the
+	// calls failed on: a retry, or a call still trying the failed master,
+	// goes to a promoted replica as soon as the slot map names it.
+	watch heal.Watch
+}
+
+// failed records a failed call and logs it if due.
+func (f *failing) failed(ctx context.Context, log *slog.Logger, err error, retryIn time.Duration) {
+	now := time.Now()
+	if f.n == 0 {
+		f.since = now
+	}
+	f.n++
+	var ce *callError
+	stuck := errors.As(err, &ce) && ce.stuck
+	switch {
+	case stuck && (!f.stuck || now.Sub(f.logged) >= stuckLogEvery):
+		log.ErrorContext(ctx, "lane stuck: promotion fails until its keys or data are fixed",
+			slog.Any("err", err), slog.Int("failures", f.n), slog.Time("since", f.since))
+		f.stuck, f.logged = true, now
+	case !stuck && (f.n == 1 || now.Sub(f.logged) >= transientLogEvery):
+		log.WarnContext(ctx, "promote failed", slog.Any("err", err), slog.Int("failures", f.n),
+			slog.Duration("retry_in", retryIn))
+		f.logged = now
+	}
+}
+
+// succeeded ends a run of failures, saying so if any was logged after the first.
+func (f *failing) succeeded(ctx context.Context, log *slog.Logger) {
+	if f.n > 1 || f.stuck {
+		log.InfoContext(ctx, "promote recovered", slog.Int("failures", f.n),
+			slog.Duration("after", time.Since(f.since)))
+	}
+	f.watch.End()
+	*f = failing{}
+}
