@@ -21,7 +21,6 @@ import (
 	"github.com/delaystream/delaystream/internal/shards"
 	"github.com/delaystream/delaystream/internal/shardsub"
 	"github.com/delaystream/delaystream/internal/stream"
-	"github.com/delaystream/delaystream/internal/wire"
 )
 
 // callTimeout bounds one promote call, so a hung connection cannot stall a lane.
