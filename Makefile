@@ -5,8 +5,13 @@
 GO       ?= go
 MODULES  := . ./examples ./integration ./bench ./cmd/delaystream ./contrib/prometheus ./contrib/otel
 GOFLAGS_TEST ?= -race -count=1 -timeout 15m
+# Library code, held to staticcheck and gocyclo by make lint.
+LIBMODULES := . ./contrib/prometheus ./contrib/otel
+TOOLBIN    := $(shell $(GO) env GOPATH)/bin
+STATICCHECK_VERSION ?= v0.8.2
+GOCYCLO_VERSION     ?= v0.6.0
 
-.PHONY: all test ensure-tools chaos test-unit test-tls lint vet fmt ensure-redis bench tidy property fuzz fuzz-short
+.PHONY: all test lint-tools ensure-tools chaos test-unit test-tls lint vet fmt ensure-redis bench tidy property fuzz fuzz-short
 
 # Fuzz targets run one at a time (go test -fuzz takes one target), each
 # for FUZZTIME with `make fuzz` and FUZZTIME_SHORT within `make test`.
@@ -85,10 +90,19 @@ define run-fuzz
 	if [ -n "$$failed" ]; then echo "fuzz failed:$$failed (failing inputs under testdata/fuzz/)"; exit 1; fi
 endef
 
-## lint: gofmt and go vet over every module
-lint: vet
+## lint: gofmt and go vet over every module; staticcheck and gocyclo -over 15 over the library code (the core module and contrib, tests excluded)
+lint: vet lint-tools
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@set -e; for m in $(LIBMODULES); do (cd $$m && $(TOOLBIN)/staticcheck ./...); done
+	@files=$$(for m in $(LIBMODULES); do (cd $$m && $(GO) list -f '{{range .GoFiles}}{{$$.Dir}}/{{.}} {{end}}' ./...); done); \
+	out=$$($(TOOLBIN)/gocyclo -over 15 $$files); \
+	if [ -n "$$out" ]; then echo "functions over cyclomatic complexity 15:"; echo "$$out"; exit 1; fi
+
+# lint-tools installs staticcheck and gocyclo, at fixed versions, when absent.
+lint-tools:
+	@test -x $(TOOLBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@test -x $(TOOLBIN)/gocyclo || $(GO) install github.com/fzipp/gocyclo/cmd/gocyclo@$(GOCYCLO_VERSION)
 
 vet:
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done

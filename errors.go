@@ -8,42 +8,42 @@ import "github.com/delaystream/delaystream/internal/errs"
 var (
 	// ErrInvalidOption is wrapped by every error an option, [New] or
 	// [Queue.Handle] returns for bad input. Nothing was written.
-	ErrInvalidOption = errs.InvalidOption
+	ErrInvalidOption = errs.ErrInvalidOption
 	// ErrInvalidMessage is wrapped by the error of a call given a bad
 	// message: an empty or too long id, a zero [When], a payload over the
 	// limit. Nothing was written.
-	ErrInvalidMessage = errs.InvalidMessage
+	ErrInvalidMessage = errs.ErrInvalidMessage
 	// ErrRunning is returned by [Queue.Run] when the Queue is already
 	// running, and wrapped by [Queue.Handle] called while it runs.
-	ErrRunning = errs.Running
+	ErrRunning = errs.ErrRunning
 	// ErrNotFound is wrapped by the error of a call naming a message or a
 	// dead letter that does not exist (any more).
-	ErrNotFound = errs.NotFound
+	ErrNotFound = errs.ErrNotFound
 	// ErrDuplicate is wrapped by a schedule result's error when the id is
 	// already waiting and the duplicate policy is [Reject].
-	ErrDuplicate = errs.Duplicate
+	ErrDuplicate = errs.ErrDuplicate
 	// ErrNotReplicated is wrapped by the error of a write made with
 	// [WithReplicaAck] that fewer replicas than asked confirmed in time. The
 	// write was made on the master and may or may not survive a failover.
-	ErrNotReplicated = errs.NotReplicated
+	ErrNotReplicated = errs.ErrNotReplicated
 	// ErrInvalidName is wrapped by the error of [New] given a queue name or
 	// prefix that cannot name Redis keys, and of [Queue.Handle] given such a
 	// group name.
-	ErrInvalidName = errs.InvalidName
+	ErrInvalidName = errs.ErrInvalidName
 	// ErrShardCount is wrapped by the error of a call on a queue that Redis
 	// records with another shard count than [WithShards] gave. Nothing was
 	// written.
-	ErrShardCount = errs.ShardCount
+	ErrShardCount = errs.ErrShardCount
 	// ErrWrongType is wrapped by the error of a call that found one of the
 	// queue's keys holding another Redis type (another program uses the
 	// key). Nothing was written.
-	ErrWrongType = errs.WrongType
+	ErrWrongType = errs.ErrWrongType
 	// ErrDataLost is reported (to hooks and logs) when Redis lost keys the
 	// queue had written: an eviction, a FLUSHALL, a restart without
 	// persistence.
-	ErrDataLost = errs.DataLost
+	ErrDataLost = errs.ErrDataLost
 	// ErrMalformed is wrapped by the reason of an entry found in Redis that
 	// is not what the queue writes; the entry goes to quarantine or to the
 	// dead letters, and everything else keeps going.
-	ErrMalformed = errs.Malformed
+	ErrMalformed = errs.ErrMalformed
 )

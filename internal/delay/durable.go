@@ -31,7 +31,7 @@ import (
 // WAIT covers only what its connection wrote before: for a confirmation
 // that covers the message itself, retry with [Replace] and the due time
 // the first call returned ([At]), which rewrites the same message.
-var ErrNotReplicated = errs.NotReplicated
+var ErrNotReplicated = errs.ErrNotReplicated
 
 // Bounds of WithReplicaAck.
 const (

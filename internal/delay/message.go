@@ -19,13 +19,13 @@ import (
 var (
 	// ErrInvalidMessage is wrapped when a message or a When is refused at the
 	// call; nothing is written.
-	ErrInvalidMessage = errs.InvalidMessage
+	ErrInvalidMessage = errs.ErrInvalidMessage
 	// ErrDuplicate is returned by Schedule when a message with the same id is
 	// already waiting and the policy is [Reject].
-	ErrDuplicate = errs.Duplicate
+	ErrDuplicate = errs.ErrDuplicate
 	// ErrNotFound means no message with that id is waiting: it never
 	// existed, was cancelled, or has already been promoted to the stream.
-	ErrNotFound = errs.NotFound
+	ErrNotFound = errs.ErrNotFound
 )
 
 // Message is what a producer schedules.

@@ -12,7 +12,7 @@ import (
 )
 
 // ErrInvalidOption is wrapped by every error an Option or New returns.
-var ErrInvalidOption = errs.InvalidOption
+var ErrInvalidOption = errs.ErrInvalidOption
 
 // Option configures a Queue.
 type Option func(*config) error

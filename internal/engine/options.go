@@ -12,10 +12,10 @@ import (
 )
 
 // ErrInvalidOption is wrapped by every error an Option or New returns.
-var ErrInvalidOption = errs.InvalidOption
+var ErrInvalidOption = errs.ErrInvalidOption
 
 // ErrRunning is returned by Run when the Engine is already running.
-var ErrRunning = errs.Running
+var ErrRunning = errs.ErrRunning
 
 // Option configures an Engine.
 type Option func(*Config) error

@@ -20,7 +20,7 @@ import (
 )
 
 // ErrNotFound is returned when a dead letter does not exist.
-var ErrNotFound = errs.NotFound
+var ErrNotFound = errs.ErrNotFound
 
 // DeadLetters inspects, redrives and purges one group's dead letters. It is
 // safe for concurrent use and starts nothing.

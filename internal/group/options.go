@@ -17,10 +17,10 @@ import (
 )
 
 // ErrInvalidOption is wrapped by every error an Option or a constructor returns.
-var ErrInvalidOption = errs.InvalidOption
+var ErrInvalidOption = errs.ErrInvalidOption
 
 // ErrRunning is returned by Run when the Consumer is already running.
-var ErrRunning = errs.Running
+var ErrRunning = errs.ErrRunning
 
 // Option configures a Consumer (and, for the options that apply, DeadLetters).
 type Option func(*config) error

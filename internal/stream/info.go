@@ -124,7 +124,7 @@ func parseQuarantined(m redis.XMessage) Quarantined {
 }
 
 // ErrWrongType is wrapped by [*KeyTypeError].
-var ErrWrongType = errs.WrongType
+var ErrWrongType = errs.ErrWrongType
 
 // KeyTypeError reports a key of a queue that holds a value of another type
 // than the library keeps there (someone SET the delayed set, say). Every

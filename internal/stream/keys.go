@@ -21,7 +21,7 @@ const LayoutVersion = "1"
 const MaxNameLen = 128
 
 // ErrInvalidName is wrapped by the errors of [ValidateName].
-var ErrInvalidName = errs.InvalidName
+var ErrInvalidName = errs.ErrInvalidName
 
 // ValidateName reports whether s is usable as a prefix, queue or group name:
 // 1 to [MaxNameLen] bytes of printable UTF-8 with no spaces and no braces

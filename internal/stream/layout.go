@@ -76,9 +76,9 @@ func (l *Layout) MoversChannel() string { return l.home.base + ":o:w" }
 // Redis lost a queue's data while they ran: the queue's record
 // ([Layout.Meta]) is gone or was recreated (Redis restarted without
 // persistence, FLUSHALL, a failover to a replica that had none of it).
-var ErrDataLost = errs.DataLost
+var ErrDataLost = errs.ErrDataLost
 
 // ErrShardCount is wrapped by the error a part of a queue returns at its
 // first call when the shard count it was built with differs from the one
 // recorded for the queue in Redis. Nothing is written.
-var ErrShardCount = errs.ShardCount
+var ErrShardCount = errs.ErrShardCount

@@ -35,7 +35,7 @@ func RetryMember(id, entry string) string { return id + RetrySep + entry }
 // ErrMalformed is wrapped by [*EntryError] when a field is missing or has the
 // wrong type or syntax. Envelope decoding failures wrap the codec's errors
 // (codec.ErrUnknownFormat, codec.ErrCorrupt) instead.
-var ErrMalformed = errs.Malformed
+var ErrMalformed = errs.ErrMalformed
 
 // EntryError reports a stream entry that could not be decoded.
 type EntryError struct {
