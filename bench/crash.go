@@ -254,7 +254,7 @@ func (b *bench) crash(ctx context.Context, sysName string, run int) (map[string]
 // waitPending waits until the group has n entries pending (read and not
 // acknowledged), and returns how many it has.
 func (s *dsSystem) waitPending(ctx context.Context, n int, d time.Duration) (int, error) {
-	key := s.q.Keys().Main().Stream
+	key := s.keys.Main().Stream
 	deadline := time.Now().Add(d)
 	for {
 		p, err := s.rdb.XPending(ctx, key, benchGroup).Result()
@@ -276,7 +276,7 @@ func (s *dsSystem) waitPending(ctx context.Context, n int, d time.Duration) (int
 // pass at start) done with bare XAUTOCLAIM and XACK, nothing else. A pass
 // continues while the cursor says there is more.
 func (s *dsSystem) rawReclaim(ctx context.Context, h handler) error {
-	key := s.q.Keys().Main().Stream
+	key := s.keys.Main().Stream
 	t := time.NewTicker(group.DefaultReclaimEvery)
 	defer t.Stop()
 	for {

@@ -22,9 +22,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/internal/stream"
 	"github.com/delaystream/delaystream/internal/wire"
 )
 
@@ -109,9 +111,14 @@ func (b *bench) backlogOnce(ctx context.Context, sysName string, run, n int) (ma
 			return nil, err
 		}
 		defer other.Close()
-		if other.q, err = delay.New(other.rdb, benchQueue+"-elsewhere"); err != nil {
+		if other.q, err = delaystream.New(other.rdb, benchQueue+"-elsewhere", delaystream.WithoutPromotion()); err != nil {
 			return nil, err
 		}
+		layout, err := stream.NewLayout(delaystream.DefaultPrefix, benchQueue+"-elsewhere", 1)
+		if err != nil {
+			return nil, err
+		}
+		other.keys = layout.Shard(0)
 		filled = other
 	}
 	t0 := time.Now()
@@ -217,7 +224,7 @@ func (b *bench) waitingCount(ctx context.Context, sys system) (int64, error) {
 	if !ok {
 		return 0, nil
 	}
-	return b.admin.ZCard(ctx, ds.q.Keys().Main().Delayed).Result()
+	return b.admin.ZCard(ctx, ds.keys.Main().Delayed).Result()
 }
 
 // watchSlow makes Redis log every call slower than usec in its slow log
@@ -583,7 +590,7 @@ func (b *bench) burstBigOnce(ctx context.Context, sysName string, run int, lead 
 	if !ok {
 		return nil, false, fmt.Errorf("burst1m runs delaystream only")
 	}
-	keys := ds.q.Keys().Main()
+	keys := ds.keys.Main()
 	perEntry, err := b.streamEntryBytes(ctx, min(n, 100000))
 	if err != nil {
 		return nil, false, fmt.Errorf("entry size: %w", err)

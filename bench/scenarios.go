@@ -435,7 +435,7 @@ func (b *bench) memory(ctx context.Context, sysName string, run int) (map[string
 	}
 	v := map[string]float64{"bytes_per_msg": float64(s1.mem-s0.mem) / float64(n)}
 	if ds, ok := sys.(*dsSystem); ok {
-		ln := ds.q.Keys().Main()
+		ln := ds.keys.Main()
 		z, _ := b.admin.MemoryUsage(ctx, ln.Delayed, 0).Result()
 		h, _ := b.admin.MemoryUsage(ctx, ln.Envelopes, 0).Result()
 		v["zset_bytes_per_msg"] = float64(z) / float64(n+1)

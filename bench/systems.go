@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/mover"
@@ -105,12 +106,14 @@ func payloadDue(p []byte) time.Time {
 // ---- delaystream ----
 
 type dsSystem struct {
-	rdb   *redis.Client
-	q     *delay.Queue
-	cfg   config
-	raw   bool
-	stops []func()
-	timer *scriptTimer // round trips of the library's script calls, once timeScripts is called
+	rdb    *redis.Client
+	q      *delaystream.Queue // scheduling only: promotion and the group run on queues of their own (Start)
+	keys   stream.Keys        // shard 0's keys, for the raw reader and the scenarios' probes
+	shards int
+	cfg    config
+	raw    bool
+	stops  []func()
+	timer  *scriptTimer // round trips of the library's script calls, once timeScripts is called
 }
 
 // timeScripts starts recording the round trip of every library script
@@ -128,12 +131,18 @@ func newDS(addr string, cfg config, raw bool) (*dsSystem, error) {
 		return nil, fmt.Errorf("%s reads one stream: -shards %d applies to delaystream only", sysRaw, cfg.shards)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	q, err := delay.New(rdb, benchQueue, delay.WithShards(max(1, cfg.shards)))
+	shards := max(1, cfg.shards)
+	q, err := delaystream.New(rdb, benchQueue, delaystream.WithShards(shards), delaystream.WithoutPromotion())
 	if err != nil {
 		rdb.Close()
 		return nil, err
 	}
-	return &dsSystem{rdb: rdb, q: q, cfg: cfg, raw: raw}, nil
+	layout, err := stream.NewLayout(delaystream.DefaultPrefix, benchQueue, shards)
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	return &dsSystem{rdb: rdb, q: q, keys: layout.Shard(0), shards: shards, cfg: cfg, raw: raw}, nil
 }
 
 func (s *dsSystem) Name() string {
@@ -143,24 +152,24 @@ func (s *dsSystem) Name() string {
 	return sysDS
 }
 
-func (w when) ds() delay.When {
+func (w when) ds() delaystream.When {
 	if w.abs {
-		return delay.At(w.at)
+		return delaystream.At(w.at)
 	}
-	return delay.After(w.in)
+	return delaystream.After(w.in)
 }
 
 func (s *dsSystem) ScheduleOne(ctx context.Context, p []byte, w when) error {
-	_, err := s.q.Schedule(ctx, delay.Message{Payload: p}, w.ds())
+	_, err := s.q.Schedule(ctx, delaystream.Message{Payload: p}, w.ds())
 	return err
 }
 
 func (s *dsSystem) ScheduleMany(ctx context.Context, ps [][]byte, ws []when) error {
-	items := make([]delay.Item, 0, s.cfg.batch)
+	items := make([]delaystream.Item, 0, s.cfg.batch)
 	for i := 0; i < len(ps); i += s.cfg.batch {
 		items = items[:0]
 		for j := i; j < min(i+s.cfg.batch, len(ps)); j++ {
-			items = append(items, delay.Item{Message: delay.Message{Payload: ps[j]}, When: ws[j].ds()})
+			items = append(items, delaystream.Item{Message: delaystream.Message{Payload: ps[j]}, When: ws[j].ds()})
 		}
 		if _, err := s.q.ScheduleBatch(ctx, items); err != nil {
 			return err
@@ -170,21 +179,21 @@ func (s *dsSystem) ScheduleMany(ctx context.Context, ps [][]byte, ws []when) err
 }
 
 // scheduleWithIDs schedules all payloads like ScheduleMany, each with a
-// caller-chosen id from delay.NewID, and returns how many were created.
+// caller-chosen id (a ULID, as generated ids are), and returns how many were created.
 func (s *dsSystem) scheduleWithIDs(ctx context.Context, ps [][]byte, ws []when) (int, error) {
-	items := make([]delay.Item, 0, s.cfg.batch)
+	items := make([]delaystream.Item, 0, s.cfg.batch)
 	created := 0
 	for i := 0; i < len(ps); i += s.cfg.batch {
 		items = items[:0]
 		for j := i; j < min(i+s.cfg.batch, len(ps)); j++ {
-			items = append(items, delay.Item{Message: delay.Message{ID: delay.NewID(), Payload: ps[j]}, When: ws[j].ds()})
+			items = append(items, delaystream.Item{Message: delaystream.Message{ID: delay.NewID(), Payload: ps[j]}, When: ws[j].ds()})
 		}
 		res, err := s.q.ScheduleBatch(ctx, items)
 		if err != nil {
 			return created, err
 		}
 		for _, r := range res {
-			if r.Outcome == delay.Created {
+			if r.Outcome == delaystream.Created {
 				created++
 			}
 		}
@@ -192,7 +201,7 @@ func (s *dsSystem) scheduleWithIDs(ctx context.Context, ps [][]byte, ws []when) 
 	return created, nil
 }
 
-// Start runs the mover and one group.Consumer (or, for the floor reference,
+// Start runs the mover and one consumer group (or, for the floor reference,
 // a bare XREADGROUP reader) until Stop.
 func (s *dsSystem) Start(ctx context.Context, h handler) error {
 	if err := s.startMoverOnly(ctx); err != nil {
@@ -203,7 +212,7 @@ func (s *dsSystem) Start(ctx context.Context, h handler) error {
 
 // startMoverOnly runs the queue's mover until Stop.
 func (s *dsSystem) startMoverOnly(ctx context.Context) error {
-	opts := []mover.Option{mover.WithShards(s.q.Shards())}
+	opts := []mover.Option{mover.WithShards(s.shards)}
 	if s.cfg.moverBatch > 0 {
 		opts = append(opts, mover.WithBatchSize(s.cfg.moverBatch))
 	}
@@ -223,15 +232,21 @@ func (s *dsSystem) startConsumer(ctx context.Context, h handler) error {
 		<-ready
 		return nil
 	}
-	c, err := group.New(s.rdb, benchQueue, benchGroup, func(ctx context.Context, m *group.Message) error {
-		return h(ctx, delivery{payload: m.Payload, due: m.Due, appended: stream.EntryTime(m.EntryID)})
-	}, group.WithWorkers(s.cfg.workers), group.WithoutPromotion(), group.WithShards(s.q.Shards())) // the system's mover promotes
+	// A queue of its own, as a consumer process has: the system's mover
+	// promotes.
+	q, err := delaystream.New(s.rdb, benchQueue, delaystream.WithShards(s.shards), delaystream.WithoutPromotion())
 	if err != nil {
 		return err
 	}
-	s.goRun(ctx, c.Run)
-	// The consumer creates its group in Run; wait for it so startup is not timed.
-	key := s.q.Keys().Main().Stream
+	_, err = q.Handle(benchGroup, func(ctx context.Context, d *delaystream.Delivery) error {
+		return h(ctx, delivery{payload: d.Payload, due: d.Due, appended: stream.EntryTime(d.EntryID)})
+	}, delaystream.WithWorkers(s.cfg.workers))
+	if err != nil {
+		return err
+	}
+	s.goRun(ctx, q.Run)
+	// The queue creates its group in Run; wait for it so startup is not timed.
+	key := s.keys.Main().Stream
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		gs, err := s.rdb.XInfoGroups(ctx, key).Result()
@@ -261,7 +276,7 @@ func (s *dsSystem) startIdleFleet(ctx context.Context, groups, perGroup int) err
 			s.goRun(ctx, c.Run)
 		}
 	}
-	key := s.q.Keys().Main().Stream
+	key := s.keys.Main().Stream
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		gs, err := s.rdb.XInfoGroups(ctx, key).Result()
@@ -290,7 +305,7 @@ func (s *dsSystem) goRun(ctx context.Context, f func(context.Context) error) {
 // 100 ms, entries fanned out to the workers, one XACK per batch. No
 // reclaim, retry, dead letters, lease extension or trimming.
 func (s *dsSystem) rawRead(ctx context.Context, h handler, ready chan<- struct{}) error {
-	key := s.q.Keys().Main().Stream
+	key := s.keys.Main().Stream
 	if err := s.rdb.XGroupCreateMkStream(ctx, key, benchGroup, "0").Err(); err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
 		close(ready)
 		return err
