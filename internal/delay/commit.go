@@ -48,17 +48,28 @@ import (
 // script call.
 const flushBytes = 1 << 20
 
-// committer holds a Queue's groups.
+// committer sends a Queue's schedule writes: it routes the items of a
+// batch to their shards and chunks (batch.go), sends them, under
+// WithReplicaAck through the replicaAck, and groups concurrent Schedule
+// calls into shared script calls.
 type committer struct {
+	name   string // the queue's name, for errors
+	set    *shardSet
+	cfg    *config
+	tokens callTokens
+	ack    *replicaAck // nil: writes do not wait for replicas
+
 	one     commitGroup          // the group of every call, unless cluster is set
 	cluster *redis.ClusterClient // a Cluster client with several shards: a group per master
 	nodes   sync.Map             // master address -> *commitGroup, when cluster is set
 }
 
-func (c *committer) init(rdb redis.UniversalClient, shards int) {
-	if cc, ok := rdb.(*redis.ClusterClient); ok && shards > 1 {
-		c.cluster = cc
+func newCommitter(name string, set *shardSet, cfg *config, tokens callTokens, ack *replicaAck) *committer {
+	cm := &committer{name: name, set: set, cfg: cfg, tokens: tokens, ack: ack}
+	if cc, ok := set.rdb.(*redis.ClusterClient); ok && len(set.lanes) > 1 {
+		cm.cluster = cc
 	}
+	return cm
 }
 
 // commitGroup is the calls that share script calls.
@@ -94,17 +105,17 @@ type waiter struct {
 var errLeaderPanicked = errors.New("delay: the call sending this message panicked; it may or may not have been written")
 
 // scheduleGrouped is Schedule with group commit.
-func (q *Queue) scheduleGrouped(ctx context.Context, it Item) (Result, error) {
-	if err := q.checkItem(&it, time.Now()); err != nil {
+func (cm *committer) scheduleGrouped(ctx context.Context, it Item) (Result, error) {
+	if err := cm.checkItem(&it, time.Now()); err != nil {
 		return Result{}, itemError(1, 0, err)
 	}
 	w := &waiter{ctx: ctx, item: it}
-	g := q.groupOf(ctx, w)
+	g := cm.groupOf(ctx, w)
 	g.mu.Lock()
 	if !g.busy {
 		g.busy = true
 		g.mu.Unlock()
-		q.lead(g, []*waiter{w})
+		cm.lead(g, []*waiter{w})
 		return w.res, w.err
 	}
 	w.wake = make(chan struct{}, 1)
@@ -123,11 +134,11 @@ func (q *Queue) scheduleGrouped(ctx context.Context, it Item) (Result, error) {
 			g.remove(w)
 			g.handover()
 			g.mu.Unlock()
-			return Result{}, fmt.Errorf("schedule %s: %w", q.name, ctx.Err())
+			return Result{}, fmt.Errorf("schedule %s: %w", cm.name, ctx.Err())
 		}
-		batch := g.take(q.cfg.batchSize)
+		batch := g.take(cm.cfg.batchSize)
 		g.mu.Unlock()
-		q.lead(g, batch)
+		cm.lead(g, batch)
 		return w.res, w.err
 	case <-ctx.Done():
 		g.mu.Lock()
@@ -144,10 +155,10 @@ func (q *Queue) scheduleGrouped(ctx context.Context, it Item) (Result, error) {
 				return w.res, w.err
 			default: // in flight: may be written
 			}
-			return Result{}, fmt.Errorf("schedule %s: %w", q.name, ctx.Err())
+			return Result{}, fmt.Errorf("schedule %s: %w", cm.name, ctx.Err())
 		}
 		g.mu.Unlock()
-		return Result{}, fmt.Errorf("schedule %s: %w", q.name, ctx.Err())
+		return Result{}, fmt.Errorf("schedule %s: %w", cm.name, ctx.Err())
 	}
 }
 
@@ -155,28 +166,27 @@ func (q *Queue) scheduleGrouped(ctx context.Context, it Item) (Result, error) {
 // shards it is the group of the master of w's shard, whose generated id's
 // random part it then draws. A master that cannot be found (the cluster's
 // state unknown) gives the queue's group: the call then reports the error.
-func (q *Queue) groupOf(ctx context.Context, w *waiter) *commitGroup {
-	c := &q.commit
-	if c.cluster == nil {
-		return &c.one
+func (cm *committer) groupOf(ctx context.Context, w *waiter) *commitGroup {
+	if cm.cluster == nil {
+		return &cm.one
 	}
 	var shard int
 	if w.item.Message.ID == "" {
 		var ids idGen
 		w.rnd = ids.next(1)
-		shard = wire.ShardOfRandom(w.rnd, len(q.lanes))
+		shard = wire.ShardOfRandom(w.rnd, len(cm.set.lanes))
 	} else {
-		shard = q.layout.ShardOf(w.item.Message.ID)
+		shard = cm.set.layout.ShardOf(w.item.Message.ID)
 	}
-	node, err := c.cluster.MasterForKey(ctx, q.lanes[shard].zset[0])
+	node, err := cm.cluster.MasterForKey(ctx, cm.set.lanes[shard].zset[0])
 	if err != nil {
-		return &c.one
+		return &cm.one
 	}
 	addr := node.Options().Addr
-	if g, ok := c.nodes.Load(addr); ok {
+	if g, ok := cm.nodes.Load(addr); ok {
 		return g.(*commitGroup)
 	}
-	g, _ := c.nodes.LoadOrStore(addr, &commitGroup{})
+	g, _ := cm.nodes.LoadOrStore(addr, &commitGroup{})
 	return g.(*commitGroup)
 }
 
@@ -192,7 +202,7 @@ func sizeOf(m *Message) int {
 // lead sends the messages of batch (batch[0] is the caller's own) as one
 // call, hands the lead on and gives every caller its result. It hands the
 // lead on even if the call panics.
-func (q *Queue) lead(g *commitGroup, batch []*waiter) {
+func (cm *committer) lead(g *commitGroup, batch []*waiter) {
 	sent := false
 	defer func() {
 		if !sent {
@@ -207,7 +217,7 @@ func (q *Queue) lead(g *commitGroup, batch []*waiter) {
 			w.wake <- struct{}{}
 		}
 	}()
-	q.flush(batch)
+	cm.flush(batch)
 	sent = true
 }
 
@@ -257,7 +267,7 @@ func (g *commitGroup) remove(w *waiter) {
 
 // flush sends the messages of batch as one ScheduleBatch and sets each
 // waiter's res and err as Schedule reports them.
-func (q *Queue) flush(batch []*waiter) {
+func (cm *committer) flush(batch []*waiter) {
 	items := make([]Item, len(batch))
 	results := make([]Result, len(batch))
 	for i, w := range batch {
@@ -266,21 +276,21 @@ func (q *Queue) flush(batch []*waiter) {
 	}
 	ctx, cancel := flushContext(batch)
 	defer cancel()
-	p := q.route(items, results)
+	p := cm.route(items, results)
 	var errs []error
 	if len(batch) > 1 {
 		errs = make([]error, len(batch))
 	}
-	err, replErr := q.send(ctx, items, results, &p, errs)
+	err, replErr := cm.send(ctx, items, results, &p, errs)
 	if err != nil {
-		heal.After(q.rdb, err)
+		heal.After(cm.set.rdb, err)
 	}
 	for i, w := range batch {
 		itemErr := err
 		if errs != nil && errs[i] != nil {
 			itemErr = errs[i]
 		}
-		w.res, w.err = q.result(results[i], itemErr, replErr)
+		w.res, w.err = cm.result(results[i], itemErr, replErr)
 	}
 }
 
@@ -309,21 +319,21 @@ func flushContext(batch []*waiter) (context.Context, context.CancelFunc) {
 // result returns what Schedule returns for a message whose result is r:
 // err is the error of its call, if it failed before Redis wrote it (r is
 // then Unknown); replErr the replication error of its call.
-func (q *Queue) result(r Result, err, replErr error) (Result, error) {
+func (cm *committer) result(r Result, err, replErr error) (Result, error) {
 	switch {
 	case r.Outcome == Unknown:
 		if err == nil { // cannot happen: a call without a reply has an error
 			err = errors.New("no reply from the schedule script")
 		}
-		return Result{}, fmt.Errorf("schedule %s: %w", q.name, err)
+		return Result{}, fmt.Errorf("schedule %s: %w", cm.name, err)
 	case r.Outcome == Rejected:
 		dup := fmt.Errorf("schedule %s: %w", r.ID, ErrDuplicate)
 		if replErr != nil {
-			return r, fmt.Errorf("%w; schedule %s: %w", dup, q.name, replErr)
+			return r, fmt.Errorf("%w; schedule %s: %w", dup, cm.name, replErr)
 		}
 		return r, dup
 	case replErr != nil:
-		return r, fmt.Errorf("schedule %s: %w", q.name, replErr)
+		return r, fmt.Errorf("schedule %s: %w", cm.name, replErr)
 	}
 	return r, nil
 }

@@ -69,12 +69,7 @@ type ackConfig struct {
 // is not the one promoted.
 //
 // Cost: the master's round trip to its replicas, added to every call;
-// a batch pays it once per master, not per message. Measured on 2 cores
-// with Redis 7.0, a Cluster master and its replica on the same host, one
-// caller: a single Schedule took p50 170 µs, p99 560 µs, against 100 µs
-// and 330 µs without; with 32 concurrent callers, both about 2 ms at p50
-// (the integration test TestFailoverLossDurable logs both). Over a network
-// add the replica's round trip.
+// a batch pays it once per master, not per message.
 //
 // The client must be a *redis.Client (a single server, or a Sentinel
 // client from redis.NewFailoverClient, which is a *redis.Client talking to
@@ -134,20 +129,31 @@ const maxAckRedirects = 5
 // in the client's ReadTimeout, which bounds reading every reply.
 const pipelineSlack = time.Second
 
-// run runs script s once with keys and args, like s.Run; under
-// WithReplicaAck on the master of keys followed by a WAIT. The second
-// result is the replication error (wrapping ErrNotReplicated), reported
-// apart from the call's own.
-func (q *Queue) run(ctx context.Context, s *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
-	if q.cfg.ack.replicas == 0 {
-		cmd := s.Run(ctx, q.rdb, keys, args...)
-		if err := cmd.Err(); err != nil {
-			cmd.SetErr(explain(ctx, q.rdb, err, keys))
-		}
-		return cmd, nil
+// replicaAck makes a Queue's writes under WithReplicaAck: each on the
+// master of its keys, followed by WAIT on the same connection, sent again
+// to another node where a Cluster master refuses it (MOVED, CLUSTERDOWN,
+// TRYAGAIN).
+type replicaAck struct {
+	rdb     redis.UniversalClient // a *redis.Client or *redis.ClusterClient (checkAckClient)
+	cluster *redis.ClusterClient  // rdb, when it is a Cluster client
+	cfg     ackConfig
+}
+
+// newReplicaAck returns the replicaAck of cfg, nil when writes do not wait
+// for replicas.
+func newReplicaAck(rdb redis.UniversalClient, cfg ackConfig) *replicaAck {
+	if cfg.replicas == 0 {
+		return nil
 	}
-	cmds, replErr := q.runAcked(ctx, func(int) *redis.Script { return s }, []scripts.Call{{Keys: keys, Args: args}})
-	return cmds[0], replErr
+	cluster, _ := rdb.(*redis.ClusterClient)
+	return &replicaAck{rdb: rdb, cluster: cluster, cfg: cfg}
+}
+
+// ackedCalls is the script calls of one replicaAck.run and their replies.
+type ackedCalls struct {
+	scriptOf func(i int) *redis.Script // the script of call i
+	calls    []scripts.Call
+	cmds     []*redis.Cmd // cmds[i] is call i's reply, its error in it
 }
 
 // waitResult is what the WAITs after one master's calls said.
@@ -157,77 +163,75 @@ type waitResult struct {
 	err       error // a counted WAIT failed
 }
 
-// runAcked runs call i with scriptOf(i), each call on the master of its
-// keys: every master's calls in one pipeline that ends with WAIT on the
-// same connection, the masters' pipelines at once. Calls a master refuses
-// with MOVED are sent again to the node the reply names, with the slot map
+// run runs call i with scriptOf(i), each call on the master of its keys:
+// every master's calls in one pipeline that ends with WAIT on the same
+// connection, the masters' pipelines at once. Calls a master refuses with
+// MOVED are sent again to the node the reply names, with the slot map
 // reloaded, and calls refused with CLUSTERDOWN or TRYAGAIN after a pause
 // (Cluster client only, up to maxAckRedirects times). It returns each
 // call's reply (its error in it, as scripts.RunPipelined does) and an error
 // wrapping ErrNotReplicated when a master's WAIT fell short or failed.
 // A WAIT counts only if at least one call before it on its connection
 // succeeded: a round whose calls all failed wrote nothing to wait for.
-func (q *Queue) runAcked(ctx context.Context, scriptOf func(i int) *redis.Script, calls []scripts.Call) ([]*redis.Cmd, error) {
-	cmds := make([]*redis.Cmd, len(calls))
+func (a *replicaAck) run(ctx context.Context, scriptOf func(i int) *redis.Script, calls []scripts.Call) ([]*redis.Cmd, error) {
+	b := &ackedCalls{scriptOf: scriptOf, calls: calls, cmds: make([]*redis.Cmd, len(calls))}
 	pending := make([]int, len(calls))
 	for i := range pending {
 		pending[i] = i
 	}
-	cluster, _ := q.rdb.(*redis.ClusterClient)
 	var (
 		waits []waitResult
 		moved map[int]string // call -> the address its last MOVED named
+		down  bool           // a call was refused with CLUSTERDOWN or TRYAGAIN
 	)
 	for attempt := 0; ; attempt++ {
-		nodes, idx := q.byMaster(ctx, calls, pending, cmds, q.redirects(ctx, cluster, moved))
-		res := make([]waitResult, len(nodes))
-		if len(nodes) == 1 {
-			res[0] = q.sendNode(ctx, nodes[0], scriptOf, calls, idx[0], cmds)
-		} else {
-			var wg sync.WaitGroup
-			for n := range nodes {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					res[n] = q.sendNode(ctx, nodes[n], scriptOf, calls, idx[n], cmds)
-				}()
-			}
-			wg.Wait()
-		}
-		waits = append(waits, res...)
-		if cluster == nil || attempt == maxAckRedirects || ctx.Err() != nil {
+		nodes, idx := a.byMaster(ctx, b, pending, a.redirects(ctx, moved))
+		waits = append(waits, a.sendAll(ctx, b, nodes, idx)...)
+		if a.cluster == nil || attempt == maxAckRedirects || ctx.Err() != nil {
 			break
 		}
-		pending = pending[:0]
-		moved = map[int]string{}
-		down := false
-		for _, ix := range idx {
-			for _, i := range ix {
-				err := cmds[i].Err()
-				// MOVED <slot> <addr>: refused, the call did not run.
-				if f := strings.Fields(errString(err)); len(f) == 3 && f[0] == "MOVED" {
-					pending = append(pending, i)
-					moved[i] = f[2]
-				} else if redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "TRYAGAIN") {
-					// Refused too (a failover in progress): retried after
-					// a pause, on the master the reloaded map names.
-					pending = append(pending, i)
-					down = true
-				}
-			}
-		}
+		pending, moved, down = refused(b.cmds, idx, pending[:0])
 		if len(pending) == 0 {
 			break
 		}
 		if down {
-			cluster.ReloadState(ctx)
-			select {
-			case <-ctx.Done():
-			case <-time.After(min(100*time.Millisecond<<attempt, time.Second)):
+			a.cluster.ReloadState(ctx)
+			pause(ctx, attempt)
+		}
+	}
+	return b.cmds, a.replicationError(waits)
+}
+
+// refused appends to pending the calls of idx that a node refused without
+// running them, to be sent again. moved maps the calls refused with MOVED
+// to the address the reply names; down reports calls refused with
+// CLUSTERDOWN or TRYAGAIN (a failover in progress), to be sent again
+// after a pause, on the master the reloaded slot map names.
+func refused(cmds []*redis.Cmd, idx [][]int, pending []int) (_ []int, moved map[int]string, down bool) {
+	moved = map[int]string{}
+	for _, ix := range idx {
+		for _, i := range ix {
+			err := cmds[i].Err()
+			// MOVED <slot> <addr>: refused, the call did not run.
+			if f := strings.Fields(errString(err)); len(f) == 3 && f[0] == "MOVED" {
+				pending = append(pending, i)
+				moved[i] = f[2]
+			} else if redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "TRYAGAIN") {
+				pending = append(pending, i)
+				down = true
 			}
 		}
 	}
-	return cmds, q.replicationError(waits)
+	return pending, moved, down
+}
+
+// pause waits before the round after attempt when a master was down:
+// 100 ms doubling to 1 s, or until ctx ends.
+func pause(ctx context.Context, attempt int) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(min(100*time.Millisecond<<attempt, time.Second)):
+	}
 }
 
 func errString(err error) string {
@@ -243,13 +247,13 @@ func errString(err error) string {
 // reload), so MasterForKey then answers from the new map too. The node
 // named is used even if the map, read from a node that has not heard of
 // the failover yet, still says otherwise. Nil when moved is empty.
-func (q *Queue) redirects(ctx context.Context, cluster *redis.ClusterClient, moved map[int]string) map[int]*redis.Client {
+func (a *replicaAck) redirects(ctx context.Context, moved map[int]string) map[int]*redis.Client {
 	if len(moved) == 0 {
 		return nil
 	}
 	var mu sync.Mutex
 	byAddr := map[string]*redis.Client{}
-	_ = cluster.ForEachShard(ctx, func(_ context.Context, node *redis.Client) error {
+	_ = a.cluster.ForEachShard(ctx, func(_ context.Context, node *redis.Client) error {
 		mu.Lock()
 		byAddr[node.Options().Addr] = node
 		mu.Unlock()
@@ -268,8 +272,8 @@ func (q *Queue) redirects(ctx context.Context, cluster *redis.ClusterClient, mov
 // node in to, where a MOVED reply named one): idx[n] holds the calls of
 // nodes[n], in order. A call whose master cannot be found gets the error
 // as its reply and is left out.
-func (q *Queue) byMaster(ctx context.Context, calls []scripts.Call, pending []int, cmds []*redis.Cmd, to map[int]*redis.Client) (nodes []*redis.Client, idx [][]int) {
-	switch c := q.rdb.(type) {
+func (a *replicaAck) byMaster(ctx context.Context, b *ackedCalls, pending []int, to map[int]*redis.Client) (nodes []*redis.Client, idx [][]int) {
+	switch c := a.rdb.(type) {
 	case *redis.Client:
 		return []*redis.Client{c}, [][]int{append([]int(nil), pending...)}
 	case *redis.ClusterClient:
@@ -278,8 +282,8 @@ func (q *Queue) byMaster(ctx context.Context, calls []scripts.Call, pending []in
 			node := to[i]
 			if node == nil {
 				var err error
-				if node, err = c.MasterForKey(ctx, calls[i].Keys[0]); err != nil {
-					cmds[i] = failedCmd(ctx, fmt.Errorf("master of %s: %w", calls[i].Keys[0], err))
+				if node, err = c.MasterForKey(ctx, b.calls[i].Keys[0]); err != nil {
+					b.cmds[i] = failedCmd(ctx, fmt.Errorf("master of %s: %w", b.calls[i].Keys[0], err))
 					continue
 				}
 			}
@@ -296,7 +300,7 @@ func (q *Queue) byMaster(ctx context.Context, calls []scripts.Call, pending []in
 	}
 	// New refuses other clients under WithReplicaAck.
 	for _, i := range pending {
-		cmds[i] = failedCmd(ctx, fmt.Errorf("%w: client %T", ErrInvalidOption, q.rdb))
+		b.cmds[i] = failedCmd(ctx, fmt.Errorf("%w: client %T", ErrInvalidOption, a.rdb))
 	}
 	return nil, nil
 }
@@ -307,26 +311,46 @@ func failedCmd(ctx context.Context, err error) *redis.Cmd {
 	return cmd
 }
 
+// sendAll sends nodes[n] its calls idx[n] (sendNode), the nodes at once,
+// and returns what their WAITs said.
+func (a *replicaAck) sendAll(ctx context.Context, b *ackedCalls, nodes []*redis.Client, idx [][]int) []waitResult {
+	res := make([]waitResult, len(nodes))
+	if len(nodes) == 1 {
+		res[0] = a.sendNode(ctx, b, nodes[0], idx[0])
+		return res
+	}
+	var wg sync.WaitGroup
+	for n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[n] = a.sendNode(ctx, b, nodes[n], idx[n])
+		}()
+	}
+	wg.Wait()
+	return res
+}
+
 // sendNode sends the calls idx to node, followed by WAIT. EVALSHA does not
 // fall back to EVAL inside a pipeline: calls answered NOSCRIPT (they did
 // not run: the node never saw the script, or its cache was flushed) are
 // sent again with EVAL, which carries the script (and caches it), with
 // their own WAIT, as Script.Run falls back for scripts.RunPipelined.
-func (q *Queue) sendNode(ctx context.Context, node *redis.Client, scriptOf func(int) *redis.Script, calls []scripts.Call, idx []int, cmds []*redis.Cmd) waitResult {
+func (a *replicaAck) sendNode(ctx context.Context, b *ackedCalls, node *redis.Client, idx []int) waitResult {
 	res := waitResult{addr: node.Options().Addr, confirmed: -1}
-	q.sendRound(ctx, node, scriptOf, calls, idx, cmds, &res, false)
+	a.sendRound(ctx, b, node, idx, &res, false)
 	var retry []int
 	for _, i := range idx {
-		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+		if redis.HasErrorPrefix(b.cmds[i].Err(), "NOSCRIPT") {
 			retry = append(retry, i)
 		}
 	}
 	if len(retry) > 0 {
-		q.sendRound(ctx, node, scriptOf, calls, retry, cmds, &res, true)
+		a.sendRound(ctx, b, node, retry, &res, true)
 	}
 	for _, i := range idx {
-		if err := cmds[i].Err(); err != nil {
-			cmds[i].SetErr(explain(ctx, node, err, calls[i].Keys))
+		if err := b.cmds[i].Err(); err != nil {
+			b.cmds[i].SetErr(explain(ctx, node, err, b.calls[i].Keys))
 		}
 	}
 	return res
@@ -335,18 +359,18 @@ func (q *Queue) sendNode(ctx context.Context, node *redis.Client, scriptOf func(
 // sendRound sends the calls idx (with EVALSHA, or EVAL if eval) and a
 // WAIT on one connection of node and notes in res what the WAIT said, if
 // it counts.
-func (q *Queue) sendRound(ctx context.Context, node *redis.Client, scriptOf func(int) *redis.Script, calls []scripts.Call, idx []int, cmds []*redis.Cmd, res *waitResult, eval bool) {
+func (a *replicaAck) sendRound(ctx context.Context, b *ackedCalls, node *redis.Client, idx []int, res *waitResult, eval bool) {
 	fill := func(p redis.Pipeliner) error {
 		for _, i := range idx {
 			if eval {
-				cmds[i] = scriptOf(i).Eval(ctx, p, calls[i].Keys, calls[i].Args...)
+				b.cmds[i] = b.scriptOf(i).Eval(ctx, p, b.calls[i].Keys, b.calls[i].Args...)
 			} else {
-				cmds[i] = scriptOf(i).EvalSha(ctx, p, calls[i].Keys, calls[i].Args...)
+				b.cmds[i] = b.scriptOf(i).EvalSha(ctx, p, b.calls[i].Keys, b.calls[i].Args...)
 			}
 		}
 		return nil
 	}
-	ack := q.cfg.ack
+	ack := a.cfg
 	var wait *redis.IntCmd
 	if rt := node.Options().ReadTimeout; rt <= 0 || ack.timeout+pipelineSlack <= rt {
 		// A *redis.Client pipeline is written and read on one connection.
@@ -362,12 +386,12 @@ func (q *Queue) sendRound(ctx context.Context, node *redis.Client, scriptOf func
 		conn := node.Conn()
 		defer conn.Close()
 		_, _ = conn.Pipelined(ctx, fill)
-		if !anySucceeded(idx, cmds) {
+		if !anySucceeded(idx, b.cmds) {
 			return
 		}
 		wait = conn.Wait(ctx, ack.replicas, ack.timeout)
 	}
-	if !anySucceeded(idx, cmds) {
+	if !anySucceeded(idx, b.cmds) {
 		return
 	}
 	n, err := wait.Result()
@@ -392,8 +416,8 @@ func anySucceeded(idx []int, cmds []*redis.Cmd) bool {
 
 // replicationError returns an error wrapping ErrNotReplicated describing
 // the masters whose WAIT fell short or failed, nil when there are none.
-func (q *Queue) replicationError(waits []waitResult) error {
-	want := int64(q.cfg.ack.replicas)
+func (a *replicaAck) replicationError(waits []waitResult) error {
+	want := int64(a.cfg.replicas)
 	masters := map[string]bool{}
 	var short []waitResult
 	for _, w := range waits {
@@ -418,5 +442,5 @@ func (q *Queue) replicationError(waits []waitResult) error {
 			ErrNotReplicated, where, max(w.confirmed, 0), want, lost, w.err)
 	}
 	return fmt.Errorf("%w: on %s: %d of %d replicas confirmed within %s; %s",
-		ErrNotReplicated, where, short[0].confirmed, want, q.cfg.ack.timeout, lost)
+		ErrNotReplicated, where, short[0].confirmed, want, a.cfg.timeout, lost)
 }

@@ -33,9 +33,12 @@ type Message struct {
 	// ID identifies the message while it waits; Cancel, Reschedule and Get
 	// use it, and scheduling an id that is already waiting applies the
 	// duplicate policy. Empty: a unique id is generated (26 characters,
-	// ULID layout, with the due time as its time part; see the package
-	// doc), and the message takes less Redis memory. Choose a deterministic
-	// id ("order:5001:cancel") to make scheduling idempotent.
+	// ULID layout, with the due time by the Redis clock as its time part
+	// and 80 random bits; see [NewID]), known once Redis has answered, and
+	// the message, stored as one delayed-set member, takes less Redis
+	// memory. Generated ids sort by due time, not by creation time. Choose
+	// a deterministic id ("order:5001:cancel") to make scheduling
+	// idempotent.
 	ID string
 	// Payload is delivered as is; at most the queue's max payload (1 MiB by default).
 	Payload []byte

@@ -60,13 +60,22 @@ func callTokenTTL(rdb redis.UniversalClient) time.Duration {
 	return time.Duration(retries)*(dial+write+read+max(backoff, 0)) + 5*time.Second
 }
 
-// withToken returns keys and args with a new call token of lane l added
-// (see callTokenTTL), or as they are when the queue makes no tokens. keys
-// is not modified: lanes share their key slices.
-func (q *Queue) withToken(l *laneArgs, keys []string, args []any) ([]string, []any) {
-	if q.tokenTTL == 0 {
+// callTokens adds call tokens to a Queue's script calls.
+type callTokens struct {
+	ttl int64 // time to live of a token in ms; 0 when calls carry none
+}
+
+func newCallTokens(rdb redis.UniversalClient) callTokens {
+	return callTokens{ttl: callTokenTTL(rdb).Milliseconds()}
+}
+
+// add returns keys and args with a new call token of lane l added (see
+// callTokenTTL), or as they are when calls carry no tokens. keys is not
+// modified: lanes share their key slices.
+func (t callTokens) add(l *laneArgs, keys []string, args []any) ([]string, []any) {
+	if t.ttl == 0 {
 		return keys, args
 	}
 	tok := strconv.FormatUint(rand.Uint64(), 36) + strconv.FormatUint(rand.Uint64(), 36)
-	return append(keys[:len(keys):len(keys)], l.calls+tok), append(args, q.tokenTTL)
+	return append(keys[:len(keys):len(keys)], l.calls+tok), append(args, t.ttl)
 }

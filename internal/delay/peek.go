@@ -61,18 +61,18 @@ func (q *Queue) Peek(ctx context.Context, count int) ([]Waiting, error) {
 	if count < 1 || count > MaxPeek {
 		return nil, fmt.Errorf("peek %s: %w: count must be 1 to %d, got %d", q.name, ErrInvalidOption, MaxPeek, count)
 	}
-	if err := q.checkRecord(ctx); err != nil {
+	if err := q.set.checkRecord(ctx); err != nil {
 		return nil, fmt.Errorf("peek %s: %w", q.name, err)
 	}
-	now, err := q.rdb.Time(ctx).Result()
+	now, err := q.set.rdb.Time(ctx).Result()
 	if err != nil {
 		return nil, fmt.Errorf("peek %s: time: %w", q.name, err)
 	}
-	n := q.layout.Shards()
-	pipe := q.rdb.Pipeline()
+	n := q.set.layout.Shards()
+	pipe := q.set.rdb.Pipeline()
 	heads := make([]*redis.ZSliceCmd, n)
 	for i := range n {
-		heads[i] = pipe.ZRangeWithScores(ctx, q.lanes[i].lane.Delayed, 0, int64(count-1))
+		heads[i] = pipe.ZRangeWithScores(ctx, q.set.lanes[i].lane.Delayed, 0, int64(count-1))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("peek %s: %w", q.name, err)
@@ -87,7 +87,7 @@ func (q *Queue) Peek(ctx context.Context, count int) ([]Waiting, error) {
 		return cmp.Or(a.Due.Compare(b.Due), cmp.Compare(a.Shard, b.Shard))
 	})
 	out = out[:min(len(out), count)]
-	if err := q.readEnvelopes(ctx, out); err != nil {
+	if err := q.set.readEnvelopes(ctx, out); err != nil {
 		return nil, fmt.Errorf("peek %s: %w", q.name, err)
 	}
 	for i := range out {
@@ -148,7 +148,7 @@ func dueOf(score float64) (int64, bool) {
 
 // readEnvelopes reads the envelopes of the plain members among ws, one
 // HMGET per shard, all in one pipeline.
-func (q *Queue) readEnvelopes(ctx context.Context, ws []Waiting) error {
+func (s *shardSet) readEnvelopes(ctx context.Context, ws []Waiting) error {
 	byShard := map[int][]int{} // shard -> indexes into ws
 	for i, w := range ws {
 		if w.Member == nil && w.Problem == "" {
@@ -158,14 +158,14 @@ func (q *Queue) readEnvelopes(ctx context.Context, ws []Waiting) error {
 	if len(byShard) == 0 {
 		return nil
 	}
-	pipe := q.rdb.Pipeline()
+	pipe := s.rdb.Pipeline()
 	cmds := map[int]*redis.SliceCmd{}
 	for shard, idx := range byShard {
 		fields := make([]string, len(idx))
 		for k, i := range idx {
 			fields[k] = ws[i].ID
 		}
-		cmds[shard] = pipe.HMGet(ctx, q.lanes[shard].lane.Envelopes, fields...)
+		cmds[shard] = pipe.HMGet(ctx, s.lanes[shard].lane.Envelopes, fields...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
@@ -188,16 +188,16 @@ func (q *Queue) readEnvelopes(ctx context.Context, ws []Waiting) error {
 
 // checkRecord compares the queue's record with the Queue's shard count
 // without writing anything: a queue with no record yet passes.
-func (q *Queue) checkRecord(ctx context.Context) error {
-	v, err := q.rdb.HGet(ctx, q.layout.Meta(), "shards").Result()
+func (s *shardSet) checkRecord(ctx context.Context) error {
+	v, err := s.rdb.HGet(ctx, s.layout.Meta(), "shards").Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return nil
 	case err != nil:
-		return fmt.Errorf("read %s: %w", q.layout.Meta(), err)
+		return fmt.Errorf("read %s: %w", s.layout.Meta(), err)
 	}
-	if n, err := strconv.Atoi(v); err != nil || n != q.layout.Shards() {
-		return fmt.Errorf("%w: the queue's record %s holds %q, this producer has %d", stream.ErrShardCount, q.layout.Meta(), v, q.layout.Shards())
+	if n, err := strconv.Atoi(v); err != nil || n != s.layout.Shards() {
+		return fmt.Errorf("%w: the queue's record %s holds %q, this producer has %d", stream.ErrShardCount, s.layout.Meta(), v, s.layout.Shards())
 	}
 	return nil
 }
