@@ -117,7 +117,8 @@ func (rd *reader) exec(ctx context.Context, nr *nodeRead, streams []string) {
 // of its stream. A stream that went failing while its read was awaited (its node's
 // subscription was lost) is already being checked: its entries are
 // queued, and its failure is not counted again.
-func (rd *reader) consume(ctx context.Context, nr *nodeRead, streams []string, failing []bool, nfailing *int, deferred *[]int, a *arrivals) (int, error) {
+func (l *readLoop) consume(ctx context.Context, nr *nodeRead) (int, error) {
+	rd, streams := l.rd, l.streams
 	if nr.acks.cmds != nil {
 		rd.settle.ack.settled(ctx, nr.acks)
 	}
@@ -128,7 +129,7 @@ func (rd *reader) consume(ctx context.Context, nr *nodeRead, streams []string, f
 		if err != nil && errors.Is(err, redis.Nil) {
 			err = nil
 		}
-		if failing[i] {
+		if l.failing[i] {
 			if err == nil {
 				for _, s := range res {
 					rd.enqueue(ctx, streams[i], s.Messages, nil)
@@ -137,9 +138,9 @@ func (rd *reader) consume(ctx context.Context, nr *nodeRead, streams []string, f
 			continue
 		}
 		if err != nil {
-			*deferred = append(*deferred, i) // read it again after the backoff
-			failing[i] = true
-			*nfailing++
+			l.toCheck = append(l.toCheck, i) // read it again after the backoff
+			l.failing[i] = true
+			l.nFailing++
 			if failed == nil {
 				failed, failedAt = err, i
 			}
@@ -147,7 +148,7 @@ func (rd *reader) consume(ctx context.Context, nr *nodeRead, streams []string, f
 		}
 		for _, s := range res {
 			if int64(len(s.Messages)) >= nr.per {
-				a.mark(i) // a full read: there may be more
+				l.dirty.mark(i) // a full read: there may be more
 			}
 			if len(s.Messages) > 0 {
 				rd.act.touch(i) // maybe not announced: now pending

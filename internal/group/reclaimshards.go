@@ -81,9 +81,7 @@ func (a *activity) settle(i int, gen uint64) {
 // tick (see settleIdle): those with nothing pending and nothing unread
 // become quiet and are skipped until they are touched again.
 func (rc *reclaimer) loopShards(ctx context.Context, tick *time.Ticker) error {
-	r, c := rc.r, rc.r.c
-	streams := c.streams()
-	act := rc.rd.act
+	streams := rc.r.c.streams()
 	last := make([]uint64, len(streams)) // each stream's generation at the previous tick
 	for i := range last {
 		last[i] = ^uint64(0) // not seen yet
@@ -101,29 +99,10 @@ func (rc *reclaimer) loopShards(ctx context.Context, tick *time.Ticker) error {
 			rc.sweep(ctx, streams)
 			sweep = time.Now()
 		}
-		todo, idle = todo[:0], idle[:0]
-		for i := range streams {
-			gen, quiet := act.state(i)
-			if quiet {
-				continue
-			}
-			todo = append(todo, i)
-			if gen == last[i] {
-				idle = append(idle, i) // untouched for a tick: maybe nothing pending
-				gens[i] = gen
-			}
-			last[i] = gen
-		}
+		todo, idle = rc.rd.act.pick(last, gens, todo[:0], idle[:0])
 		unreachable := false
 		if len(todo) > 0 {
-			if err := rc.passShards(ctx, streams, todo); err != nil && ctx.Err() == nil {
-				heal.After(c.rdb, err)
-				var rerr redis.Error
-				unreachable = !errors.As(err, &rerr)
-				fails.failed(ctx, r.log, "reclaim failed", err)
-			} else if err == nil && fails.n > 0 {
-				fails.succeeded(ctx, r.log, "reclaim recovered")
-			}
+			unreachable = rc.passAll(ctx, streams, todo, &fails)
 		}
 		switch {
 		case unreachable && len(streams) == 2:
@@ -142,6 +121,44 @@ func (rc *reclaimer) loopShards(ctx context.Context, tick *time.Ticker) error {
 		}
 	}
 	return nil
+}
+
+// pick appends to todo the streams that are not quiet, and to idle those
+// of them whose generation is still the one in last (untouched for a
+// tick: maybe nothing pending), with that generation in gens; it sets
+// last to each such stream's generation now. It is for the reclaim loop,
+// which owns last and gens.
+func (a *activity) pick(last, gens []uint64, todo, idle []int) ([]int, []int) {
+	for i := range last {
+		gen, quiet := a.state(i)
+		if quiet {
+			continue
+		}
+		todo = append(todo, i)
+		if gen == last[i] {
+			idle = append(idle, i)
+			gens[i] = gen
+		}
+		last[i] = gen
+	}
+	return todo, idle
+}
+
+// passAll makes a pass over the streams todo (passShards) and logs its
+// failure or the recovery from failures. It reports whether the pass
+// failed on a server that could not be reached (an error that is not a
+// Redis reply).
+func (rc *reclaimer) passAll(ctx context.Context, streams []string, todo []int, fails *failures) (unreachable bool) {
+	r, c := rc.r, rc.r.c
+	if err := rc.passShards(ctx, streams, todo); err != nil && ctx.Err() == nil {
+		heal.After(c.rdb, err)
+		var rerr redis.Error
+		unreachable = !errors.As(err, &rerr)
+		fails.failed(ctx, r.log, "reclaim failed", err)
+	} else if err == nil && fails.n > 0 {
+		fails.succeeded(ctx, r.log, "reclaim recovered")
+	}
+	return unreachable
 }
 
 // passShards runs the first XAUTOCLAIM of the streams todo in one

@@ -51,9 +51,9 @@ func (t *trimmer) settled(streamKey string, n int) {
 
 // trimVolume is how many settled entries of a stream bring its trim
 // forward: under a heavy load the stream is trimmed as fast as the groups
-// acknowledge (a 1M burst drained at ~110k msg/s would otherwise wait
-// for passes every trim interval, each bounded, and hold most of the
-// burst in the stream), while a light load is trimmed once per interval.
+// acknowledge (a large burst drained quickly would otherwise wait for
+// passes every trim interval, each bounded, and hold most of the burst in
+// the stream), while a light load is trimmed once per interval.
 const trimVolume = 10_000
 
 // trimSoon is the pause before the next pass when the last one left a
@@ -80,7 +80,6 @@ func (t *trimmer) loop(ctx context.Context) error {
 	again := make([]bool, len(t.settles)) // left partly trimmed by the last pass
 	var fails failures
 	for ctx.Err() == nil {
-		var failed error
 		full := time.Since(lastFull) >= idleEvery
 		if full {
 			lastFull = time.Now()
@@ -88,28 +87,7 @@ func (t *trimmer) loop(ctx context.Context) error {
 		// Brought forward by volume: only the streams that reached it.
 		early := time.Since(lastPass) < c.cfg.trimEvery
 		lastPass = time.Now()
-		soon := false
-		for i, s := range c.streams() {
-			// Clear before trimming: what is settled meanwhile is trimmed
-			// on the next pass.
-			n := t.settles[i].Swap(0)
-			if (n == 0 || early && n < trimVolume) && !full && !again[i] {
-				t.settles[i].Add(n)
-				continue
-			}
-			groups := "" // the retry lane is this group's alone
-			if sh := c.shardOf(s); s == sh.main.Stream {
-				groups = sh.groups
-			}
-			_, more, err := trim(ctx, c.rdb, s, groups, c.cfg.retention)
-			if again[i] = more; more { // failed or bounded: go on soon
-				soon = true
-			}
-			if err != nil && ctx.Err() == nil {
-				heal.After(c.rdb, err)
-				failed = err
-			}
-		}
+		soon, failed := t.pass(ctx, full, early, again)
 		if failed != nil {
 			fails.failed(ctx, r.log, "trim failed", failed)
 		} else if fails.n > 0 {
@@ -117,11 +95,7 @@ func (t *trimmer) loop(ctx context.Context) error {
 		}
 		if time.Since(lastStale) >= min(c.cfg.staleConsumer/4, idleEvery) {
 			lastStale = time.Now()
-			for _, s := range c.streams() {
-				if err := t.removeStale(ctx, s); err != nil && ctx.Err() == nil {
-					r.log.WarnContext(ctx, "removing stale consumers failed", slog.String("stream", s), slog.Any("err", err))
-				}
-			}
+			t.removeStaleAll(ctx)
 		}
 		wait := c.cfg.trimEvery
 		if soon && failed == nil {
@@ -130,6 +104,48 @@ func (t *trimmer) loop(ctx context.Context) error {
 		t.pause(ctx, wait)
 	}
 	return nil
+}
+
+// pass trims the streams due: every stream when full, those of which this
+// consumer settled entries since its last trim of them (when early, only
+// those that reached trimVolume), and those the last pass left partly
+// trimmed (again, which it updates). It reports whether a stream was left
+// partly trimmed, and the last failure.
+func (t *trimmer) pass(ctx context.Context, full, early bool, again []bool) (soon bool, failed error) {
+	c := t.r.c
+	for i, s := range c.streams() {
+		// Clear before trimming: what is settled meanwhile is trimmed
+		// on the next pass.
+		n := t.settles[i].Swap(0)
+		if (n == 0 || early && n < trimVolume) && !full && !again[i] {
+			t.settles[i].Add(n)
+			continue
+		}
+		groups := "" // the retry lane is this group's alone
+		if sh := c.shardOf(s); s == sh.main.Stream {
+			groups = sh.groups
+		}
+		_, more, err := trim(ctx, c.rdb, s, groups, c.cfg.retention)
+		if again[i] = more; more { // failed or bounded: go on soon
+			soon = true
+		}
+		if err != nil && ctx.Err() == nil {
+			heal.After(c.rdb, err)
+			failed = err
+		}
+	}
+	return soon, failed
+}
+
+// removeStaleAll removes the stale consumers of every stream, logging
+// failures.
+func (t *trimmer) removeStaleAll(ctx context.Context) {
+	r, c := t.r, t.r.c
+	for _, s := range c.streams() {
+		if err := t.removeStale(ctx, s); err != nil && ctx.Err() == nil {
+			r.log.WarnContext(ctx, "removing stale consumers failed", slog.String("stream", s), slog.Any("err", err))
+		}
+	}
 }
 
 // pause waits for d, ctx's end, or a stream's volume (see settled).
@@ -151,8 +167,8 @@ var errGroupMissing = errors.New("not trimmed while a recorded group is missing 
 // (and removes stale consumers). What such a pass frees is rare (a
 // retention that ran out, a removed group: a slower group's progress is
 // trimmed by its own consumers after their acknowledgements), and each
-// costs about 6 commands per stream, so it is rare too: every consumer of
-// 3 groups × 3 running it once a minute cost 1.5 commands/s in all.
+// costs a few commands per stream, for every consumer of every group, so
+// it is rare too.
 const trimIdleEvery = 10 * time.Minute
 
 // Trimming is bounded: one script call removes at most trimLimit entries,
