@@ -216,8 +216,8 @@ func TestTypedHandler(t *testing.T) {
 	dls := deadLetters(t, c.DeadLetters())
 	require.Len(t, dls, 1)
 	assert.Equal(t, "o2", dls[0].Envelope.ID)
-	assert.Equal(t, group.ReasonHandler, dls[0].Reason)
-	assert.Contains(t, dls[0].LastError, "decode payload")
+	assert.Equal(t, group.ReasonUndecodable, dls[0].Reason)
+	assert.Contains(t, dls[0].LastError, "undecodable payload")
 	assert.Equal(t, []byte{0xc1}, dls[0].Envelope.Payload)
 }
 
