@@ -62,12 +62,15 @@
 //	                                 ← internal/engine ← mover ─┤
 //	                                                  ← group ──┴─ delaystream (the front door)
 //
+//	delaystream, stream, delay, group ← admin (the operator API: any queue by name)
+//
 //	internal/scripts   ← delay, internal/engine, group
 //	internal/optcheck  ← delay, internal/engine, group, delaystream
 //	internal/redistest ← tests only
+//	internal/seedtest  ← tests of admin and cmd/delaystream only
 //
 // delay, mover and group also import codec directly. No package but the
-// front door imports delay: producers and consumers share only the key
+// front door and admin imports delay: producers and consumers share only the key
 // layout and the entry format, both owned by stream, and the envelope,
 // owned by codec.
 //
