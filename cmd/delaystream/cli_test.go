@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+	"github.com/delaystream/delaystream/admin"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/stream"
 )
@@ -20,9 +20,9 @@ func TestQueuesAndStats(t *testing.T) {
 	seed(t, tg)
 
 	var rows []struct {
-		Name   string              `json:"name"`
-		Shards int                 `json:"shards"`
-		Stats  *inspect.QueueStats `json:"stats"`
+		Name   string             `json:"name"`
+		Shards int                `json:"shards"`
+		Stats  *admin.QueueReport `json:"stats"`
 	}
 	tg.json(t, &rows, "queues")
 	require.Len(t, rows, 2)
@@ -32,7 +32,7 @@ func TestQueuesAndStats(t *testing.T) {
 	require.NotNil(t, rows[1].Stats)
 	assert.Equal(t, int64(3), rows[1].Stats.Waiting)
 
-	var st inspect.QueueStats
+	var st admin.QueueReport
 	tg.json(t, &st, "stats", "orders")
 	assert.Equal(t, "orders", st.Queue)
 	assert.Equal(t, int64(3), st.Waiting)
@@ -66,7 +66,7 @@ func TestPeekAndGet(t *testing.T) {
 	tg := single(t)
 	seed(t, tg)
 
-	var ms []inspect.Message
+	var ms []waitingRow
 	tg.json(t, &ms, "peek", "orders")
 	require.Len(t, ms, 3)
 	assert.Equal(t, []string{"late", "soon", "later"}, []string{ms[0].ID, ms[1].ID, ms[2].ID})
@@ -87,7 +87,7 @@ func TestPeekAndGet(t *testing.T) {
 	text := tg.ok(t, "peek", "orders")
 	assert.Regexp(t, `(?m)^late\s+0\s+.*ago\)\s+OVERDUE\s+1\s+11\s+overdue one$`, text)
 
-	var m inspect.Message
+	var m waitingRow
 	tg.json(t, &m, "get", "orders", "soon")
 	assert.Equal(t, "soon", m.ID)
 	assert.Equal(t, 1, m.Attempt)
@@ -124,7 +124,7 @@ func TestCancelAndReschedule(t *testing.T) {
 	}
 	tg.json(t, &out, "reschedule", "orders", "later", "--at", at.Format(time.RFC3339), "--yes")
 	assert.True(t, at.Equal(out.Due), "due %s, want %s", out.Due, at)
-	var m inspect.Message
+	var m waitingRow
 	tg.json(t, &m, "get", "orders", "later")
 	assert.True(t, at.Equal(m.Due))
 
@@ -142,7 +142,7 @@ func TestGroupsAndDeadLetters(t *testing.T) {
 	seed(t, tg)
 	rdb := tg.client(t)
 
-	var gs []inspect.GroupStats
+	var gs []admin.GroupReport
 	tg.json(t, &gs, "groups", "jobs")
 	require.Len(t, gs, 2)
 	assert.Equal(t, "billing", gs[1].Group)
@@ -152,7 +152,7 @@ func TestGroupsAndDeadLetters(t *testing.T) {
 	require.Len(t, gs[1].ConsumerList, 1)
 	assert.Contains(t, tg.ok(t, "groups", "jobs"), "group billing consumers:")
 
-	var ds []inspect.DeadLetter
+	var ds []deadRow
 	tg.json(t, &ds, "dlq", "ls", "jobs", "billing")
 	require.Len(t, ds, 3)
 	ids := map[string]bool{}
@@ -167,11 +167,19 @@ func TestGroupsAndDeadLetters(t *testing.T) {
 	assert.Empty(t, ds)
 	tg.json(t, &ds, "dlq", "ls", "jobs", "billing", "--reason", "expired")
 	assert.Empty(t, ds)
+	// --reason takes the reasons as listings show them, and nothing else.
+	tg.json(t, &ds, "dlq", "ls", "jobs", "billing", "--reason", "handler asked to dead-letter")
+	assert.Len(t, ds, 3)
+	bad := tg.run(t, "dlq", "ls", "jobs", "billing", "--reason", "handler")
+	assert.Equal(t, exitUsage, bad.code)
+	assert.Contains(t, bad.stderr, `unknown dead-letter reason "handler"`)
+	assert.Contains(t, bad.stderr, `"handler asked to dead-letter"`)
+	assert.Equal(t, exitUsage, tg.run(t, "dlq", "purge", "jobs", "billing", "--all", "--reason", "declined", "--yes").code)
 	tg.json(t, &ds, "dlq", "ls", "jobs", "billing", "--since", "1h", "-n", "2")
 	require.Len(t, ds, 2)
 	assert.Equal(t, exitNotFound, tg.run(t, "dlq", "ls", "jobs", "nosuchgroup").code)
 
-	var d inspect.DeadLetter
+	var d deadRow
 	tg.json(t, &d, "dlq", "show", "jobs", "billing", ds[0].EntryID)
 	assert.Equal(t, ds[0].ID, d.ID)
 	assert.Equal(t, "job payload "+strings.TrimPrefix(d.ID, "job-"), string(d.Payload))
@@ -180,7 +188,7 @@ func TestGroupsAndDeadLetters(t *testing.T) {
 
 	// --dry-run and a refusal write nothing.
 	before := redistest.Keys(t, rdb, tg.prefix)
-	var res inspect.ActionResult
+	var res admin.ActionResult
 	tg.json(t, &res, "dlq", "redrive", "jobs", "billing", "--all", "--dry-run")
 	assert.True(t, res.DryRun)
 	assert.Equal(t, 3, res.Matched)
@@ -205,7 +213,7 @@ func TestGroupsAndDeadLetters(t *testing.T) {
 	tg.json(t, &res, "dlq", "redrive", "jobs", "billing", "--all", "--yes", "--delay", "1h")
 	assert.Equal(t, 2, res.Matched)
 	assert.Equal(t, 2, res.Done)
-	var st inspect.QueueStats
+	var st admin.QueueReport
 	tg.json(t, &st, "stats", "jobs")
 	assert.Equal(t, int64(0), st.Groups[1].DeadLetters)
 	assert.Equal(t, int64(2), st.Groups[1].RetryWaiting)
@@ -218,7 +226,7 @@ func TestQuarantine(t *testing.T) {
 	tg := single(t)
 	seed(t, tg)
 
-	var qs []inspect.Quarantined
+	var qs []quarantineRow
 	tg.json(t, &qs, "quarantine", "ls", "jobs")
 	require.Len(t, qs, 1)
 	assert.Equal(t, "main", qs[0].Lane)
@@ -274,7 +282,7 @@ func TestForgetGroup(t *testing.T) {
 	assert.Equal(t, before, redistest.Keys(t, rdb, tg.prefix), "a refused command wrote something")
 
 	assert.Contains(t, tg.ok(t, "forget-group", "jobs", "audit", "--yes"), "forgot group audit of jobs")
-	var gs []inspect.GroupStats
+	var gs []admin.GroupReport
 	tg.json(t, &gs, "groups", "jobs")
 	require.Len(t, gs, 1)
 	assert.Equal(t, "billing", gs[0].Group)

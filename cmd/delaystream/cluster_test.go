@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream"
-	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+	"github.com/delaystream/delaystream/admin"
 	"github.com/delaystream/delaystream/internal/redistest"
 )
 
@@ -62,7 +62,7 @@ func TestClusterQueues(t *testing.T) {
 	require.Greater(t, holders, 1)
 
 	check := func(t *testing.T, tg target, args ...string) {
-		var rows []inspect.QueueInfo
+		var rows []admin.QueueInfo
 		tg.json(t, &rows, append([]string{"queues", "--no-stats"}, args...)...)
 		var got []string
 		for _, r := range rows {
@@ -82,7 +82,7 @@ func TestClusterQueues(t *testing.T) {
 		check(t, one, "--cluster")
 	})
 
-	var st inspect.QueueStats
+	var st admin.QueueReport
 	tg.json(t, &st, "stats", "wide", "--per-shard")
 	assert.Equal(t, int64(30), st.Waiting)
 	require.Len(t, st.PerShard, 6)
@@ -91,7 +91,7 @@ func TestClusterQueues(t *testing.T) {
 		sum += s.Waiting
 	}
 	assert.Equal(t, int64(30), sum)
-	var ms []inspect.Message
+	var ms []waitingRow
 	tg.json(t, &ms, "peek", "wide", "-n", "50")
 	assert.Len(t, ms, 30)
 }

@@ -6,7 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/admin"
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/cli"
 )
 
 // filterFlags are the --since / --from / --to / --reason flags.
@@ -20,11 +22,12 @@ func (f *filterFlags) add(c *cobra.Command) {
 	c.Flags().DurationVar(&f.since, "since", 0, "dead-lettered within this long before now (this host's clock)")
 	c.Flags().StringVar(&f.from, "from", "", "dead-lettered at or after this time (RFC 3339)")
 	c.Flags().StringVar(&f.to, "to", "", "dead-lettered before this time (RFC 3339)")
-	c.Flags().StringVar(&f.reason, "reason", "", `with this reason only, e.g. "attempts exhausted"`)
+	c.Flags().StringVar(&f.reason, "reason", "", `with this reason only, exactly as listed, e.g. "attempts exhausted"`)
 }
 
-func (f *filterFlags) filter() (inspect.Filter, error) {
-	var out inspect.Filter
+// filter returns the listing options of the flags: From, To and Reason.
+func (f *filterFlags) filter() (admin.ListOptions, error) {
+	var out admin.ListOptions
 	if f.since < 0 {
 		return out, usagef("--since must not be negative")
 	}
@@ -62,18 +65,20 @@ func (a *app) dlqCmd() *cobra.Command {
 
 func (a *app) dlqLsCmd() *cobra.Command {
 	var (
-		opts inspect.ListOptions
-		ff   filterFlags
+		limit int
+		after string
+		ff    filterFlags
 	)
 	c := &cobra.Command{
 		Use:   "ls <queue> <group>",
 		Short: "List dead letters, oldest first",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
-			var err error
-			if opts.Filter, err = ff.filter(); err != nil {
+			opts, err := ff.filter()
+			if err != nil {
 				return err
 			}
+			opts.Limit, opts.After = limit, after
 			if opts.Limit < 1 {
 				return usagef("--limit must be at least 1")
 			}
@@ -86,7 +91,7 @@ func (a *app) dlqLsCmd() *cobra.Command {
 				return err
 			}
 			if a.jsonOut {
-				return a.printJSON(ds)
+				return a.printJSON(deadRows(ds))
 			}
 			if len(ds) == 0 {
 				fmt.Fprintln(a.stdout, "no dead letters")
@@ -97,13 +102,13 @@ func (a *app) dlqLsCmd() *cobra.Command {
 			fmt.Fprintln(w, "ENTRY ID\tDEAD-LETTERED\tMESSAGE ID\tREASON\tATTEMPT\tLAST ERROR\tPREVIEW")
 			for _, d := range ds {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.EntryID, when(d.At, now), orDash(d.ID), d.Reason,
-					d.Attempt, orDash(inspect.Preview([]byte(d.LastError), 60)), d.Preview)
+					d.Attempt, orDash(cli.Preview([]byte(d.LastError), 60)), cli.Preview(d.Payload, cli.PreviewLen))
 			}
 			return w.Flush()
 		},
 	}
-	c.Flags().IntVarP(&opts.Limit, "limit", "n", 50, "most entries listed")
-	c.Flags().StringVar(&opts.After, "after", "", "list after this entry id (paging)")
+	c.Flags().IntVarP(&limit, "limit", "n", 50, "most entries listed")
+	c.Flags().StringVar(&after, "after", "", "list after this entry id (paging)")
 	ff.add(c)
 	a.addJSON(c)
 	return c
@@ -119,12 +124,13 @@ func (a *app) dlqShowCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := in.DeadLetter(ctxOf(c), args[0], args[1], args[2])
+			ds, err := in.DeadLetters(ctxOf(c), args[0], args[1], admin.ListOptions{IDs: args[2:3]})
 			if err != nil {
 				return err
 			}
+			d := ds[0]
 			if a.jsonOut {
-				return a.printJSON(d)
+				return a.printJSON(deadRows(ds)[0])
 			}
 			now := time.Now()
 			w := a.table()
@@ -141,7 +147,7 @@ func (a *app) dlqShowCmd() *cobra.Command {
 			fmt.Fprintf(w, "headers\t%s\n", headers(d.Headers))
 			fmt.Fprintf(w, "decoded\t%v\n", d.Decoded)
 			fmt.Fprintf(w, "size\t%d\n", d.Size)
-			fmt.Fprintf(w, "payload\t%s\n", inspect.Preview(d.Payload, 4096))
+			fmt.Fprintf(w, "payload\t%s\n", cli.Preview(d.Payload, 4096))
 			return w.Flush()
 		},
 	}
@@ -152,10 +158,10 @@ func (a *app) dlqShowCmd() *cobra.Command {
 // dlqActCmd builds `dlq redrive` and `dlq purge`.
 func (a *app) dlqActCmd(action string) *cobra.Command {
 	var (
-		all   bool
-		ff    filterFlags
-		opts  inspect.ActionOptions
-		short = "Deliver dead letters again to their group (by id, or --all with filters)"
+		all, dryRun bool
+		delay       time.Duration
+		ff          filterFlags
+		short       = "Deliver dead letters again to their group (by id, or --all with filters)"
 	)
 	if action == "purge" {
 		short = "Delete dead letters for good (by id, or --all with filters)"
@@ -165,15 +171,15 @@ func (a *app) dlqActCmd(action string) *cobra.Command {
 		Short: short,
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
-			sel := inspect.Selection{IDs: args[2:], All: all}
-			var err error
-			if sel.Filter, err = ff.filter(); err != nil {
+			f, err := ff.filter()
+			if err != nil {
 				return err
 			}
+			sel := admin.ActionOptions{IDs: args[2:], All: all, From: f.From, To: f.To, Reason: f.Reason, Delay: delay}
 			if all == (len(sel.IDs) > 0) {
 				return usagef("give entry ids or --all, not both or neither")
 			}
-			if !all && (sel.Filter != inspect.Filter{}) {
+			if !all && (!f.From.IsZero() || !f.To.IsZero() || f.Reason != "") {
 				return usagef("--since, --from, --to and --reason select with --all only")
 			}
 			in, err := a.inspector()
@@ -186,63 +192,66 @@ func (a *app) dlqActCmd(action string) *cobra.Command {
 				do = in.Purge
 			}
 			// Resolve first (a dry run), so the question names a count.
-			dry, err := do(ctxOf(c), queue, group, sel, inspect.ActionOptions{DryRun: true, Delay: opts.Delay})
+			dry := sel
+			dry.DryRun = true
+			res, err := do(ctxOf(c), queue, group, dry)
 			if err != nil {
 				return err
 			}
-			res := dry
-			res.DryRun = opts.DryRun
-			if !opts.DryRun && dry.Matched > 0 {
-				if err := a.confirm(fmt.Sprintf("%s %d dead letter%s of %s/%s", action, dry.Matched, plural(dry.Matched), queue, group)); err != nil {
+			res.DryRun = dryRun
+			if !dryRun && res.Matched > 0 {
+				if err := a.confirm(fmt.Sprintf("%s %d dead letter%s of %s/%s", action, res.Matched, plural(res.Matched), queue, group)); err != nil {
 					return err
 				}
-				if all {
+				if all && !res.IDsTruncated {
 					// Act on exactly what was shown.
-					sel = inspect.Selection{IDs: dry.IDs}
-					if dry.IDsTruncated {
-						sel = inspect.Selection{All: true, Filter: sel.Filter}
-					}
+					sel = admin.ActionOptions{IDs: res.IDs, Delay: delay}
 				}
-				if res, err = do(ctxOf(c), queue, group, sel, opts); err != nil {
+				if res, err = do(ctxOf(c), queue, group, sel); err != nil {
 					return err
 				}
 			}
-			if a.jsonOut {
-				if err := a.printJSON(res); err != nil {
-					return err
-				}
-			} else {
-				verb := map[string]string{"redrive": "redriven", "purge": "purged"}[action]
-				if res.DryRun {
-					fmt.Fprintf(a.stdout, "dry run: would %s %d dead letter%s of %s/%s\n", action, res.Matched, plural(res.Matched), queue, group)
-					for _, id := range res.IDs {
-						fmt.Fprintf(a.stdout, "  %s\n", id)
-					}
-				} else {
-					fmt.Fprintf(a.stdout, "%s %d of %d dead letter%s of %s/%s\n", verb, res.Done, res.Matched, plural(res.Matched), queue, group)
-				}
-				for _, id := range res.NotFound {
-					fmt.Fprintf(a.stdout, "  not found: %s\n", id)
-				}
-				for _, id := range res.Unrecoverable {
-					fmt.Fprintf(a.stdout, "  unrecoverable (no valid envelope; purge it): %s\n", id)
-				}
+			if err := a.printAction(action, res); err != nil {
+				return err
 			}
 			if len(res.NotFound) > 0 {
-				return fmt.Errorf("%d of the dead letters given not found: %w", len(res.NotFound), inspect.ErrNotFound)
+				return fmt.Errorf("%d of the dead letters given not found: %w", len(res.NotFound), delaystream.ErrNotFound)
 			}
 			return nil
 		},
 	}
 	c.Flags().BoolVar(&all, "all", false, "every dead letter (narrowed by --since, --from, --to, --reason)")
-	c.Flags().BoolVar(&opts.DryRun, "dry-run", false, "show what would be done, write nothing")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "show what would be done, write nothing")
 	if action == "redrive" {
-		c.Flags().DurationVar(&opts.Delay, "delay", 0, "deliver after this delay (Redis clock)")
+		c.Flags().DurationVar(&delay, "delay", 0, "deliver after this delay (Redis clock)")
 	}
 	ff.add(c)
 	a.addYes(c)
 	a.addJSON(c)
 	return c
+}
+
+// printAction prints what a redrive or purge did, or would do.
+func (a *app) printAction(action string, res admin.ActionResult) error {
+	if a.jsonOut {
+		return a.printJSON(res)
+	}
+	if res.DryRun {
+		fmt.Fprintf(a.stdout, "dry run: would %s %d dead letter%s of %s/%s\n", action, res.Matched, plural(res.Matched), res.Queue, res.Group)
+		for _, id := range res.IDs {
+			fmt.Fprintf(a.stdout, "  %s\n", id)
+		}
+	} else {
+		verb := map[string]string{"redrive": "redriven", "purge": "purged"}[action]
+		fmt.Fprintf(a.stdout, "%s %d of %d dead letter%s of %s/%s\n", verb, res.Done, res.Matched, plural(res.Matched), res.Queue, res.Group)
+	}
+	for _, id := range res.NotFound {
+		fmt.Fprintf(a.stdout, "  not found: %s\n", id)
+	}
+	for _, id := range res.Unrecoverable {
+		fmt.Fprintf(a.stdout, "  unrecoverable (no valid envelope; purge it): %s\n", id)
+	}
+	return nil
 }
 
 func (a *app) quarantineCmd() *cobra.Command {
@@ -263,12 +272,12 @@ func (a *app) quarantineCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			qs, err := in.Quarantine(ctxOf(c), args[0], limit)
+			qs, err := in.Quarantine(ctxOf(c), args[0], admin.ListOptions{Limit: limit})
 			if err != nil {
 				return err
 			}
 			if a.jsonOut {
-				return a.printJSON(qs)
+				return a.printJSON(quarantineRows(qs))
 			}
 			if len(qs) == 0 {
 				fmt.Fprintln(a.stdout, "nothing quarantined")
@@ -277,7 +286,7 @@ func (a *app) quarantineCmd() *cobra.Command {
 			now := time.Now()
 			w := a.table()
 			fmt.Fprintln(w, "ENTRY ID\tLANE\tQUARANTINED\tMESSAGE ID\tDUE\tREASON\tPREVIEW")
-			for _, q := range qs {
+			for _, q := range quarantineRows(qs) {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", q.EntryID, q.Lane, when(q.At, now), orDash(q.ID),
 					when(q.Due, now), q.Reason, q.Preview)
 			}

@@ -6,15 +6,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
-	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/admin"
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/cli"
 )
 
 // queueRow is one line of `queues`: the queue and, unless --no-stats, its
 // figures.
 type queueRow struct {
-	inspect.QueueInfo
-	Stats *inspect.QueueStats `json:"stats,omitempty"`
+	admin.QueueInfo
+	Stats *admin.QueueReport `json:"stats,omitempty"`
 }
 
 func (a *app) queuesCmd() *cobra.Command {
@@ -38,17 +38,18 @@ func (a *app) queuesCmd() *cobra.Command {
 				if noStats || q.Shards == 0 {
 					continue
 				}
-				st, err := in.Stats(ctxOf(c), q.Name, inspect.StatsOptions{})
+				rs, err := in.Stats(ctxOf(c), q.Name)
 				if err != nil {
 					return err
 				}
-				rows[i].Stats = &st
+				rs[0].PerShard = nil
+				rows[i].Stats = &rs[0]
 			}
 			if a.jsonOut {
 				return a.printJSON(rows)
 			}
 			if len(rows) == 0 {
-				fmt.Fprintf(a.stdout, "no queues under prefix %q\n", in.Prefix())
+				fmt.Fprintf(a.stdout, "no queues under prefix %q\n", a.prefix)
 				return nil
 			}
 			w := a.table()
@@ -93,9 +94,13 @@ func (a *app) statsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, err := in.Stats(ctxOf(c), args[0], inspect.StatsOptions{PerShard: perShard})
+			rs, err := in.Stats(ctxOf(c), args[0])
 			if err != nil {
 				return err
+			}
+			st := rs[0]
+			if !perShard {
+				st.PerShard = nil
 			}
 			if a.jsonOut {
 				return a.printJSON(st)
@@ -109,7 +114,7 @@ func (a *app) statsCmd() *cobra.Command {
 	return c
 }
 
-func (a *app) printStats(st inspect.QueueStats) {
+func (a *app) printStats(st admin.QueueReport) {
 	fmt.Fprintf(a.stdout, "queue %s (%d shard%s), Redis time %s\n", st.Queue, st.Shards, plural(st.Shards),
 		st.Now.Local().Format("2006-01-02 15:04:05.000"))
 	w := a.table()
@@ -147,7 +152,7 @@ func (a *app) printStats(st inspect.QueueStats) {
 	}
 }
 
-func (a *app) printGroups(gs []inspect.GroupStats, consumers bool) {
+func (a *app) printGroups(gs []admin.GroupReport, consumers bool) {
 	if len(gs) == 0 {
 		fmt.Fprintln(a.stdout, "no consumer groups yet")
 		return
@@ -218,11 +223,14 @@ func (a *app) peekCmd() *cobra.Command {
 		Short: "The earliest waiting messages: overdue first, then upcoming, with due times and a payload preview",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			if count < 1 || count > admin.MaxPeek {
+				return usagef("--count must be 1 to %d, got %d", admin.MaxPeek, count)
+			}
 			in, err := a.inspector()
 			if err != nil {
 				return err
 			}
-			ms, err := in.Peek(ctxOf(c), args[0], count)
+			ms, err := in.Peek(ctxOf(c), args[0], admin.ListOptions{Limit: count})
 			if err != nil {
 				return err
 			}
@@ -236,7 +244,7 @@ func (a *app) peekCmd() *cobra.Command {
 				ms = kept
 			}
 			if a.jsonOut {
-				return a.printJSON(ms)
+				return a.printJSON(waitingRows(ms))
 			}
 			if len(ms) == 0 {
 				fmt.Fprintln(a.stdout, "nothing waiting")
@@ -254,12 +262,12 @@ func (a *app) peekCmd() *cobra.Command {
 					state = "BAD: " + m.Problem
 				}
 				fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%d\t%d\t%s\n", orDash(m.ID), m.Shard, when(m.Due, now), state,
-					m.Attempt, m.Size, m.Preview)
+					m.Attempt, m.Size, cli.Preview(m.Payload, cli.PreviewLen))
 			}
 			return w.Flush()
 		},
 	}
-	c.Flags().IntVarP(&count, "count", "n", 20, fmt.Sprintf("how many messages (1 to %d)", delay.MaxPeek))
+	c.Flags().IntVarP(&count, "count", "n", 20, fmt.Sprintf("how many messages (1 to %d)", admin.MaxPeek))
 	c.Flags().BoolVar(&overdueOnly, "overdue", false, "show only the overdue ones (among the --count earliest)")
 	a.addJSON(c)
 	return c
@@ -275,12 +283,13 @@ func (a *app) getCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			m, err := in.Get(ctxOf(c), args[0], args[1])
+			ms, err := in.Peek(ctxOf(c), args[0], admin.ListOptions{IDs: args[1:2]})
 			if err != nil {
 				return err
 			}
+			m := ms[0]
 			if a.jsonOut {
-				return a.printJSON(m)
+				return a.printJSON(waitingRows(ms)[0])
 			}
 			now := time.Now()
 			w := a.table()
@@ -293,7 +302,7 @@ func (a *app) getCmd() *cobra.Command {
 			fmt.Fprintf(w, "deadline\t%s\n", when(m.Deadline, now))
 			fmt.Fprintf(w, "headers\t%s\n", headers(m.Headers))
 			fmt.Fprintf(w, "size\t%d\n", m.Size)
-			fmt.Fprintf(w, "payload\t%s\n", inspect.Preview(m.Payload, 4096))
+			fmt.Fprintf(w, "payload\t%s\n", cli.Preview(m.Payload, 4096))
 			return w.Flush()
 		},
 	}
@@ -325,12 +334,12 @@ func (a *app) cancelCmd() *cobra.Command {
 // confirmOn returns the inspector for an action on queue once the queue
 // exists and the operator confirmed question (see confirm): an unknown
 // queue is refused before anyone is asked.
-func (a *app) confirmOn(c *cobra.Command, queue, question string) (*inspect.Inspector, error) {
+func (a *app) confirmOn(c *cobra.Command, queue, question string) (*admin.Inspector, error) {
 	in, err := a.inspector()
 	if err != nil {
 		return nil, err
 	}
-	if _, err := in.Queue(ctxOf(c), queue); err != nil {
+	if _, err := in.Queues(ctxOf(c), queue); err != nil {
 		return nil, err
 	}
 	if err := a.confirm(question); err != nil {
@@ -373,7 +382,10 @@ func (a *app) rescheduleCmd() *cobra.Command {
 		Short: "Move a waiting message's due time (asks for confirmation; --yes without a terminal)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
-			var w delay.When
+			var (
+				opts admin.ActionOptions
+				to   string // the new due time, for the question
+			)
 			switch {
 			case c.Flags().Changed("in") == (at != ""):
 				return usagef("give exactly one of --in and --at")
@@ -382,17 +394,17 @@ func (a *app) rescheduleCmd() *cobra.Command {
 				if err != nil {
 					return usagef("--at: %w", err)
 				}
-				w = delay.At(t)
+				opts.At, to = t, "at "+t.Format(time.RFC3339Nano)
 			case in < 0:
 				return usagef("--in must not be negative")
 			default:
-				w = delay.After(in)
+				opts.Delay, to = in, "after "+in.String()
 			}
-			insp, err := a.confirmOn(c, args[0], fmt.Sprintf("reschedule message %s of queue %s to %s", args[1], args[0], w))
+			insp, err := a.confirmOn(c, args[0], fmt.Sprintf("reschedule message %s of queue %s to %s", args[1], args[0], to))
 			if err != nil {
 				return err
 			}
-			due, err := insp.Reschedule(ctxOf(c), args[0], args[1], w)
+			due, err := insp.Reschedule(ctxOf(c), args[0], args[1], opts)
 			if err != nil {
 				return err
 			}

@@ -35,8 +35,9 @@
 //	                                with redrive and purge buttons; see internal/web
 //
 // Every read command takes --json and then prints one JSON document (the
-// structs of package internal/inspect, snake_case fields, times in RFC
-// 3339, ages in milliseconds) and nothing else on stdout.
+// structs of package github.com/delaystream/delaystream/admin, with a
+// payload preview added where there is a payload; snake_case fields, times
+// in RFC 3339, ages in milliseconds) and nothing else on stdout.
 //
 // Destructive commands (cancel, reschedule, dlq redrive, dlq purge) ask for
 // confirmation when stdin is a terminal; otherwise they need --yes, and

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,9 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/delaystream/delaystream"
-	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/internal/seedtest"
 )
 
 // binary is the delaystream command built once for every test.
@@ -119,53 +117,8 @@ func (tg target) client(t *testing.T) *redis.Client {
 	return redistest.Client(t)
 }
 
-// state is the known state the tests start from, under tg's prefix:
-//
-//   - queue "orders" (no mover runs): "late" due 1 min ago (overdue),
-//     "soon" in 1 h ({"order":5001}), "later" in 2 h (msgpack payload);
-//   - queue "jobs" (its mover and two groups ran, then stopped): 3
-//     messages "job-1".."job-3" handled; group "billing" dead-lettered
-//     each ("card declined"), group "audit" acknowledged each; a foreign
-//     member "\x02junk" quarantined by its mover.
+// seed writes the known state of seedtest.Seed under tg's prefix.
 func seed(t *testing.T, tg target) {
 	t.Helper()
-	ctx := context.Background()
-	rdb := tg.client(t)
-	orders, err := delaystream.New(rdb, "orders", delaystream.WithPrefix(tg.prefix))
-	require.NoError(t, err)
-	_, err = orders.Schedule(ctx, delaystream.Message{ID: "late", Payload: []byte("overdue one")},
-		delaystream.At(time.Now().Add(-time.Minute)))
-	require.NoError(t, err)
-	_, err = orders.Schedule(ctx, delaystream.Message{ID: "soon", Payload: []byte(`{"order":5001}`),
-		Headers: map[string]string{"tenant": "acme"}}, delaystream.After(time.Hour))
-	require.NoError(t, err)
-	_, err = delaystream.Schedule(ctx, orders, "later", map[string]any{"order": 5002}, delaystream.After(2*time.Hour))
-	require.NoError(t, err)
-
-	jobs, err := delaystream.New(rdb, "jobs", delaystream.WithPrefix(tg.prefix), delaystream.WithDrainTimeout(time.Second),
-		delaystream.WithLogger(slog.New(slog.DiscardHandler)))
-	require.NoError(t, err)
-	for i := 1; i <= 3; i++ {
-		_, err := jobs.Schedule(ctx, delaystream.Message{ID: fmt.Sprintf("job-%d", i), Payload: []byte(fmt.Sprintf("job payload %d", i))},
-			delaystream.After(0))
-		require.NoError(t, err)
-	}
-	billing, err := jobs.Handle("billing", func(context.Context, *group.Message) error {
-		return group.DeadLetter(errors.New("card declined"))
-	})
-	require.NoError(t, err)
-	audit, err := jobs.Handle("audit", func(context.Context, *group.Message) error { return nil })
-	require.NoError(t, err)
-	// A member of no kind the library writes, due now: the mover
-	// quarantines it.
-	require.NoError(t, rdb.ZAdd(ctx, jobs.Keys().Main().Delayed, redis.Z{Score: float64(time.Now().UnixMilli()), Member: "\x02junk"}).Err())
-
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- jobs.Run(runCtx) }()
-	require.Eventually(t, func() bool {
-		return billing.Counters().DeadLettered == 3 && audit.Counters().Acked == 3 && jobs.Mover().Counters().Quarantined == 1
-	}, 30*time.Second, 10*time.Millisecond)
-	stop()
-	require.NoError(t, <-done)
+	seedtest.Seed(t, tg.client(t), tg.prefix)
 }

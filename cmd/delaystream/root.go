@@ -18,8 +18,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
-	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
-	"github.com/delaystream/delaystream/internal/stream"
+	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/admin"
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/cli"
 )
 
 // Exit codes; see the package doc.
@@ -57,7 +58,7 @@ type app struct {
 	yes                    bool
 	terminal               func() bool // whether stdin is a terminal; tests never are
 	rdb                    redis.UniversalClient
-	in                     *inspect.Inspector
+	in                     *admin.Inspector
 }
 
 // run runs the command line args and returns the exit code.
@@ -81,10 +82,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fmt.Fprintln(stderr, "delaystream:", err)
 	var ue usageError
 	switch {
-	case errors.As(err, &ue), errors.Is(err, inspect.ErrInvalid), errors.Is(err, stream.ErrInvalidName),
+	case errors.As(err, &ue), errors.Is(err, delaystream.ErrInvalidOption), errors.Is(err, delaystream.ErrInvalidName),
 		strings.HasPrefix(err.Error(), "unknown command "): // cobra has no sentinel for it
 		return exitUsage
-	case errors.Is(err, inspect.ErrNotFound):
+	case errors.Is(err, delaystream.ErrNotFound):
 		return exitNotFound
 	case errors.Is(err, errNotConfirmed):
 		return exitNotConfirmd
@@ -106,10 +107,10 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 not confirmed (destructive co
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	f := root.PersistentFlags()
-	f.StringVar(&a.url, "redis-url", envOr("REDIS_URL", inspect.DefaultURL),
+	f.StringVar(&a.url, "redis-url", envOr("REDIS_URL", cli.DefaultURL),
 		"redis://[user:password@]host:port[/db] or rediss:// (TLS); comma-separated hosts for a Cluster ($REDIS_URL)")
 	f.BoolVar(&a.cluster, "cluster", false, "connect to a Redis Cluster even with one seed address")
-	f.StringVar(&a.prefix, "prefix", envOr("DELAYSTREAM_PREFIX", stream.DefaultPrefix), "key prefix of the queues ($DELAYSTREAM_PREFIX)")
+	f.StringVar(&a.prefix, "prefix", envOr("DELAYSTREAM_PREFIX", admin.DefaultPrefix), "key prefix of the queues ($DELAYSTREAM_PREFIX)")
 	f.StringVar(&a.tlsCA, "tls-ca", "", "PEM file of the CA that signed the server's certificate (implies TLS)")
 	f.StringVar(&a.tlsCert, "tls-cert", "", "PEM file of a client certificate (with --tls-key)")
 	f.StringVar(&a.tlsKey, "tls-key", "", "PEM file of the client certificate's key")
@@ -160,19 +161,22 @@ func (a *app) addYes(c *cobra.Command) {
 }
 
 // inspector connects (once) and returns the Inspector.
-func (a *app) inspector() (*inspect.Inspector, error) {
+func (a *app) inspector() (*admin.Inspector, error) {
 	if a.in != nil {
 		return a.in, nil
+	}
+	if a.prefix == "" {
+		return nil, usagef("--prefix must not be empty")
 	}
 	tc, err := a.tlsConfig()
 	if err != nil {
 		return nil, err
 	}
-	rdb, err := inspect.Connect(inspect.ConnConfig{URL: a.url, Cluster: a.cluster, TLS: tc, Timeout: a.timeout})
+	rdb, err := cli.Connect(cli.ConnConfig{URL: a.url, Cluster: a.cluster, TLS: tc, Timeout: a.timeout})
 	if err != nil {
 		return nil, err
 	}
-	in, err := inspect.New(rdb, inspect.WithPrefix(a.prefix))
+	in, err := admin.New(rdb, a.prefix)
 	if err != nil {
 		_ = rdb.Close()
 		return nil, err

@@ -93,11 +93,10 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if len(f.prefixes) > 0 {
 		opts = append(opts, web.WithPrefixes(f.prefixes...))
 	}
-	in, err := a.inspector()
-	if err != nil {
+	if _, err := a.inspector(); err != nil { // connects
 		return err
 	}
-	srv, err := web.New(in, opts...)
+	srv, err := web.New(a.rdb, a.prefix, opts...)
 	if err != nil {
 		if errors.Is(err, web.ErrInvalidOption) {
 			return usageError{err}

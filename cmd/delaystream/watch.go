@@ -11,7 +11,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/spf13/cobra"
 
-	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+	"github.com/delaystream/delaystream/admin"
 )
 
 func (a *app) watchCmd() *cobra.Command {
@@ -27,7 +27,7 @@ func (a *app) watchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			m := &watchModel{ctx: ctxOf(c), in: in, queues: args, interval: interval, width: 100}
+			m := &watchModel{ctx: ctxOf(c), in: in, prefix: a.prefix, queues: args, interval: interval, width: 100}
 			p := tea.NewProgram(m, tea.WithContext(ctxOf(c)), tea.WithInput(a.stdin), tea.WithOutput(a.stdout), tea.WithAltScreen())
 			_, err = p.Run()
 			if err != nil && ctxOf(c).Err() != nil {
@@ -43,11 +43,12 @@ func (a *app) watchCmd() *cobra.Command {
 // watchModel is the bubbletea model of `watch`.
 type watchModel struct {
 	ctx      context.Context
-	in       *inspect.Inspector
+	in       *admin.Inspector
+	prefix   string
 	queues   []string // the queues to show; all when empty
 	interval time.Duration
 
-	stats   []inspect.QueueStats
+	stats   []admin.QueueReport
 	err     error
 	updated time.Time
 	took    time.Duration
@@ -56,7 +57,7 @@ type watchModel struct {
 }
 
 type statsMsg struct {
-	stats []inspect.QueueStats
+	stats []admin.QueueReport
 	err   error
 	took  time.Duration
 	at    time.Time
@@ -73,22 +74,7 @@ func (m *watchModel) fetch() tea.Cmd {
 		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 		defer cancel()
 		start := time.Now()
-		var (
-			sts []inspect.QueueStats
-			err error
-		)
-		if len(m.queues) == 0 {
-			sts, err = m.in.Overview(ctx, inspect.StatsOptions{})
-		} else {
-			for _, q := range m.queues {
-				st, e := m.in.Stats(ctx, q, inspect.StatsOptions{})
-				if e != nil {
-					err = e
-					break
-				}
-				sts = append(sts, st)
-			}
-		}
+		sts, err := m.in.Stats(ctx, m.queues...) // every queue when none is named
 		return statsMsg{stats: sts, err: err, took: time.Since(start), at: time.Now()}
 	}
 }
@@ -145,7 +131,7 @@ func bar(v, top int64) string {
 
 func (m *watchModel) View() string {
 	var b strings.Builder
-	b.WriteString(styleTitle.Render("delaystream watch") + "  prefix " + m.in.Prefix())
+	b.WriteString(styleTitle.Render("delaystream watch") + "  prefix " + m.prefix)
 	if !m.updated.IsZero() {
 		fmt.Fprintf(&b, "  updated %s (%s)", m.updated.Format("15:04:05"), roundDur(m.took))
 	}

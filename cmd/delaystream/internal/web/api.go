@@ -5,14 +5,14 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+	"github.com/delaystream/delaystream/admin"
 )
 
-// The JSON API serves the documents of the CLI's --json output (inspect's
+// The JSON API serves the documents of the CLI's --json output (admin's
 // structs), except that payloads are replaced by bounded previews.
 
-// NextMessage is a waiting message as the JSON API serves it: inspect's
-// Message without its payload, with a bounded preview.
+// NextMessage is a waiting message as the JSON API serves it: admin's
+// WaitingMessage without its payload, with a bounded preview.
 type NextMessage struct {
 	ID       string            `json:"id"`
 	Shard    int               `json:"shard"`
@@ -26,8 +26,8 @@ type NextMessage struct {
 	preview
 }
 
-// DeadLetter is a dead letter as the JSON API serves it: inspect's
-// DeadLetter without its payload, with a bounded preview.
+// DeadLetter is a dead letter as the JSON API serves it: admin's
+// DeadLetterEntry without its payload, with a bounded preview.
 type DeadLetter struct {
 	EntryID    string            `json:"entry_id"`
 	Shard      int               `json:"shard"`
@@ -45,41 +45,47 @@ type DeadLetter struct {
 }
 
 func (s *Server) apiQueues(w http.ResponseWriter, r *http.Request) {
-	in := s.inspector(w, r)
+	in, _ := s.inspector(w, r)
 	if in == nil {
 		return
 	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	all, err := in.Overview(ctx, inspect.StatsOptions{})
+	all, err := in.Stats(ctx)
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	for i := range all {
+		all[i].PerShard = nil
 	}
 	writeJSON(w, http.StatusOK, all)
 }
 
 func (s *Server) apiQueue(w http.ResponseWriter, r *http.Request) {
-	in := s.inspector(w, r)
+	in, _ := s.inspector(w, r)
 	if in == nil {
 		return
 	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	st, err := in.Stats(ctx, r.PathValue("queue"), inspect.StatsOptions{PerShard: r.URL.Query().Get("shards") == "1"})
+	rs, err := in.Stats(ctx, r.PathValue("queue"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	if r.URL.Query().Get("shards") != "1" {
+		rs[0].PerShard = nil
+	}
+	writeJSON(w, http.StatusOK, rs[0])
 }
 
 func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
-	in := s.inspector(w, r)
+	in, prefix := s.inspector(w, r)
 	if in == nil {
 		return
 	}
-	writeJSON(w, http.StatusOK, s.History(in.Prefix(), r.PathValue("queue")))
+	writeJSON(w, http.StatusOK, s.History(prefix, r.PathValue("queue")))
 }
 
 // limitParam reads the "limit" query parameter: def when absent, clamped
@@ -93,13 +99,13 @@ func limitParam(r *http.Request, def, most int) int {
 }
 
 func (s *Server) apiNext(w http.ResponseWriter, r *http.Request) {
-	in := s.inspector(w, r)
+	in, _ := s.inspector(w, r)
 	if in == nil {
 		return
 	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	msgs, err := in.Peek(ctx, r.PathValue("queue"), limitParam(r, peekCount, 1000))
+	msgs, err := in.Peek(ctx, r.PathValue("queue"), admin.ListOptions{Limit: limitParam(r, peekCount, 1000)})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -113,14 +119,14 @@ func (s *Server) apiNext(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) apiDead(w http.ResponseWriter, r *http.Request) {
-	in := s.inspector(w, r)
+	in, _ := s.inspector(w, r)
 	if in == nil {
 		return
 	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
 	dls, err := in.DeadLetters(ctx, r.PathValue("queue"), r.PathValue("group"),
-		inspect.ListOptions{After: r.URL.Query().Get("after"), Limit: limitParam(r, 100, 1000)})
+		admin.ListOptions{After: r.URL.Query().Get("after"), Limit: limitParam(r, 100, 1000)})
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -22,11 +22,12 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream"
-	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+	"github.com/delaystream/delaystream/admin"
 	"github.com/delaystream/delaystream/cmd/delaystream/internal/web"
 	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/redistest"
@@ -66,7 +67,8 @@ var bigPayload = "BIG:" + strings.Repeat(bigFragment, 200)
 //     payload.
 type fixture struct {
 	prefix string
-	in     *inspect.Inspector
+	in     *admin.Inspector
+	rdb    redis.UniversalClient
 	q      *delaystream.Queue
 
 	mu      sync.Mutex
@@ -83,9 +85,9 @@ func newFixture(t *testing.T) *fixture {
 	q, err := delaystream.New(rdb, queueName, delaystream.WithPrefix(f.prefix), delaystream.WithDrainTimeout(2*time.Second))
 	require.NoError(t, err)
 	f.q = q
-	in, err := inspect.New(rdb, inspect.WithPrefix(f.prefix))
+	in, err := admin.New(rdb, f.prefix)
 	require.NoError(t, err)
-	f.in = in
+	f.in, f.rdb = in, rdb
 
 	ctx := context.Background()
 	for i := range 8 {
@@ -153,7 +155,7 @@ func newFixture(t *testing.T) *fixture {
 
 	// Wait for the known state.
 	require.Eventually(t, func() bool {
-		st, err := in.Stats(ctx, queueName, inspect.StatsOptions{})
+		st, err := f.stats()
 		if err != nil || st.Waiting != 3 || len(st.Groups) != 2 {
 			return false
 		}
@@ -162,6 +164,21 @@ func newFixture(t *testing.T) *fixture {
 			b.Group == "billing" && b.Pending == 0 && b.Lag == 0 && b.DeadLetters == 2
 	}, 60*time.Second, 50*time.Millisecond, "the queue never reached the known state")
 	return f
+}
+
+// stats reads the queue's figures.
+func (f *fixture) stats() (admin.QueueReport, error) {
+	rs, err := f.in.Stats(context.Background(), queueName)
+	if err != nil {
+		return admin.QueueReport{}, err
+	}
+	return rs[0], nil
+}
+
+// deadCount reads how many dead letters billing has.
+func (f *fixture) deadCount() (int, error) {
+	dls, err := f.in.DeadLetters(context.Background(), queueName, "billing", admin.ListOptions{})
+	return len(dls), err
 }
 
 func (f *fixture) count(g, id string) int {
@@ -178,7 +195,7 @@ func (f *fixture) count(g, id string) int {
 func (f *fixture) serve(t *testing.T, opts ...web.Option) (*web.Server, *httptest.Server) {
 	t.Helper()
 	opts = append([]web.Option{web.WithPreviewBytes(previewMax), web.WithSampleInterval(200 * time.Millisecond)}, opts...)
-	srv, err := web.New(f.in, opts...)
+	srv, err := web.New(f.rdb, f.prefix, opts...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -330,7 +347,7 @@ func TestBrowser(t *testing.T) {
 			f.count("billing", "soon-0") == 1 && f.count("audit", "soon-0") == 1
 	}, 30*time.Second, 50*time.Millisecond, "the two extra messages were not sampled waiting, then delivered")
 	require.Eventually(t, func() bool { // acknowledged, and sampled back at 3
-		st, err := f.in.Stats(context.Background(), queueName, inspect.StatsOptions{})
+		st, err := f.stats()
 		h := srv.History(f.prefix, queueName).Samples
 		return err == nil && st.Waiting == 3 && st.StreamLength == 10 && st.Groups[1].Pending == 0 &&
 			st.Groups[0].Pending == 1 && h[len(h)-1].Waiting == 3
@@ -436,7 +453,7 @@ func TestBrowser(t *testing.T) {
 	assert.Equal(t, 2, f.count("billing", "m01"))
 	assert.Equal(t, 1, f.count("audit", "m01"), "a redrive in billing must not re-deliver to audit")
 	require.Eventually(t, func() bool {
-		n, err := f.in.DeadLetterCount(context.Background(), queueName, "billing")
+		n, err := f.deadCount()
 		return err == nil && n == 1
 	}, 10*time.Second, 50*time.Millisecond)
 	step(t, bctx, "reload after redrive",
@@ -474,7 +491,7 @@ func TestBrowser(t *testing.T) {
 	default:
 		t.Error("purge asked no confirmation")
 	}
-	n, err := f.in.DeadLetterCount(context.Background(), queueName, "billing")
+	n, err := f.deadCount()
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	screenshot(t, bctx, dir, "group-after-purge")
@@ -519,7 +536,7 @@ func TestBrowserReadOnly(t *testing.T) {
 		assert.Equal(t, http.StatusForbidden, resp.StatusCode, action)
 		assert.Contains(t, string(body), "read-only")
 	}
-	n, err := f.in.DeadLetterCount(context.Background(), queueName, "billing")
+	n, err := f.deadCount()
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, n)
 }
@@ -622,14 +639,14 @@ func TestCSRF(t *testing.T) {
 	for _, c := range cases {
 		assert.Equal(t, http.StatusForbidden, post(c.form, c.header), c.name)
 	}
-	n, err := f.in.DeadLetterCount(context.Background(), queueName, "billing")
+	n, err := f.deadCount()
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, n, "a refused POST changed the dead letters")
 
 	// With the token, from the same origin, it works.
 	assert.Equal(t, http.StatusSeeOther, post(url.Values{"id": {id}, "csrf": {token}},
 		map[string]string{"Origin": ts.URL, "Sec-Fetch-Site": "same-origin"}))
-	n, err = f.in.DeadLetterCount(context.Background(), queueName, "billing")
+	n, err = f.deadCount()
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n)
 	select {
@@ -686,7 +703,7 @@ func TestAPIPreviewLimit(t *testing.T) {
 // deadEntries returns billing's dead-letter entry ids by message id.
 func deadEntries(t *testing.T, f *fixture) map[string]string {
 	t.Helper()
-	dls, err := f.in.DeadLetters(context.Background(), queueName, "billing", inspect.ListOptions{})
+	dls, err := f.in.DeadLetters(context.Background(), queueName, "billing", admin.ListOptions{})
 	require.NoError(t, err)
 	out := map[string]string{}
 	for _, d := range dls {

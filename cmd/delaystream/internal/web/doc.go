@@ -1,10 +1,9 @@
 // Package web is the web view of the delaystream command-line tool,
 // `delaystream serve`: server-rendered pages over the same
-// [inspect.Inspector] the other commands use, so that the browser and the
+// admin.Inspector the other commands use, so that the browser and the
 // terminal show the same figures and act the same way.
 //
-//	in, err := inspect.New(rdb, inspect.WithPrefix("ds"))
-//	srv, err := web.New(in, web.WithReadOnly())
+//	srv, err := web.New(rdb, "ds", web.WithReadOnly())
 //	go srv.Run(ctx)                          // samples the charts' figures
 //	err = http.ListenAndServe("127.0.0.1:8080", srv)
 //
@@ -18,7 +17,7 @@
 //	                               each group with redrive and purge buttons; the quarantine
 //	/p/<prefix>/q/<queue>/g/<group> one group: its figures, its consumers, its dead letters page by page
 //
-// The JSON API under /api/ serves inspect's documents (the CLI's --json
+// The JSON API under /api/ serves admin's documents (the CLI's --json
 // output): /api/p/<prefix>/queues, /api/p/<prefix>/q/<queue> (add
 // ?shards=1 for each shard), .../history (the chart's samples), .../next
 // and .../g/<group>/dead (payloads as bounded previews, see below).
@@ -30,7 +29,7 @@
 // # Over time
 //
 // Redis keeps no history, so [Server.Run] samples every queue of every
-// prefix served (inspect's Overview: a few commands per queue and group)
+// prefix served (admin's Stats: a few commands per queue and group)
 // every sample interval, from the moment it starts, into a ring of a fixed
 // number of samples per queue (default 720: an hour at 5 s), for at most
 // [MaxSampledQueues] queues. A restarted server starts an empty chart.
@@ -47,7 +46,7 @@
 //   - [WithBasicAuth] protects every path, static files and the API
 //     included (credentials compared in constant time).
 //   - Payloads are never served whole: pages and API show at most
-//     [WithPreviewBytes] bytes of inspect.Preview of a payload (text as
+//     [WithPreviewBytes] bytes of cli.Preview of a payload (text as
 //     is, msgpack as JSON, else hex), marked when cut, with the size.
 //   - Every response forbids framing and sniffing and carries a Content
 //     Security Policy allowing only this server's own scripts and styles.
@@ -55,5 +54,5 @@
 //     job (see cmd/delaystream/serve.go).
 //
 // A Server is safe for concurrent use and never closes the Redis client
-// of its Inspector.
+// it was given.
 package web

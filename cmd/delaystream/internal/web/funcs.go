@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+	"github.com/delaystream/delaystream/admin"
 )
 
 // funcs are the template helpers.
@@ -19,14 +19,14 @@ var funcs = template.FuncMap{
 	"num":   number,
 	"lag":   lagText,
 	"qsafe": url.QueryEscape,
-	"pendingSum": func(gs []inspect.GroupStats) int64 {
+	"pendingSum": func(gs []admin.GroupReport) int64 {
 		var n int64
 		for _, g := range gs {
 			n += g.Pending
 		}
 		return n
 	},
-	"deadSum": func(gs []inspect.GroupStats) int64 {
+	"deadSum": func(gs []admin.GroupReport) int64 {
 		var n int64
 		for _, g := range gs {
 			n += g.DeadLetters

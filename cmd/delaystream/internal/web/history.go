@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+	"github.com/delaystream/delaystream/admin"
 )
 
 // Sample is one reading of a queue's figures, taken by the server's
@@ -27,7 +27,7 @@ type History struct {
 	Samples    []Sample `json:"samples"`     // oldest first; empty until the first sample
 }
 
-func sampleOf(st inspect.QueueStats) Sample {
+func sampleOf(st admin.QueueReport) Sample {
 	s := Sample{At: st.Now, Waiting: st.Waiting, Overdue: st.Overdue, StreamLength: st.StreamLength}
 	if s.At.IsZero() {
 		s.At = time.Now()

@@ -15,7 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/admin"
 )
 
 //go:embed templates
@@ -106,21 +107,23 @@ func plural(n int) string {
 	return "s"
 }
 
-// inspector returns the Inspector of the request's prefix, or answers 404.
-func (s *Server) inspector(w http.ResponseWriter, r *http.Request) *inspect.Inspector {
-	in := s.ins[r.PathValue("prefix")]
+// inspector returns the Inspector of the request's prefix and the prefix,
+// or answers 404 and returns nil.
+func (s *Server) inspector(w http.ResponseWriter, r *http.Request) (*admin.Inspector, string) {
+	prefix := r.PathValue("prefix")
+	in := s.ins[prefix]
 	if in == nil {
-		s.fail(w, r, fmt.Errorf("prefix %q is not served here: %w", r.PathValue("prefix"), inspect.ErrNotFound))
+		s.fail(w, r, fmt.Errorf("prefix %q is not served here: %w", prefix, delaystream.ErrNotFound))
 	}
-	return in
+	return in, prefix
 }
 
-// statusOf maps an inspect error to an HTTP status.
+// statusOf maps an admin error to an HTTP status.
 func statusOf(err error) int {
 	switch {
-	case errors.Is(err, inspect.ErrNotFound):
+	case errors.Is(err, delaystream.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, inspect.ErrInvalid):
+	case errors.Is(err, delaystream.ErrInvalidOption), errors.Is(err, delaystream.ErrInvalidName):
 		return http.StatusBadRequest
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout
@@ -159,29 +162,29 @@ func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
 // queuesPage lists the queues of one prefix.
 type queuesPage struct {
 	base
-	Queues []inspect.QueueStats
+	Queues []admin.QueueReport
 }
 
 func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request) {
-	in := s.inspector(w, r)
+	in, prefix := s.inspector(w, r)
 	if in == nil {
 		return
 	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	all, err := in.Overview(ctx, inspect.StatsOptions{})
+	all, err := in.Stats(ctx)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, r, http.StatusOK, "queues", queuesPage{base: s.base(r, "Queues under "+in.Prefix()), Queues: all})
+	s.render(w, r, http.StatusOK, "queues", queuesPage{base: s.base(r, "Queues under "+prefix), Queues: all})
 }
 
 // queuePage is one queue: its figures, chart, next due messages, groups
 // and the first dead letters of each group.
 type queuePage struct {
 	base
-	Stats       inspect.QueueStats
+	Stats       admin.QueueReport
 	Chart       chart
 	IntervalMs  int64
 	Next        []nextRow
@@ -194,55 +197,56 @@ type queuePage struct {
 
 // nextRow is a waiting message with its bounded preview.
 type nextRow struct {
-	inspect.Message
+	admin.WaitingMessage
 	Shown preview
 }
 
 // groupSection is a group's figures and its first dead letters.
 type groupSection struct {
-	inspect.GroupStats
+	admin.GroupReport
 	Dead []deadRow
 }
 
 // deadRow is a dead letter with its bounded preview.
 type deadRow struct {
-	inspect.DeadLetter
+	admin.DeadLetterEntry
 	Shown preview
 }
 
 // quarantineRow is a quarantined entry with its bounded preview.
 type quarantineRow struct {
-	inspect.Quarantined
+	admin.QuarantineEntry
 	Shown preview
 }
 
 func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
-	in := s.inspector(w, r)
+	in, prefix := s.inspector(w, r)
 	if in == nil {
 		return
 	}
 	queue := r.PathValue("queue")
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	st, err := in.Stats(ctx, queue, inspect.StatsOptions{})
+	rs, err := in.Stats(ctx, queue)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	st := rs[0]
 	p := queuePage{base: s.base(r, queue), Stats: st, IntervalMs: s.cfg.sampleInterval.Milliseconds(),
-		PeekCount: peekCount, Chart: newChart(s.hist.get(in.Prefix(), queue))}
-	msgs, err := in.Peek(ctx, queue, peekCount)
+		PeekCount: peekCount, Chart: newChart(s.hist.get(prefix, queue))}
+	msgs, err := in.Peek(ctx, queue, admin.ListOptions{Limit: peekCount})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	for _, m := range msgs {
-		p.Next = append(p.Next, nextRow{Message: m, Shown: s.preview(m.Payload)})
+		p.Next = append(p.Next, nextRow{WaitingMessage: m, Shown: s.preview(m.Payload)})
 	}
 	for _, g := range st.Groups {
-		sec := groupSection{GroupStats: g}
+		sec := groupSection{GroupReport: g}
 		if g.DeadLetters > 0 {
-			dls, err := in.DeadLetters(ctx, queue, g.Group, inspect.ListOptions{Limit: queueDeadCount})
+			dls, err := in.DeadLetters(ctx, queue, g.Group, admin.ListOptions{Limit: queueDeadCount})
 			if err != nil {
 				s.fail(w, r, err)
 				return
@@ -252,7 +256,7 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 		p.Groups = append(p.Groups, sec)
 	}
 	if st.Quarantined > 0 {
-		qs, err := in.Quarantine(ctx, queue, queueDeadCount)
+		qs, err := in.Quarantine(ctx, queue, admin.ListOptions{Limit: queueDeadCount})
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -262,7 +266,7 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 			if len(raw) == 0 {
 				raw = q.Member
 			}
-			p.Quarantine = append(p.Quarantine, quarantineRow{Quarantined: q, Shown: s.preview(raw)})
+			p.Quarantine = append(p.Quarantine, quarantineRow{QuarantineEntry: q, Shown: s.preview(raw)})
 		}
 	}
 	if ms := s.started.Load(); ms > 0 {
@@ -271,10 +275,10 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "queue", p)
 }
 
-func (s *Server) deadRows(dls []inspect.DeadLetter) []deadRow {
+func (s *Server) deadRows(dls []admin.DeadLetterEntry) []deadRow {
 	out := make([]deadRow, len(dls))
 	for i, d := range dls {
-		out[i] = deadRow{DeadLetter: d, Shown: s.preview(d.Payload)}
+		out[i] = deadRow{DeadLetterEntry: d, Shown: s.preview(d.Payload)}
 	}
 	return out
 }
@@ -282,11 +286,11 @@ func (s *Server) deadRows(dls []inspect.DeadLetter) []deadRow {
 // handleChart serves the chart alone (an HTML fragment holding an inline
 // SVG), which the page's script fetches to refresh it.
 func (s *Server) handleChart(w http.ResponseWriter, r *http.Request) {
-	in := s.inspector(w, r)
+	in, prefix := s.inspector(w, r)
 	if in == nil {
 		return
 	}
-	c := newChart(s.hist.get(in.Prefix(), r.PathValue("queue")))
+	c := newChart(s.hist.get(prefix, r.PathValue("queue")))
 	var buf bytes.Buffer
 	if err := s.pages.byName["queue"].ExecuteTemplate(&buf, "chart", c); err != nil {
 		s.fail(w, r, err)
@@ -300,7 +304,7 @@ func (s *Server) handleChart(w http.ResponseWriter, r *http.Request) {
 // letters.
 type groupPage struct {
 	base
-	Stats inspect.GroupStats
+	Stats admin.GroupReport
 	Rows  []deadRow
 	Now   time.Time // the Redis clock
 	After string    // this page starts after this entry id ("" first page)
@@ -309,7 +313,7 @@ type groupPage struct {
 }
 
 func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request) {
-	in := s.inspector(w, r)
+	in, _ := s.inspector(w, r)
 	if in == nil {
 		return
 	}
@@ -328,7 +332,7 @@ func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request) {
 			p.Stats = gs
 		}
 	}
-	dls, err := in.DeadLetters(ctx, queue, g, inspect.ListOptions{After: p.After, Limit: groupDeadCount + 1})
+	dls, err := in.DeadLetters(ctx, queue, g, admin.ListOptions{After: p.After, Limit: groupDeadCount + 1})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -338,7 +342,7 @@ func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request) {
 		p.Next = dls[len(dls)-1].EntryID
 	}
 	p.Rows = s.deadRows(dls)
-	if p.Now, err = in.Client().Time(ctx).Result(); err != nil {
+	if p.Now, err = s.rdb.Time(ctx).Result(); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -367,32 +371,28 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing or invalid CSRF token: reload the page and try again", http.StatusForbidden)
 		return
 	}
-	in := s.inspector(w, r)
+	in, prefix := s.inspector(w, r)
 	if in == nil {
 		return
 	}
 	queue, g := r.PathValue("queue"), r.PathValue("group")
-	sel := inspect.Selection{IDs: r.PostForm["id"], All: r.PostFormValue("all") == "1"}
+	sel := admin.ActionOptions{IDs: r.PostForm["id"], All: r.PostFormValue("all") == "1"}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 	defer cancel()
-	var (
-		res inspect.ActionResult
-		err error
-	)
+	do := in.Purge
 	if action == "redrive" {
-		res, err = in.Redrive(ctx, queue, g, sel, inspect.ActionOptions{})
-	} else {
-		res, err = in.Purge(ctx, queue, g, sel, inspect.ActionOptions{})
+		do = in.Redrive
 	}
+	res, err := do(ctx, queue, g, sel)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.cfg.logger.InfoContext(ctx, "web: "+action, slog.String("prefix", in.Prefix()), slog.String("queue", queue),
+	s.cfg.logger.InfoContext(ctx, "web: "+action, slog.String("prefix", prefix), slog.String("queue", queue),
 		slog.String("group", g), slog.Int("done", res.Done), slog.Int("matched", res.Matched))
 	back := localPath(r.PostFormValue("return"))
 	if back == "" {
-		back = "/p/" + url.PathEscape(in.Prefix()) + "/q/" + url.PathEscape(queue)
+		back = "/p/" + url.PathEscape(prefix) + "/q/" + url.PathEscape(queue)
 	}
 	u, _ := url.Parse(back) // localPath checked it
 	q := u.Query()

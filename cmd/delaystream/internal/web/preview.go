@@ -5,19 +5,19 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/cli"
 )
 
 // preview is what the pages and the JSON API show of a payload: never more
 // than the preview limit.
 type preview struct {
-	Text      string `json:"preview"`   // inspect.Preview of the payload, at most the limit's bytes
+	Text      string `json:"preview"`   // cli.Preview of the payload, at most the limit's bytes
 	Size      int    `json:"size"`      // the payload's length in bytes
 	Truncated bool   `json:"truncated"` // Text is cut
 }
 
 // preview renders payload in at most the configured number of bytes: the
-// inspect.Preview of it (text as is, msgpack as JSON, else hex), cut at a
+// cli.Preview of it (text as is, msgpack as JSON, else hex), cut at a
 // character boundary and marked with an ellipsis when longer.
 func (s *Server) preview(payload []byte) preview {
 	return previewOf(payload, s.cfg.previewBytes)
@@ -25,7 +25,7 @@ func (s *Server) preview(payload []byte) preview {
 
 func previewOf(payload []byte, limit int) preview {
 	const ellipsis = "…"
-	text := inspect.Preview(payload, limit)
+	text := cli.Preview(payload, limit)
 	cut := strings.HasSuffix(text, ellipsis) && !bytes.HasSuffix(payload, []byte(ellipsis))
 	if len(text) > limit {
 		end := limit - len(ellipsis)

@@ -14,8 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
-	"github.com/delaystream/delaystream/internal/stream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delaystream/delaystream/admin"
 )
 
 // Defaults of the options.
@@ -74,7 +75,7 @@ func WithBasicAuth(user, pass string) Option {
 }
 
 // WithPreviewBytes sets how much of a payload the pages and the JSON API
-// ever show: a preview of at most n bytes (see inspect.Preview), cut with
+// ever show: a preview of at most n bytes (see cli.Preview), cut with
 // an ellipsis. Payloads are never served whole. Default
 // [DefaultPreviewBytes]; n must be 16 to 65536.
 func WithPreviewBytes(n int) Option {
@@ -88,17 +89,15 @@ func WithPreviewBytes(n int) Option {
 }
 
 // WithPrefixes sets the key prefixes served, one queue list page each.
-// Default: the Inspector's prefix alone. Each must satisfy
-// stream.ValidateName.
+// Default: the prefix given to [New] alone. Each must be a valid prefix
+// (see admin.New); [New] checks them.
 func WithPrefixes(prefixes ...string) Option {
 	return func(c *config) error {
 		if len(prefixes) == 0 {
 			return fmt.Errorf("%w: no prefix", ErrInvalidOption)
 		}
-		for _, p := range prefixes {
-			if err := stream.ValidateName("prefix", p); err != nil {
-				return fmt.Errorf("%w: %w", ErrInvalidOption, err)
-			}
+		if slices.Contains(prefixes, "") {
+			return fmt.Errorf("%w: empty prefix", ErrInvalidOption)
 		}
 		c.prefixes = slices.Compact(slices.Sorted(slices.Values(prefixes)))
 		return nil
@@ -148,8 +147,9 @@ func WithLogger(l *slog.Logger) Option {
 // concurrent use.
 type Server struct {
 	cfg     config
-	ins     map[string]*inspect.Inspector // by prefix
-	token   string                        // CSRF token of this process
+	rdb     redis.UniversalClient
+	ins     map[string]*admin.Inspector // by prefix
+	token   string                      // CSRF token of this process
 	hist    *history
 	pages   *pages
 	handler http.Handler
@@ -157,33 +157,33 @@ type Server struct {
 	started atomic.Int64 // unix ms when Run started sampling; 0 before
 }
 
-// New returns the web view of the queues in reaches (under its prefix, or
-// those of WithPrefixes, read with its client). It validates the options,
-// talks to no server and starts nothing: serve [Server.ServeHTTP] and call
-// [Server.Run] for the charts. Errors wrap [ErrInvalidOption].
-func New(in *inspect.Inspector, opts ...Option) (*Server, error) {
-	if in == nil {
-		return nil, fmt.Errorf("%w: nil inspector", ErrInvalidOption)
+// New returns the web view of the queues on rdb under prefix ("" means
+// admin.DefaultPrefix), or under those of WithPrefixes instead, read with
+// package admin. It validates the options, talks to no server and starts
+// nothing: serve [Server.ServeHTTP] and call [Server.Run] for the charts.
+// The client is borrowed, never closed. Errors wrap [ErrInvalidOption].
+func New(rdb redis.UniversalClient, prefix string, opts ...Option) (*Server, error) {
+	if rdb == nil {
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
 	}
-	cfg := config{previewBytes: DefaultPreviewBytes, prefixes: []string{in.Prefix()},
+	if prefix == "" {
+		prefix = admin.DefaultPrefix
+	}
+	cfg := config{previewBytes: DefaultPreviewBytes, prefixes: []string{prefix},
 		sampleInterval: DefaultSampleInterval, historySize: DefaultHistorySize, logger: slog.Default()}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
-	s := &Server{cfg: cfg, ins: map[string]*inspect.Inspector{},
+	s := &Server{cfg: cfg, rdb: rdb, ins: map[string]*admin.Inspector{},
 		hist: newHistory(cfg.historySize, MaxSampledQueues)}
 	for _, p := range cfg.prefixes {
-		if p == in.Prefix() {
-			s.ins[p] = in
-			continue
-		}
-		pin, err := inspect.New(in.Client(), inspect.WithPrefix(p))
+		in, err := admin.New(rdb, p)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
-		s.ins[p] = pin
+		s.ins[p] = in
 	}
 	var tok [32]byte
 	if _, err := rand.Read(tok[:]); err != nil {
@@ -243,7 +243,7 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) sampleOnce(ctx context.Context, prefix string) error {
 	ctx, cancel := context.WithTimeout(ctx, max(s.cfg.sampleInterval, 10*time.Second))
 	defer cancel()
-	all, err := s.ins[prefix].Overview(ctx, inspect.StatsOptions{})
+	all, err := s.ins[prefix].Stats(ctx)
 	if err != nil {
 		return err
 	}

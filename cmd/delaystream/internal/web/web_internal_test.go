@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+	"github.com/delaystream/delaystream/admin"
 )
 
 // offline returns a Server whose Redis cannot be reached: enough for
@@ -22,9 +22,7 @@ func offline(t *testing.T, opts ...Option) *Server {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
-	in, err := inspect.New(rdb, inspect.WithPrefix("ds"))
-	require.NoError(t, err)
-	s, err := New(in, opts...)
+	s, err := New(rdb, "ds", opts...)
 	require.NoError(t, err)
 	return s
 }
@@ -46,13 +44,15 @@ func TestOptions(t *testing.T) {
 			t.Parallel()
 			rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 			t.Cleanup(func() { _ = rdb.Close() })
-			in, err := inspect.New(rdb)
-			require.NoError(t, err)
-			_, err = New(in, o)
+			_, err := New(rdb, "", o)
 			assert.ErrorIs(t, err, ErrInvalidOption)
 		})
 	}
-	_, err := New(nil)
+	_, err := New(nil, "ds")
+	assert.ErrorIs(t, err, ErrInvalidOption)
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = rdb.Close() })
+	_, err = New(rdb, "a b")
 	assert.ErrorIs(t, err, ErrInvalidOption)
 	s := offline(t, WithPrefixes("b", "a", "b"))
 	assert.Equal(t, []string{"a", "b"}, s.Prefixes())
@@ -157,16 +157,16 @@ func TestFlashAndLocalPath(t *testing.T) {
 }
 
 // TestRenderPages executes every page with figures of every kind, so that
-// a template and inspect's types cannot drift apart unnoticed.
+// a template and admin's types cannot drift apart unnoticed.
 func TestRenderPages(t *testing.T) {
 	t.Parallel()
 	s := offline(t, WithPreviewBytes(32))
 	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	gs := inspect.GroupStats{Group: "billing", Consumers: 2, Pending: 3, OldestPendingMs: 4500, Lag: -1,
-		RetryWaiting: 1, DeadLetters: 12, ConsumerList: []inspect.ConsumerInfo{{Name: "host-1", Pending: 3, IdleMs: 20}}}
-	st := inspect.QueueStats{Queue: "orders", Shards: 4, Now: now, Waiting: 1234567, Overdue: 2,
-		NextDue: now.Add(-time.Second), StreamLength: 9, Quarantined: 1, Groups: []inspect.GroupStats{gs}}
-	dl := inspect.DeadLetter{EntryID: "1700000000000-0@2", Shard: 2, At: now.Add(-time.Minute), ID: "m1",
+	gs := admin.GroupReport{Group: "billing", Consumers: 2, Pending: 3, OldestPendingMs: 4500, Lag: -1,
+		RetryWaiting: 1, DeadLetters: 12, ConsumerList: []admin.ConsumerInfo{{Name: "host-1", Pending: 3, IdleMs: 20}}}
+	st := admin.QueueReport{Queue: "orders", Shards: 4, Now: now, Waiting: 1234567, Overdue: 2,
+		NextDue: now.Add(-time.Second), StreamLength: 9, Quarantined: 1, Groups: []admin.GroupReport{gs}}
+	dl := admin.DeadLetterEntry{EntryID: "1700000000000-0@2", Shard: 2, At: now.Add(-time.Minute), ID: "m1",
 		Reason: "attempts exhausted", LastError: "<b>boom</b>", Attempt: 5, Deliveries: 5, Decoded: true,
 		Payload: []byte(strings.Repeat("p", 100))}
 	r := httptest.NewRequest(http.MethodGet, "/p/ds/q/orders?x=1", nil)
@@ -175,12 +175,12 @@ func TestRenderPages(t *testing.T) {
 	b := s.base(r, "orders")
 	qp := queuePage{base: b, Stats: st, IntervalMs: 5000, PeekCount: 1, SampleSince: now,
 		Chart: newChart([]Sample{{At: now, Waiting: 1}, {At: now.Add(time.Second), Waiting: 3, Overdue: 2}}),
-		Next: []nextRow{{Message: inspect.Message{ID: "n1", Due: now, Overdue: true, Attempt: 1,
-			Payload: []byte("hi")}, Shown: s.preview([]byte("hi"))}, {Message: inspect.Message{Problem: "missing envelope"}}},
-		Groups:     []groupSection{{GroupStats: gs, Dead: s.deadRows([]inspect.DeadLetter{dl})}},
-		Quarantine: []quarantineRow{{Quarantined: inspect.Quarantined{EntryID: "1-0", Lane: "main", Reason: "invalid due time"}}},
+		Next: []nextRow{{WaitingMessage: admin.WaitingMessage{ID: "n1", Due: now, Overdue: true, Attempt: 1,
+			Payload: []byte("hi")}, Shown: s.preview([]byte("hi"))}, {WaitingMessage: admin.WaitingMessage{Problem: "missing envelope"}}},
+		Groups:     []groupSection{{GroupReport: gs, Dead: s.deadRows([]admin.DeadLetterEntry{dl})}},
+		Quarantine: []quarantineRow{{QuarantineEntry: admin.QuarantineEntry{EntryID: "1-0", Lane: "main", Reason: "invalid due time"}}},
 	}
-	gp := groupPage{base: b, Stats: gs, Rows: s.deadRows([]inspect.DeadLetter{dl}), Now: now, After: "1-0", Next: "2-0", Limit: 50}
+	gp := groupPage{base: b, Stats: gs, Rows: s.deadRows([]admin.DeadLetterEntry{dl}), Now: now, After: "1-0", Next: "2-0", Limit: 50}
 	for _, c := range []struct {
 		page string
 		data any
@@ -192,7 +192,7 @@ func TestRenderPages(t *testing.T) {
 			`name="return" value="/p/ds/q/orders?x=1"`, `action="/p/ds/q/orders/g/billing/purge"`, "invalid due time",
 			"(preview of 100 bytes)", "All 12 dead letters of billing"}},
 		{"group", gp, []string{`id="fig-pending" data-value="3"`, "host-1", `id="next-page"`, "after=2-0", "Purge all"}},
-		{"queues", queuesPage{base: b, Queues: []inspect.QueueStats{st}}, []string{`data-queue="orders"`, `<td class="n dead bad">12</td>`}},
+		{"queues", queuesPage{base: b, Queues: []admin.QueueReport{st}}, []string{`data-queue="orders"`, `<td class="n dead bad">12</td>`}},
 		{"index", struct{ base }{b}, []string{`href="/p/ds/"`}},
 		{"error", struct{ base }{base{Title: "Not Found", Error: "no <queue>"}}, []string{"no &lt;queue&gt;"}},
 	} {

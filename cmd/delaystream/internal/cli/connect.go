@@ -1,4 +1,4 @@
-package inspect
+package cli
 
 import (
 	"crypto/tls"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/delaystream/delaystream"
 )
 
 // DefaultURL is the server [Connect] reaches when given none.
@@ -33,7 +35,7 @@ type ConnConfig struct {
 // Connect returns a client for cfg: a *redis.ClusterClient when cfg.Cluster
 // is set or the URL names several addresses, else a *redis.Client. It talks
 // to no server; the caller owns the client and closes it. Errors wrap
-// [ErrInvalid].
+// delaystream.ErrInvalidOption.
 func Connect(cfg ConnConfig) (redis.UniversalClient, error) {
 	raw := cfg.URL
 	if raw == "" {
@@ -44,10 +46,10 @@ func Connect(cfg ConnConfig) (redis.UniversalClient, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: redis URL: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: redis URL: %w", delaystream.ErrInvalidOption, err)
 	}
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return nil, fmt.Errorf("%w: redis URL scheme %q: want redis:// or rediss://", ErrInvalid, u.Scheme)
+		return nil, fmt.Errorf("%w: redis URL scheme %q: want redis:// or rediss://", delaystream.ErrInvalidOption, u.Scheme)
 	}
 	timeout := cfg.Timeout
 	if timeout <= 0 {
@@ -65,7 +67,7 @@ func Connect(cfg ConnConfig) (redis.UniversalClient, error) {
 		first.Path = "" // a cluster has only db 0
 		opt, err := redis.ParseClusterURL(first.String())
 		if err != nil {
-			return nil, fmt.Errorf("%w: redis URL: %w", ErrInvalid, err)
+			return nil, fmt.Errorf("%w: redis URL: %w", delaystream.ErrInvalidOption, err)
 		}
 		if cfg.TLS != nil {
 			opt.TLSConfig = cfg.TLS.Clone()
@@ -76,7 +78,7 @@ func Connect(cfg ConnConfig) (redis.UniversalClient, error) {
 	}
 	opt, err := redis.ParseURL(u.String())
 	if err != nil {
-		return nil, fmt.Errorf("%w: redis URL: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: redis URL: %w", delaystream.ErrInvalidOption, err)
 	}
 	if cfg.TLS != nil {
 		opt.TLSConfig = cfg.TLS.Clone()

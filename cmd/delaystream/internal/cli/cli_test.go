@@ -1,4 +1,4 @@
-package inspect_test
+package cli_test
 
 import (
 	"testing"
@@ -8,7 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/delaystream/delaystream/cmd/delaystream/internal/inspect"
+	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/cli"
 )
 
 func TestPreview(t *testing.T) {
@@ -31,7 +32,7 @@ func TestPreview(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			assert.Equal(t, c.want, inspect.Preview(c.payload, c.max))
+			assert.Equal(t, c.want, cli.Preview(c.payload, c.max))
 		})
 	}
 }
@@ -53,7 +54,7 @@ func TestConnect(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			rdb, err := inspect.Connect(inspect.ConnConfig{URL: c.url, Cluster: c.cluster && len(c.addrs) == 1})
+			rdb, err := cli.Connect(cli.ConnConfig{URL: c.url, Cluster: c.cluster && len(c.addrs) == 1})
 			require.NoError(t, err)
 			defer rdb.Close()
 			switch r := rdb.(type) {
@@ -72,8 +73,6 @@ func TestConnect(t *testing.T) {
 			}
 		})
 	}
-	_, err := inspect.Connect(inspect.ConnConfig{URL: "http://x"})
-	require.ErrorIs(t, err, inspect.ErrInvalid)
-	_, err = inspect.New(nil)
-	require.ErrorIs(t, err, inspect.ErrInvalid)
+	_, err := cli.Connect(cli.ConnConfig{URL: "http://x"})
+	require.ErrorIs(t, err, delaystream.ErrInvalidOption)
 }

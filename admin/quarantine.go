@@ -1,8 +1,9 @@
-package inspect
+package admin
 
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -10,9 +11,9 @@ import (
 	"github.com/delaystream/delaystream/internal/stream"
 )
 
-// Quarantined is a delayed-set member the mover could not promote, kept
-// in a lane's quarantine stream with a reason.
-type Quarantined struct {
+// QuarantineEntry is a delayed-set member the mover could not promote,
+// kept in a lane's quarantine stream with a reason.
+type QuarantineEntry struct {
 	// EntryID is the quarantine stream's entry id, "<ms>-<seq>" (its time
 	// is when it was quarantined), followed by "@<shard>" on a sharded
 	// queue.
@@ -22,21 +23,25 @@ type Quarantined struct {
 	At      time.Time `json:"at"`
 	ID      string    `json:"id"`           // the message id, "" when unknown
 	Due     time.Time `json:"due,omitzero"` // the member's score, when it was a due time
-	Reason  string    `json:"reason"`       // a stream.Reason* constant
-	Raw     []byte    `json:"raw"`          // the envelope bytes found, if any (base64 in JSON)
-	Member  []byte    `json:"member,omitempty"`
-	Preview string    `json:"preview"` // of Raw, or of Member when there is no Raw
+	// Reason says why: "unknown member format", "malformed packed member",
+	// "unknown envelope format", "missing envelope" or "invalid due time".
+	Reason string `json:"reason"`
+	Raw    []byte `json:"raw"` // the envelope bytes found, if any (base64 in JSON)
+	Member []byte `json:"member,omitempty"`
 }
 
-// Quarantine lists up to limit (0 means 100) quarantined entries of queue:
-// its main lanes, shard by shard, then the retry lanes of its groups,
-// each oldest first.
-func (in *Inspector) Quarantine(ctx context.Context, queue string, limit int) ([]Quarantined, error) {
-	if limit == 0 {
-		limit = 100
-	}
-	if limit < 0 {
-		return nil, fmt.Errorf("%w: negative limit %d", ErrInvalid, limit)
+// lane is one quarantine stream of a queue.
+type lane struct {
+	name, key string
+	shard     int
+}
+
+// Quarantine lists up to opts.Limit (0 means 100; it takes no other
+// field) quarantined entries of queue, oldest first: those of its main
+// lanes, then of the retry lanes of its groups.
+func (in *Inspector) Quarantine(ctx context.Context, queue string, opts ListOptions) ([]QuarantineEntry, error) {
+	if err := opts.check("Quarantine", false, false, math.MaxInt); err != nil {
+		return nil, err
 	}
 	h, err := in.open(ctx, queue)
 	if err != nil {
@@ -45,10 +50,6 @@ func (in *Inspector) Quarantine(ctx context.Context, queue string, limit int) ([
 	groups, err := in.groupNames(ctx, h)
 	if err != nil {
 		return nil, err
-	}
-	type lane struct {
-		name, key string
-		shard     int
 	}
 	var lanes []lane
 	for i := range h.layout.Shards() {
@@ -59,7 +60,8 @@ func (in *Inspector) Quarantine(ctx context.Context, queue string, limit int) ([
 			lanes = append(lanes, lane{"retry:" + g, h.layout.Shard(i).Retry(g).Quarantine, i})
 		}
 	}
-	out := []Quarantined{}
+	out := []QuarantineEntry{}
+	limit := opts.limit()
 	for _, l := range lanes {
 		if len(out) >= limit {
 			break
@@ -69,19 +71,14 @@ func (in *Inspector) Quarantine(ctx context.Context, queue string, limit int) ([
 			return nil, fmt.Errorf("quarantine of %s: %w", queue, err)
 		}
 		for _, q := range qs {
-			e := Quarantined{EntryID: q.EntryID, Shard: l.shard, Lane: l.name, At: stream.EntryTime(q.EntryID),
+			e := QuarantineEntry{EntryID: q.EntryID, Shard: l.shard, Lane: l.name, At: stream.EntryTime(q.EntryID),
 				ID: q.MessageID, Due: q.Due, Reason: q.Reason, Raw: q.Raw, Member: q.Member}
 			if h.layout.Shards() > 1 {
 				e.EntryID += "@" + strconv.Itoa(l.shard)
 			}
-			if len(q.Raw) > 0 {
-				e.Preview = Preview(q.Raw, PreviewLen)
-			} else {
-				e.Preview = Preview(q.Member, PreviewLen)
-			}
 			out = append(out, e)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b Quarantined) int { return a.At.Compare(b.At) })
+	slices.SortStableFunc(out, func(a, b QuarantineEntry) int { return a.At.Compare(b.At) })
 	return out, nil
 }

@@ -1,0 +1,271 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/internal/group"
+)
+
+// DeadLetterEntry is one entry of a group's dead letters.
+type DeadLetterEntry struct {
+	// EntryID identifies the dead letter: "<ms>-<seq>", whose time is when
+	// it was dead-lettered, followed by "@<shard>" on a sharded queue.
+	EntryID    string            `json:"entry_id"`
+	Shard      int               `json:"shard"`
+	At         time.Time         `json:"at"` // when it was dead-lettered (Redis clock)
+	ID         string            `json:"id"` // the message id; "" when undecodable
+	Reason     string            `json:"reason"`
+	LastError  string            `json:"last_error"`
+	Attempt    int               `json:"attempt"`
+	Deliveries int64             `json:"deliveries"`
+	Source     string            `json:"source"`    // the stream it was read from
+	SourceID   string            `json:"source_id"` // its entry id there
+	Decoded    bool              `json:"decoded"`   // whether its envelope could be decoded (undecodable ones cannot be redriven)
+	Due        time.Time         `json:"due,omitzero"`
+	Created    time.Time         `json:"created,omitzero"`
+	Deadline   time.Time         `json:"deadline,omitzero"`
+	Headers    map[string]string `json:"headers,omitempty"`
+	Size       int               `json:"size"`
+	Payload    []byte            `json:"payload"` // base64 in JSON; the raw stored bytes when undecodable
+}
+
+// ActionResult reports what a Redrive or Purge did (or, dry, would do).
+type ActionResult struct {
+	Queue   string `json:"queue"`
+	Group   string `json:"group"`
+	Action  string `json:"action"` // "redrive" or "purge"
+	DryRun  bool   `json:"dry_run"`
+	Matched int    `json:"matched"` // dead letters the selection found
+	Done    int    `json:"done"`    // redriven or purged (0 on a dry run)
+	// IDs are the entry ids matched (at most MaxReportedIDs; see
+	// IDsTruncated).
+	IDs          []string `json:"ids"`
+	IDsTruncated bool     `json:"ids_truncated,omitempty"`
+	// NotFound are requested ids that are no dead letters (any more).
+	NotFound []string `json:"not_found,omitempty"`
+	// Unrecoverable are dead letters Redrive left in place: no valid
+	// envelope to deliver again (purge them instead).
+	Unrecoverable []string `json:"unrecoverable,omitempty"`
+}
+
+// DeadLetters lists the dead letters of group g on queue, oldest first:
+// those opts.IDs names, or up to opts.Limit (0 means 100) after opts.After
+// that opts.From, opts.To and opts.Reason match. It returns an error
+// wrapping delaystream.ErrNotFound when the queue has no such group (and
+// the group no dead letters), or an id names no dead letter.
+func (in *Inspector) DeadLetters(ctx context.Context, queue, g string, opts ListOptions) ([]DeadLetterEntry, error) {
+	if err := opts.check("DeadLetters", true, true, math.MaxInt); err != nil {
+		return nil, err
+	}
+	dl, err := in.deadLetters(ctx, queue, g)
+	if err != nil {
+		return nil, err
+	}
+	out := []DeadLetterEntry{}
+	for _, id := range opts.IDs {
+		e, err := dl.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fromDeadEntry(e))
+	}
+	if len(opts.IDs) > 0 {
+		return out, nil
+	}
+	f, limit := opts.filter(), opts.limit()
+	err = eachDeadLetter(ctx, dl, opts.After, func(d DeadLetterEntry) bool {
+		if f.match(d) {
+			out = append(out, d)
+		}
+		return len(out) < limit
+	})
+	return out, err
+}
+
+// Redrive moves the dead letters of group g on queue that opts selects
+// (IDs, or All narrowed by From, To and Reason) back to that group only:
+// delivered again after opts.Delay by the Redis clock, attempt count
+// reset, atomically per entry. With opts.DryRun it writes nothing and
+// reports what it would move. Requested ids that are no dead letters are
+// reported in NotFound, and entries without a valid envelope in
+// Unrecoverable; neither is an error.
+func (in *Inspector) Redrive(ctx context.Context, queue, g string, opts ActionOptions) (ActionResult, error) {
+	if opts.Delay < 0 {
+		return ActionResult{}, fmt.Errorf("%w: negative delay %s", delaystream.ErrInvalidOption, opts.Delay)
+	}
+	return in.act(ctx, queue, g, "redrive", opts, func(dl *group.DeadLetters, ids []string, res *ActionResult) error {
+		n, err := dl.Redrive(ctx, opts.Delay, ids...)
+		res.Done += n
+		var re *group.RedriveError
+		if errors.As(err, &re) {
+			res.NotFound = append(res.NotFound, re.NotFound...)
+			res.Unrecoverable = append(res.Unrecoverable, re.Unrecoverable...)
+			return nil
+		}
+		return err
+	})
+}
+
+// Purge deletes the dead letters of group g on queue that opts selects
+// (IDs, or All narrowed by From, To and Reason) for good. With
+// opts.DryRun it writes nothing and reports what it would delete.
+// Requested ids that are no dead letters are reported in NotFound, which
+// is not an error. It takes no Delay.
+func (in *Inspector) Purge(ctx context.Context, queue, g string, opts ActionOptions) (ActionResult, error) {
+	if opts.Delay != 0 {
+		return ActionResult{}, fmt.Errorf("%w: Purge takes no delay", delaystream.ErrInvalidOption)
+	}
+	return in.act(ctx, queue, g, "purge", opts, func(dl *group.DeadLetters, ids []string, res *ActionResult) error {
+		n, err := dl.Purge(ctx, ids...)
+		res.Done += int(n)
+		return err
+	})
+}
+
+// deadLetters returns the dead-letter handle of group g on queue, and
+// fails with ErrNotFound when the queue has no such group and the group
+// has no dead letters.
+func (in *Inspector) deadLetters(ctx context.Context, queue, g string) (*group.DeadLetters, error) {
+	h, err := in.open(ctx, queue)
+	if err != nil {
+		return nil, err
+	}
+	dl, err := group.NewDeadLetters(in.rdb, queue, g, in.groupOpts(h)...)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	names, err := in.groupNames(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(names, g) {
+		n, err := dl.Len(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("group %s of queue %s: %w", g, queue, delaystream.ErrNotFound)
+		}
+	}
+	return dl, nil
+}
+
+// actChunk is how many dead letters one Redrive or Purge call of the core
+// takes.
+const actChunk = 200
+
+// act resolves the selection of opts and, unless dry, calls do with it
+// chunk by chunk.
+func (in *Inspector) act(ctx context.Context, queue, g, action string, opts ActionOptions,
+	do func(dl *group.DeadLetters, ids []string, res *ActionResult) error) (ActionResult, error) {
+	if err := opts.checkSelection(); err != nil {
+		return ActionResult{}, err
+	}
+	dl, err := in.deadLetters(ctx, queue, g)
+	if err != nil {
+		return ActionResult{}, err
+	}
+	res := ActionResult{Queue: queue, Group: g, Action: action, DryRun: opts.DryRun, IDs: []string{}}
+	ids, err := selectDeadLetters(ctx, dl, opts, &res)
+	if err != nil {
+		return ActionResult{}, err
+	}
+	res.Matched = len(ids)
+	res.IDs = append(res.IDs, ids[:min(len(ids), MaxReportedIDs)]...)
+	res.IDsTruncated = len(ids) > MaxReportedIDs
+	if opts.DryRun {
+		return res, nil
+	}
+	for chunk := range slices.Chunk(ids, actChunk) {
+		if err := do(dl, chunk, &res); err != nil {
+			return res, fmt.Errorf("%s %s/%s: %w", action, queue, g, err)
+		}
+	}
+	return res, nil
+}
+
+// checkSelection refuses a selection of dead letters that is not IDs
+// alone or All with a filter, and a Reschedule field.
+func (o ActionOptions) checkSelection() error {
+	switch {
+	case o.All == (len(o.IDs) > 0):
+		return fmt.Errorf("%w: select dead letters by id or all of them (with a filter), not both or neither",
+			delaystream.ErrInvalidOption)
+	case !o.All && !o.filter().empty():
+		return fmt.Errorf("%w: a filter (time range, reason) selects with All only", delaystream.ErrInvalidOption)
+	case !o.At.IsZero():
+		return fmt.Errorf("%w: At is for Reschedule only", delaystream.ErrInvalidOption)
+	}
+	return o.filter().check()
+}
+
+// selectDeadLetters returns the entry ids opts selects from dl, and adds
+// the requested ids that are no dead letters to res.NotFound.
+func selectDeadLetters(ctx context.Context, dl *group.DeadLetters, opts ActionOptions, res *ActionResult) ([]string, error) {
+	var ids []string
+	if opts.All {
+		f := opts.filter()
+		err := eachDeadLetter(ctx, dl, "", func(d DeadLetterEntry) bool {
+			if f.match(d) {
+				ids = append(ids, d.EntryID)
+			}
+			return true
+		})
+		return ids, err
+	}
+	for _, id := range opts.IDs {
+		_, err := dl.Get(ctx, id)
+		switch {
+		case errors.Is(err, delaystream.ErrNotFound):
+			res.NotFound = append(res.NotFound, id)
+		case err != nil:
+			return nil, err
+		default:
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// deadPage is how many dead letters one read of a listing takes.
+const deadPage = 500
+
+// eachDeadLetter calls fn with the dead letters after entry id after,
+// oldest first, until fn returns false or none is left.
+func eachDeadLetter(ctx context.Context, dl *group.DeadLetters, after string, fn func(DeadLetterEntry) bool) error {
+	for {
+		page, err := dl.List(ctx, after, deadPage)
+		if err != nil {
+			return err
+		}
+		for _, e := range page {
+			if !fn(fromDeadEntry(e)) {
+				return nil
+			}
+		}
+		if len(page) < deadPage {
+			return nil
+		}
+		after = page[len(page)-1].EntryID
+	}
+}
+
+func fromDeadEntry(e group.DeadEntry) DeadLetterEntry {
+	d := DeadLetterEntry{EntryID: e.EntryID, Shard: e.Shard, At: e.At(), ID: e.Envelope.ID, Reason: e.Reason,
+		LastError: e.LastError, Attempt: e.Attempt, Deliveries: e.Deliveries, Source: e.Source,
+		SourceID: e.SourceID, Decoded: e.Decoded}
+	payload := e.Envelope.Payload
+	if e.Decoded {
+		d.Due, d.Created, d.Deadline, d.Headers = e.Envelope.Due, e.Envelope.Created, e.Envelope.Deadline, e.Envelope.Headers
+	} else {
+		payload = e.Raw
+	}
+	d.Size, d.Payload = len(payload), payload
+	return d
+}

@@ -1,0 +1,34 @@
+// Package admin reads and acts on delaystream queues by name, without
+// building a delaystream.Queue: what operator tools (the delaystream
+// command, its web view, metrics exporters) need for any queue they find.
+//
+//	in, err := admin.New(rdb, "")                       // the default prefix, "ds"
+//	queues, err := in.Queues(ctx)                       // discovered on every master
+//	reports, err := in.Stats(ctx, "orders")             // queue, per group, per shard
+//	msgs, err := in.Peek(ctx, "orders", admin.ListOptions{Limit: 20}) // overdue first
+//	dls, err := in.DeadLetters(ctx, "orders", "billing", admin.ListOptions{Reason: "expired"})
+//	res, err := in.Redrive(ctx, "orders", "billing", admin.ActionOptions{All: true, DryRun: true})
+//
+// A queue is found by its record, the hash every part of a queue writes at
+// its first call ("<prefix>:1:{<queue>}:q", holding its shard count), and
+// its consumer groups are those of its streams. Reads use plain commands
+// and are not one atomic snapshot across keys or shards. The only writes
+// are the actions (Cancel, Reschedule, Redrive, Purge, ForgetGroup), each
+// through the queue's own atomic scripts; Redrive and Purge with DryRun
+// write nothing.
+//
+// Dead-letter reasons are one vocabulary, the same strings in listings and
+// in filters: "attempts exhausted", "max deliveries exceeded", "handler
+// asked to dead-letter", "expired", "undecodable entry" and "entry deleted
+// while pending". A filter naming another reason is an error.
+//
+// Results are structs with JSON tags (snake_case; times RFC 3339, absent
+// when zero; ages in milliseconds in fields ending in _ms; payloads whole,
+// base64), so that a tool's JSON output and API are the same documents.
+//
+// Errors wrap delaystream.ErrNotFound (no such queue, group, message or
+// dead letter) or delaystream.ErrInvalidOption (a malformed name, id,
+// option or reason); anything else is a Redis or network failure. An
+// Inspector is safe for concurrent use, starts no goroutines and never
+// closes the client it was given.
+package admin

@@ -1,0 +1,133 @@
+package admin
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/internal/group"
+)
+
+// defaultLimit is the Limit of a listing given 0.
+const defaultLimit = 100
+
+// ListOptions select what a listing returns: [Inspector.Peek] takes IDs or
+// Limit, [Inspector.Quarantine] takes Limit, [Inspector.DeadLetters] takes
+// every field. A field the listing does not take fails the call with an
+// error wrapping delaystream.ErrInvalidOption. The zero value lists the
+// first 100 entries.
+type ListOptions struct {
+	// IDs, when not empty, lists exactly these entries, in this order:
+	// message ids for Peek, entry ids (as listed) for DeadLetters. An id
+	// that names nothing fails the call with an error wrapping
+	// delaystream.ErrNotFound. Not with the other fields.
+	IDs []string
+	// Limit is the most entries returned; 0 means 100. Peek takes at most
+	// [MaxPeek].
+	Limit int
+	// After starts the listing after this entry id, as listed ("" for the
+	// oldest), to page through dead letters.
+	After string
+	// From and To narrow dead letters down to those dead-lettered at or
+	// after From and before To; a zero time is no bound.
+	From, To time.Time
+	// Reason narrows dead letters down to those with exactly this reason,
+	// as listings show it (see the package doc); "" takes any. A reason no
+	// dead letter can have fails the call.
+	Reason string
+}
+
+// ActionOptions say what an action takes and how. [Inspector.Redrive] and
+// [Inspector.Purge] take the dead letters IDs names, or with All every one
+// that From, To and Reason match (with those zero: all of them), and
+// DryRun; Redrive also takes Delay. [Inspector.Reschedule] takes Delay or
+// At. A field the action does not take fails the call with an error
+// wrapping delaystream.ErrInvalidOption.
+type ActionOptions struct {
+	// IDs are the dead letters' entry ids, as listed. Exactly one of IDs
+	// and All must be given.
+	IDs []string
+	// All takes every dead letter present when the action starts that
+	// From, To and Reason match.
+	All bool
+	// From, To and Reason narrow All down as in [ListOptions].
+	From, To time.Time
+	Reason   string
+	// DryRun resolves the selection and reports it, writing nothing.
+	DryRun bool
+	// Delay makes the message due this long after the call, by the Redis
+	// clock (Redrive: each redriven message; Reschedule). Default 0: at
+	// once. It must not be negative.
+	Delay time.Duration
+	// At makes the message due at this time (Reschedule only; not with
+	// Delay). Zero: use Delay.
+	At time.Time
+}
+
+// filter narrows dead letters down; the zero filter takes every one.
+type filter struct {
+	from, to time.Time
+	reason   string
+}
+
+func (f filter) match(d DeadLetterEntry) bool {
+	return (f.from.IsZero() || !d.At.Before(f.from)) && (f.to.IsZero() || d.At.Before(f.to)) &&
+		(f.reason == "" || d.Reason == f.reason)
+}
+
+func (f filter) empty() bool { return f == filter{} }
+
+// check refuses a reason no dead letter can have, naming the valid ones.
+func (f filter) check() error {
+	if f.reason == "" || slices.Contains(reasons, f.reason) {
+		return nil
+	}
+	quoted := make([]string, len(reasons))
+	for i, r := range reasons {
+		quoted[i] = strconv.Quote(r)
+	}
+	return fmt.Errorf("%w: unknown dead-letter reason %q: want one of %s", delaystream.ErrInvalidOption,
+		f.reason, strings.Join(quoted, ", "))
+}
+
+// reasons are the reasons a dead letter can have: what listings show and
+// filters take.
+var reasons = []string{group.ReasonAttempts, group.ReasonDeliveries, group.ReasonHandler,
+	group.ReasonExpired, group.ReasonUndecodable, group.ReasonDeleted}
+
+func (o ListOptions) filter() filter { return filter{o.From, o.To, o.Reason} }
+
+func (o ActionOptions) filter() filter { return filter{o.From, o.To, o.Reason} }
+
+// check validates o for a listing that takes IDs (byID), After and the
+// filter (paged) or neither, and a Limit up to maxLimit.
+func (o ListOptions) check(what string, byID, paged bool, maxLimit int) error {
+	var bad string
+	switch {
+	case len(o.IDs) > 0 && !byID:
+		bad = "no IDs"
+	case len(o.IDs) > 0 && (o.Limit != 0 || o.After != "" || !o.filter().empty()):
+		bad = "IDs alone, without Limit, After or a filter"
+	case !paged && (o.After != "" || !o.filter().empty()):
+		bad = "no After or filter (From, To, Reason)"
+	case o.Limit < 0:
+		bad = fmt.Sprintf("no negative limit (%d)", o.Limit)
+	case o.Limit > maxLimit:
+		bad = fmt.Sprintf("a limit of at most %d, not %d", maxLimit, o.Limit)
+	}
+	if bad != "" {
+		return fmt.Errorf("%w: %s takes %s", delaystream.ErrInvalidOption, what, bad)
+	}
+	return o.filter().check()
+}
+
+// limit returns o.Limit, or the default for 0.
+func (o ListOptions) limit() int {
+	if o.Limit == 0 {
+		return defaultLimit
+	}
+	return o.Limit
+}

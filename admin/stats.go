@@ -1,0 +1,246 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/group"
+)
+
+// QueueReport are the figures of one queue, of each of its consumer
+// groups and of each of its shards.
+type QueueReport struct {
+	Queue        string        `json:"queue"`
+	Shards       int           `json:"shards"`
+	Now          time.Time     `json:"now"`               // the Redis clock when read (the latest of the shards')
+	Waiting      int64         `json:"waiting"`           // scheduled, not yet promoted
+	Overdue      int64         `json:"overdue"`           // waiting past their due time: a mover is late or absent
+	NextDue      time.Time     `json:"next_due,omitzero"` // earliest waiting due time; absent when none
+	StreamLength int64         `json:"stream_length"`     // entries in the queue stream(s)
+	Quarantined  int64         `json:"quarantined"`       // entries in the quarantine stream(s) of the main lanes
+	Groups       []GroupReport `json:"groups"`            // every consumer group, by name, summed over the shards
+	// PerShard are the same figures shard by shard, in shard order.
+	PerShard []ShardReport `json:"per_shard,omitempty"`
+}
+
+// OverdueBy returns how long the earliest waiting message has been due
+// when it is overdue, else 0.
+func (r QueueReport) OverdueBy() time.Duration {
+	if r.Overdue == 0 || r.NextDue.IsZero() || !r.NextDue.Before(r.Now) {
+		return 0
+	}
+	return r.Now.Sub(r.NextDue)
+}
+
+// ShardReport are the figures of one shard of a queue.
+type ShardReport struct {
+	Shard        int           `json:"shard"`
+	Tag          string        `json:"tag"` // the shard's hash tag
+	Now          time.Time     `json:"now"`
+	Waiting      int64         `json:"waiting"`
+	Overdue      int64         `json:"overdue"`
+	NextDue      time.Time     `json:"next_due,omitzero"`
+	StreamLength int64         `json:"stream_length"`
+	Quarantined  int64         `json:"quarantined"`
+	Groups       []GroupReport `json:"groups"`
+}
+
+// GroupReport are the figures of one consumer group, of a queue or of one
+// shard of it.
+type GroupReport struct {
+	Group     string `json:"group"`
+	Consumers int64  `json:"consumers"` // consumers known to the group (the most of any shard)
+	Pending   int64  `json:"pending"`   // delivered, not acknowledged (queue stream + retry lane)
+	// OldestPendingMs is the age (Redis clock) of the oldest pending entry
+	// in ms, 0 when none.
+	OldestPendingMs int64 `json:"oldest_pending_ms"`
+	Lag             int64 `json:"lag"`           // stream entries not yet delivered to the group; -1 when Redis cannot tell
+	RetryWaiting    int64 `json:"retry_waiting"` // failed messages waiting in the group's retry lane
+	DeadLetters     int64 `json:"dead_letters"`  // entries in the group's dead letters
+	// ConsumerList is filled in by [Inspector.Groups] only.
+	ConsumerList []ConsumerInfo `json:"consumer_list,omitempty"`
+}
+
+// ConsumerInfo describes one consumer of a group (XINFO CONSUMERS, summed
+// over the shards and the retry lane).
+type ConsumerInfo struct {
+	Name    string `json:"name"`
+	Pending int64  `json:"pending"` // entries it holds unacknowledged
+	IdleMs  int64  `json:"idle_ms"` // since its last attempted interaction (the least of any stream)
+}
+
+// Stats reads the figures of the named queues, in the order given, or of
+// every queue under the prefix (see [Inspector.Queues]) when none is
+// named, by name. A queue whose figures cannot be read fails the call;
+// see [Inspector.Queues] for the errors of a name. Figures read from
+// several keys or shards are not one atomic snapshot.
+func (in *Inspector) Stats(ctx context.Context, queues ...string) ([]QueueReport, error) {
+	if len(queues) == 0 {
+		qs, err := in.Queues(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, q := range qs {
+			queues = append(queues, q.Name)
+		}
+	}
+	out := make([]QueueReport, 0, len(queues))
+	for _, q := range queues {
+		h, err := in.open(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		r, err := in.stats(ctx, h)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Groups returns the figures of every consumer group of queue, by name,
+// each with its consumers (ConsumerList).
+func (in *Inspector) Groups(ctx context.Context, queue string) ([]GroupReport, error) {
+	h, err := in.open(ctx, queue)
+	if err != nil {
+		return nil, err
+	}
+	r, err := in.stats(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	for i := range r.Groups {
+		if r.Groups[i].ConsumerList, err = in.consumers(ctx, h, r.Groups[i].Group); err != nil {
+			return nil, err
+		}
+	}
+	return r.Groups, nil
+}
+
+// stats reads the figures of h: the waiting set's per shard, the streams'
+// lengths, then every group's.
+func (in *Inspector) stats(ctx context.Context, h *handle) (QueueReport, error) {
+	per, err := h.producer.ShardStats(ctx)
+	if err != nil {
+		return QueueReport{}, err
+	}
+	shards, err := in.shardReports(ctx, h, per)
+	if err != nil {
+		return QueueReport{}, err
+	}
+	r := QueueReport{Queue: h.info.Name, Shards: len(shards), Groups: []GroupReport{}, PerShard: shards}
+	for _, s := range shards {
+		r.Waiting += s.Waiting
+		r.Overdue += s.Overdue
+		r.StreamLength += s.StreamLength
+		r.Quarantined += s.Quarantined
+		if s.Now.After(r.Now) {
+			r.Now = s.Now
+		}
+		if !s.NextDue.IsZero() && (r.NextDue.IsZero() || s.NextDue.Before(r.NextDue)) {
+			r.NextDue = s.NextDue
+		}
+	}
+	names, err := in.groupNames(ctx, h)
+	if err != nil {
+		return QueueReport{}, err
+	}
+	for _, g := range names {
+		gs, err := group.ReadShardStats(ctx, in.rdb, h.info.Name, g, in.groupOpts(h)...)
+		if err != nil {
+			return QueueReport{}, fmt.Errorf("stats %s group %s: %w", h.info.Name, g, err)
+		}
+		r.Groups = append(r.Groups, sumGroup(g, gs, shards))
+	}
+	return r, nil
+}
+
+// shardReports returns the figures of every shard of h but its groups':
+// per, the waiting set's, and the lengths of the queue and quarantine
+// streams, read in one pipeline.
+func (in *Inspector) shardReports(ctx context.Context, h *handle, per []delay.Stats) ([]ShardReport, error) {
+	n := h.layout.Shards()
+	pipe := in.rdb.Pipeline()
+	lens := make([]*redis.IntCmd, n)
+	quar := make([]*redis.IntCmd, n)
+	for i := range n {
+		main := h.layout.Shard(i).Main()
+		lens[i] = pipe.XLen(ctx, main.Stream)
+		quar[i] = pipe.XLen(ctx, main.Quarantine)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !isNil(err) {
+		return nil, fmt.Errorf("stats %s: %w", h.info.Name, err)
+	}
+	shards := make([]ShardReport, n)
+	for i, p := range per {
+		shards[i] = ShardReport{Shard: i, Tag: h.layout.Shard(i).Tag(), Now: p.Now, Waiting: p.Waiting,
+			Overdue: p.Overdue, NextDue: p.NextDue, StreamLength: lens[i].Val(), Quarantined: quar[i].Val(),
+			Groups: []GroupReport{}}
+	}
+	return shards, nil
+}
+
+// sumGroup adds the figures gs of group g, one per shard, to those shards'
+// reports and returns their sum: counts are summed, Consumers and the
+// oldest pending age are the most of any shard, Lag is -1 when any
+// shard's is unknown.
+func sumGroup(g string, gs []group.Stats, shards []ShardReport) GroupReport {
+	sum := GroupReport{Group: g}
+	for i, s := range gs {
+		one := GroupReport{Group: s.Group, Consumers: s.Consumers, Pending: s.Pending,
+			OldestPendingMs: s.OldestPending.Milliseconds(), Lag: s.Lag, RetryWaiting: s.RetryWaiting,
+			DeadLetters: s.DeadLetters}
+		shards[i].Groups = append(shards[i].Groups, one)
+		sum.Consumers = max(sum.Consumers, one.Consumers)
+		sum.Pending += one.Pending
+		sum.OldestPendingMs = max(sum.OldestPendingMs, one.OldestPendingMs)
+		if i == 0 || (sum.Lag >= 0 && one.Lag >= 0) {
+			sum.Lag += one.Lag
+		} else {
+			sum.Lag = -1
+		}
+		sum.RetryWaiting += one.RetryWaiting
+		sum.DeadLetters += one.DeadLetters
+	}
+	return sum
+}
+
+// consumers lists the consumers of group g over every shard's queue
+// stream and retry lane, by name.
+func (in *Inspector) consumers(ctx context.Context, h *handle, g string) ([]ConsumerInfo, error) {
+	byName := map[string]*ConsumerInfo{}
+	for i := range h.layout.Shards() {
+		k := h.layout.Shard(i)
+		for _, s := range []string{k.Main().Stream, k.Retry(g).Stream} {
+			cs, err := in.rdb.XInfoConsumers(ctx, s, g).Result()
+			if err != nil {
+				if isNil(err) || redis.HasErrorPrefix(err, "NOGROUP") || redis.HasErrorPrefix(err, "ERR no such key") {
+					continue
+				}
+				return nil, fmt.Errorf("consumers of %s/%s: %w", h.info.Name, g, err)
+			}
+			for _, c := range cs {
+				ci := byName[c.Name]
+				if ci == nil {
+					ci = &ConsumerInfo{Name: c.Name, IdleMs: c.Idle.Milliseconds()}
+					byName[c.Name] = ci
+				}
+				ci.Pending += c.Pending
+				ci.IdleMs = min(ci.IdleMs, c.Idle.Milliseconds())
+			}
+		}
+	}
+	out := make([]ConsumerInfo, 0, len(byName))
+	for _, c := range byName {
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, func(a, b ConsumerInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}

@@ -1,0 +1,139 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/internal/delay"
+)
+
+// WaitingMessage is a message waiting in a queue's delayed set.
+type WaitingMessage struct {
+	ID       string            `json:"id"`
+	Shard    int               `json:"shard"`
+	Due      time.Time         `json:"due,omitzero"`
+	Overdue  bool              `json:"overdue"`           // due by the Redis clock, not promoted yet
+	Attempt  int               `json:"attempt,omitempty"` // 1, more for a message redriven or retried
+	Created  time.Time         `json:"created,omitzero"`  // producer clock
+	Deadline time.Time         `json:"deadline,omitzero"` // expiry; absent for never
+	Headers  map[string]string `json:"headers,omitempty"`
+	Size     int               `json:"size"`              // payload bytes
+	Payload  []byte            `json:"payload"`           // base64 in JSON
+	Problem  string            `json:"problem,omitempty"` // why it cannot be read (the mover will quarantine it when due)
+	Member   []byte            `json:"member,omitempty"`  // the raw delayed-set member, when not a plain id
+}
+
+// Peek returns waiting messages of queue without changing them: the
+// opts.Limit earliest over every shard (0 means 100, at most [MaxPeek]),
+// overdue first, then upcoming; or, with opts.IDs, those messages, in
+// order. Peek by Limit only reads (a read-only ACL user may call it), and
+// reports a member it cannot read with its Problem rather than failing.
+// Peek by IDs fails with an error wrapping delaystream.ErrNotFound for a
+// message not waiting (never scheduled, cancelled, or already promoted).
+func (in *Inspector) Peek(ctx context.Context, queue string, opts ListOptions) ([]WaitingMessage, error) {
+	if err := opts.check("Peek", true, false, MaxPeek); err != nil {
+		return nil, err
+	}
+	h, err := in.open(ctx, queue)
+	if err != nil {
+		return nil, err
+	}
+	if len(opts.IDs) > 0 {
+		return in.get(ctx, h, opts.IDs)
+	}
+	ws, err := h.producer.Peek(ctx, opts.limit())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]WaitingMessage, len(ws))
+	for i, w := range ws {
+		m := fromEnvelope(w.Envelope)
+		m.ID, m.Shard, m.Due, m.Overdue, m.Problem, m.Member = w.ID, w.Shard, w.Due, w.Overdue, w.Problem, w.Member
+		out[i] = m
+	}
+	return out, nil
+}
+
+// get returns the waiting messages ids of h.
+func (in *Inspector) get(ctx context.Context, h *handle, ids []string) ([]WaitingMessage, error) {
+	out := make([]WaitingMessage, len(ids))
+	for i, id := range ids {
+		env, err := h.producer.Get(ctx, id)
+		if err != nil {
+			return nil, invalidMessage(err)
+		}
+		out[i] = fromEnvelope(env)
+		out[i].ID, out[i].Shard, out[i].Due = id, h.layout.ShardOf(id), env.Due
+	}
+	now, err := in.rdb.Time(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("peek %s: time: %w", h.info.Name, err)
+	}
+	for i := range out {
+		out[i].Overdue = !out[i].Due.After(now)
+	}
+	return out, nil
+}
+
+// Cancel removes the waiting message id of queue. It returns an error
+// wrapping delaystream.ErrNotFound when the message was not waiting.
+func (in *Inspector) Cancel(ctx context.Context, queue, id string) error {
+	h, err := in.open(ctx, queue)
+	if err != nil {
+		return err
+	}
+	ok, err := h.producer.Cancel(ctx, id)
+	if err != nil {
+		return invalidMessage(err)
+	}
+	if !ok {
+		return fmt.Errorf("cancel %s: message not waiting: %w", id, delaystream.ErrNotFound)
+	}
+	return nil
+}
+
+// Reschedule moves the due time of the waiting message id of queue to
+// opts.At, or when that is zero to opts.Delay after the call by the Redis
+// clock (0: at once), and returns the new due time. It takes no other
+// field of opts. It returns an error wrapping delaystream.ErrNotFound when
+// the message is not waiting.
+func (in *Inspector) Reschedule(ctx context.Context, queue, id string, opts ActionOptions) (time.Time, error) {
+	when := delay.After(opts.Delay)
+	switch {
+	case len(opts.IDs) > 0 || opts.All || !opts.filter().empty() || opts.DryRun:
+		return time.Time{}, fmt.Errorf("%w: Reschedule takes only Delay or At", delaystream.ErrInvalidOption)
+	case !opts.At.IsZero() && opts.Delay != 0:
+		return time.Time{}, fmt.Errorf("%w: Reschedule takes Delay or At, not both", delaystream.ErrInvalidOption)
+	case opts.Delay < 0:
+		return time.Time{}, fmt.Errorf("%w: negative delay %s", delaystream.ErrInvalidOption, opts.Delay)
+	case !opts.At.IsZero():
+		when = delay.At(opts.At)
+	}
+	h, err := in.open(ctx, queue)
+	if err != nil {
+		return time.Time{}, err
+	}
+	due, err := h.producer.Reschedule(ctx, id, when)
+	if err != nil {
+		return time.Time{}, invalidMessage(err)
+	}
+	return due, nil
+}
+
+// invalidMessage adds delaystream.ErrInvalidOption to the producer's
+// complaint about a message id.
+func invalidMessage(err error) error {
+	if errors.Is(err, delaystream.ErrInvalidMessage) {
+		return invalid(err)
+	}
+	return err
+}
+
+func fromEnvelope(env codec.Envelope) WaitingMessage {
+	return WaitingMessage{ID: env.ID, Due: env.Due, Attempt: env.Attempt, Created: env.Created,
+		Deadline: env.Deadline, Headers: env.Headers, Size: len(env.Payload), Payload: env.Payload}
+}

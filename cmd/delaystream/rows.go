@@ -1,0 +1,56 @@
+package main
+
+import (
+	"github.com/delaystream/delaystream/admin"
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/cli"
+)
+
+// The documents peek, get, dlq and quarantine print with --json: admin's,
+// each with a short preview of its payload (see cli.Preview).
+
+// waitingRow is a waiting message.
+type waitingRow struct {
+	admin.WaitingMessage
+	Preview string `json:"preview"`
+}
+
+// deadRow is a dead letter.
+type deadRow struct {
+	admin.DeadLetterEntry
+	Preview string `json:"preview"`
+}
+
+// quarantineRow is a quarantined entry; its preview is of its raw
+// envelope, or of its member when it has none.
+type quarantineRow struct {
+	admin.QuarantineEntry
+	Preview string `json:"preview"`
+}
+
+func waitingRows(ms []admin.WaitingMessage) []waitingRow {
+	out := make([]waitingRow, len(ms))
+	for i, m := range ms {
+		out[i] = waitingRow{m, cli.Preview(m.Payload, cli.PreviewLen)}
+	}
+	return out
+}
+
+func deadRows(ds []admin.DeadLetterEntry) []deadRow {
+	out := make([]deadRow, len(ds))
+	for i, d := range ds {
+		out[i] = deadRow{d, cli.Preview(d.Payload, cli.PreviewLen)}
+	}
+	return out
+}
+
+func quarantineRows(qs []admin.QuarantineEntry) []quarantineRow {
+	out := make([]quarantineRow, len(qs))
+	for i, q := range qs {
+		raw := q.Raw
+		if len(raw) == 0 {
+			raw = q.Member
+		}
+		out[i] = quarantineRow{q, cli.Preview(raw, cli.PreviewLen)}
+	}
+	return out
+}
