@@ -29,7 +29,6 @@ import (
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/admin"
 	"github.com/delaystream/delaystream/cmd/delaystream/internal/web"
-	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/redistest"
 )
 
@@ -110,7 +109,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 
 	release := make(chan struct{})
-	_, err = q.Handle("billing", func(ctx context.Context, m *group.Message) error {
+	_, err = q.Handle("billing", func(ctx context.Context, m *delaystream.Delivery) error {
 		f.mu.Lock()
 		f.billing[m.ID]++
 		n := f.billing[m.ID]
@@ -120,12 +119,12 @@ func newFixture(t *testing.T) *fixture {
 			return nil
 		}
 		if m.ID == "m01" || m.ID == "m03" {
-			return group.DeadLetter(errors.New("card declined"))
+			return delaystream.DeadLetter(errors.New("card declined"))
 		}
 		return nil
-	}, group.WithWorkers(2), group.WithoutTrim())
+	}, delaystream.WithWorkers(2), delaystream.WithoutTrim())
 	require.NoError(t, err)
-	_, err = q.Handle("audit", func(ctx context.Context, m *group.Message) error {
+	_, err = q.Handle("audit", func(ctx context.Context, m *delaystream.Delivery) error {
 		f.mu.Lock()
 		f.audit[m.ID]++
 		f.mu.Unlock()
@@ -136,7 +135,7 @@ func newFixture(t *testing.T) *fixture {
 			}
 		}
 		return nil
-	}, group.WithWorkers(2), group.WithoutTrim())
+	}, delaystream.WithWorkers(2), delaystream.WithoutTrim())
 	require.NoError(t, err)
 
 	runCtx, cancel := context.WithCancel(context.Background())
