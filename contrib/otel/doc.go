@@ -7,30 +7,34 @@
 //
 // # Wiring
 //
-// One [Telemetry] per process; its hooks go into each mover and consumer
-// group, [Telemetry.Watch] names the queues and groups whose figures a
-// collection reads, [Telemetry.Schedule] (or [Telemetry.Inject]) carries
-// the producer's trace context in the message headers, and
-// [Telemetry.Handler] runs each handler in a span linked to it:
+// One [Telemetry] per process. [Telemetry.MoverHooks] goes into the queue
+// (delaystream.WithMoverHooks), and into each group its
+// [Telemetry.GroupHooks] (delaystream.WithHooks) and the tracing
+// [Telemetry.Middleware] (delaystream.WithMiddleware);
+// [Telemetry.Watch] names the queues and groups whose figures a
+// collection reads, and [Telemetry.Schedule] (or [Telemetry.Inject])
+// carries the producer's trace context in the message headers:
 //
 //	tel, err := dsotel.New() // the global meter and tracer providers; WithMeterProvider, WithTracerProvider
-//	q, err := delaystream.New(rdb, "orders",
-//		delaystream.WithMoverOptions(mover.WithHooks(tel.MoverHooks("orders"))))
-//	billing, err := q.Handle("billing", tel.Handler("orders", bill),
-//		group.WithHooks(tel.GroupHooks("orders", "billing")))
-//	err = tel.Watch(q.Producer(), billing)
-//	res, err := tel.Schedule(ctx, q.Producer(), delay.Message{ID: "order:5001:cancel"}, delay.After(30*time.Minute))
+//	q, err := delaystream.New(rdb, "orders", delaystream.WithMoverHooks(tel.MoverHooks("orders")))
+//	billing, err := q.Handle("billing", bill,
+//		delaystream.WithHooks(tel.GroupHooks("orders", "billing")),
+//		delaystream.WithMiddleware(tel.Middleware("orders")))
+//	err = tel.Watch(q, billing)
+//	res, err := tel.Schedule(ctx, q, delaystream.Message{ID: "order:5001:cancel"}, delaystream.After(30*time.Minute))
 //
 // # Metrics
 //
-// The same metrics as the Prometheus adapter (contrib/prometheus), named
-// after OpenTelemetry's conventions. Attributes: messaging.destination.name
-// (the queue, as given to the hooks and to Watch),
-// messaging.consumer.group.name (the group), delaystream.lane ("main": a
-// first attempt from the queue stream, "retry": a later one from the
-// group's retry lane), delaystream.outcome (group.Outcome's String),
-// delaystream.reason (attempts, deliveries, handler, undecodable, deleted,
-// expired, other), delaystream.stuck (bool).
+// The metrics of the Prometheus adapter (contrib/prometheus), named after
+// OpenTelemetry's conventions, but for the queue stream's length, which
+// package delaystream does not report. Attributes:
+// messaging.destination.name (the queue, as given to the hooks and to
+// Watch), messaging.consumer.group.name (the group), delaystream.lane
+// ("main": a first attempt from the queue stream, "retry": a later one
+// from the group's retry lane), delaystream.outcome
+// (delaystream.HandlerOutcome's String), delaystream.reason (attempts,
+// deliveries, handler, undecodable, deleted, expired, other),
+// delaystream.stuck (bool).
 //
 //	instrument                            kind                    unit        attributes             from
 //	delaystream.promotion.lag             Float64Histogram        s           queue, group, lane     due → appended to the stream (Redis clock), at each entry's first delivery to the group
@@ -50,7 +54,6 @@
 //	delaystream.queue.waiting             Int64ObservableGauge    {message}   queue                  collection: scheduled, not yet promoted
 //	delaystream.queue.overdue             Int64ObservableGauge    {message}   queue                  collection: waiting past their due time
 //	delaystream.queue.overdue_age         Float64ObservableGauge  s           queue                  collection: how long the earliest waiting message has been due
-//	delaystream.queue.stream_length       Int64ObservableGauge    {entry}     queue                  collection: queue stream length (needs a watched group)
 //	delaystream.group.consumers           Int64ObservableGauge    {consumer}  queue, group           collection: consumers known to the group
 //	delaystream.group.pending             Int64ObservableGauge    {message}   queue, group           collection: delivered, not acknowledged
 //	delaystream.group.oldest_pending_age  Float64ObservableGauge  s           queue, group           collection: age of the oldest pending entry
@@ -81,8 +84,9 @@
 // to the producer's span, found in the message's headers by the
 // propagator. The default propagator is W3C Trace Context ("traceparent",
 // "tracestate" headers, whatever the global propagator is); header keys
-// under delay.ReservedHeaderPrefix are never written. Retries keep the
+// under "ds." (reserved by delaystream) are never written. Retries keep the
 // headers, so every attempt links to the same producer span; the span
 // carries the attempt, the delivery count, the group, the queue and the
-// message id.
+// message id. The span is a middleware: given first to
+// delaystream.WithMiddleware, it covers the group's other middleware too.
 package dsotel

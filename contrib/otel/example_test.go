@@ -15,16 +15,13 @@ import (
 
 	"github.com/delaystream/delaystream"
 	dsotel "github.com/delaystream/delaystream/contrib/otel"
-	"github.com/delaystream/delaystream/internal/delay"
-	"github.com/delaystream/delaystream/internal/group"
-	"github.com/delaystream/delaystream/internal/mover"
 )
 
 // Compile-only: needs a Redis server, so no Output line. One Telemetry for
 // the process, on the global providers (set up by your OpenTelemetry SDK
-// setup): its hooks go into the mover and each group, Watch names what a
-// collection reads from Redis, the producer schedules through it and the
-// handler is wrapped.
+// setup): its mover hooks go into the queue, its group hooks and tracing
+// middleware into each group, Watch names what a collection reads from
+// Redis, and the producer schedules through it.
 func ExampleNew() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
@@ -36,27 +33,27 @@ func ExampleNew() {
 	}
 	defer tel.Close()
 
-	q, err := delaystream.New(rdb, "orders",
-		delaystream.WithMoverOptions(mover.WithHooks(tel.MoverHooks("orders"))))
+	q, err := delaystream.New(rdb, "orders", delaystream.WithMoverHooks(tel.MoverHooks("orders")))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	billing, err := q.Handle("billing", tel.Handler("orders", func(ctx context.Context, msg *group.Message) error {
-		return nil // ctx carries the span, linked to the one that scheduled msg
-	}), group.WithHooks(tel.GroupHooks("orders", "billing")))
+	billing, err := q.Handle("billing", func(ctx context.Context, d *delaystream.Delivery) error {
+		return nil // ctx carries the span, linked to the one that scheduled d
+	}, delaystream.WithHooks(tel.GroupHooks("orders", "billing")),
+		delaystream.WithMiddleware(tel.Middleware("orders")))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	if err := tel.Watch(q.Producer(), billing); err != nil {
+	if err := tel.Watch(q, billing); err != nil {
 		fmt.Println(err)
 		return
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if _, err := tel.Schedule(ctx, q.Producer(), delay.Message{ID: "order:5001:cancel"}, delay.After(30*time.Minute)); err != nil {
+	if _, err := tel.Schedule(ctx, q, delaystream.Message{ID: "order:5001:cancel"}, delaystream.After(30*time.Minute)); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -77,7 +74,7 @@ func ExampleTelemetry_Inject() {
 	ctx, span := tp.Tracer("app").Start(context.Background(), "checkout")
 	defer span.End()
 
-	msg := delay.Message{ID: "order:5001:cancel", Headers: map[string]string{"tenant": "acme"}}
+	msg := delaystream.Message{ID: "order:5001:cancel", Headers: map[string]string{"tenant": "acme"}}
 	tel.Inject(ctx, &msg)
 	fmt.Println(len(msg.Headers), msg.Headers["tenant"], msg.Headers["traceparent"][:3])
 	// Output:

@@ -2,14 +2,14 @@ package dsotel
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/delaystream/delaystream/internal/group"
-	"github.com/delaystream/delaystream/internal/mover"
-	"github.com/delaystream/delaystream/internal/stream"
+	"github.com/delaystream/delaystream"
 )
 
 // record and add are measurement options of one attribute set, built once.
@@ -25,7 +25,7 @@ func addOf(s attribute.Set) add       { return add{metric.WithAttributeSet(s)} }
 type groupHooks struct {
 	t       *Telemetry
 	lane    [2]record // main, retry
-	outcome []record  // by group.Outcome (index 0 unused)
+	outcome []record  // by delaystream.HandlerOutcome (index 0 unused)
 	base    attribute.Set
 	reason  map[string]add
 	plain   add
@@ -35,16 +35,16 @@ type groupHooks struct {
 // groupName of queue: promotion and delivery lag (OnDelivered), handler
 // duration by outcome (OnHandled), dead letters by reason
 // (OnDeadLettered), reclaims (OnReclaimed) and data loss (OnDataLoss).
-// Pass them to the group's consumer with group.WithHooks. The other hooks
-// are left nil; to add your own to the same field, wrap the function this
-// returns. Every consumer of the group in this process may share them.
+// Pass them to the group with delaystream.WithHooks. The other hooks are
+// left nil; to add your own to the same field, wrap the function this
+// returns.
 //
 // Lags compare a message's due time, by the Redis clock, with the Redis
 // clock (promotion lag: the time in the entry id, on the entry's first
 // delivery to the group) or with this host's clock (delivery lag: when the
 // handler starts); a negative delivery lag, which only clock skew can
 // cause, is recorded as 0.
-func (t *Telemetry) GroupHooks(queue, groupName string) group.Hooks {
+func (t *Telemetry) GroupHooks(queue, groupName string) delaystream.Hooks {
 	base := queueAttrs(queue, groupName)
 	g := &groupHooks{t: t, base: base, reason: map[string]add{}, plain: addOf(base)}
 	g.lane[0] = recordOf(queueAttrs(queue, groupName, AttrLane.String(laneMain)))
@@ -57,7 +57,7 @@ func (t *Telemetry) GroupHooks(queue, groupName string) group.Hooks {
 		g.reason[r] = addOf(queueAttrs(queue, groupName, AttrReason.String(r)))
 	}
 	g.reason[reasonOther] = addOf(queueAttrs(queue, groupName, AttrReason.String(reasonOther)))
-	return group.Hooks{
+	return delaystream.Hooks{
 		OnDelivered:    g.delivered,
 		OnHandled:      g.handled,
 		OnDeadLettered: g.deadLettered,
@@ -72,30 +72,45 @@ const (
 	laneRetry = "retry"
 )
 
-// laneOf returns the lane index of m: 0 for a first attempt (the queue
+// laneOf returns the lane index of d: 0 for a first attempt (the queue
 // stream), 1 for a retry (the group's retry lane; a redriven message starts
 // again at attempt 1 on the queue stream).
-func laneOf(m *group.Message) int {
-	if m.Attempt > 1 {
+func laneOf(d *delaystream.Delivery) int {
+	if d.Attempt > 1 {
 		return 1
 	}
 	return 0
 }
 
-func (g *groupHooks) delivered(m *group.Message) {
-	ctx, opts := context.Background(), g.lane[laneOf(m)]
-	if m.Due.IsZero() {
+func (g *groupHooks) delivered(d *delaystream.Delivery) {
+	ctx, opts := context.Background(), g.lane[laneOf(d)]
+	if d.Due.IsZero() {
 		return
 	}
-	if m.Deliveries == 1 {
-		if at := stream.EntryTime(m.EntryID); !at.IsZero() {
-			g.t.promotionLag.Record(ctx, max(at.Sub(m.Due), 0).Seconds(), opts...)
+	if d.Deliveries == 1 {
+		if at := entryTime(d.EntryID); !at.IsZero() {
+			g.t.promotionLag.Record(ctx, max(at.Sub(d.Due), 0).Seconds(), opts...)
 		}
 	}
-	g.t.deliveryLag.Record(ctx, max(time.Since(m.Due), 0).Seconds(), opts...)
+	g.t.deliveryLag.Record(ctx, max(time.Since(d.Due), 0).Seconds(), opts...)
 }
 
-func (g *groupHooks) handled(_ *group.Message, o group.Outcome, took time.Duration) {
+// entryTime returns when Redis appended the stream entry id: the time part
+// of "<ms>-<seq>" (anything after the sequence, such as a shard suffix,
+// is ignored), or the zero time if id has no such part.
+func entryTime(id string) time.Time {
+	ms, _, ok := strings.Cut(id, "-")
+	if !ok {
+		return time.Time{}
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+func (g *groupHooks) handled(_ *delaystream.Delivery, o delaystream.HandlerOutcome, took time.Duration) {
 	if int(o) > 0 && int(o) < len(g.outcome) {
 		g.t.handlerDuration.Record(context.Background(), took.Seconds(), g.outcome[o]...)
 		return
@@ -104,7 +119,7 @@ func (g *groupHooks) handled(_ *group.Message, o group.Outcome, took time.Durati
 	g.t.handlerDuration.Record(context.Background(), took.Seconds(), metric.WithAttributeSet(set))
 }
 
-func (g *groupHooks) deadLettered(_ *group.Message, reason string) {
+func (g *groupHooks) deadLettered(_ *delaystream.Delivery, reason string) {
 	r, ok := reasonLabels[reason]
 	if !ok {
 		r = reasonOther
@@ -125,14 +140,14 @@ func (g *groupHooks) reclaimedHook(_ string, n, deleted int) {
 // MoverHooks returns the hooks that feed the mover metrics of queue:
 // promoted and quarantined entries, batch size and promote call duration
 // (OnPromote), errors (OnError), owned shards (OnOwnership) and data loss
-// (OnDataLoss). Pass them with mover.WithHooks (through
-// delaystream.WithMoverOptions with the front door). OnLease is left nil.
-func (t *Telemetry) MoverHooks(queue string) mover.Hooks {
+// (OnDataLoss). Pass them to the queue with delaystream.WithMoverHooks.
+// OnLease is left nil.
+func (t *Telemetry) MoverHooks(queue string) delaystream.MoverHooks {
 	base := queueAttrs(queue, "")
 	plainAdd, plainRec := addOf(base), recordOf(base)
 	stuck := [2]add{addOf(queueAttrs(queue, "", AttrStuck.Bool(false))), addOf(queueAttrs(queue, "", AttrStuck.Bool(true)))}
 	ctx := context.Background()
-	return mover.Hooks{
+	return delaystream.MoverHooks{
 		OnPromote: func(_ string, moved, quarantined int, d time.Duration) {
 			if moved > 0 {
 				t.promoted.Add(ctx, int64(moved), plainAdd...)

@@ -78,7 +78,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // "traceparent" and "tracestate"), whatever the global propagator is;
 // pass otel.GetTextMapPropagator() to use the global one, or a composite
 // with propagation.Baggage to carry baggage too. Header keys the
-// propagator writes that start with delay.ReservedHeaderPrefix ("ds.") are
+// propagator writes that start with "ds." (reserved by delaystream) are
 // not written.
 func WithPropagator(p propagation.TextMapPropagator) Option {
 	return func(c *config) error {

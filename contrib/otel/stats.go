@@ -8,20 +8,18 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/delaystream/delaystream/internal/delay"
-	"github.com/delaystream/delaystream/internal/group"
+	"github.com/delaystream/delaystream"
 )
 
-// watch is one watched queue and the consumers whose group figures are
-// read with it.
+// watch is one watched queue and the groups whose figures are read with it.
 type watch struct {
-	q      *delay.Queue
-	groups []*group.Consumer
+	q      *delaystream.Queue
+	groups []*delaystream.Group
 }
 
 // gauges are the observable gauges read from Redis at each collection.
 type gauges struct {
-	waiting, overdue, streamLen                        metric.Int64ObservableGauge // queue
+	waiting, overdue                                   metric.Int64ObservableGauge // queue
 	overdueAge                                         metric.Float64ObservableGauge
 	consumers, pending, lag, retryWaiting, deadLetters metric.Int64ObservableGauge // queue, group
 	oldestPending                                      metric.Float64ObservableGauge
@@ -42,7 +40,6 @@ func (g *gauges) create(mt metric.Meter) error {
 	g.waiting = i64("delaystream.queue.waiting", "Messages scheduled and not yet promoted.", "{message}")
 	g.overdue = i64("delaystream.queue.overdue", "Waiting messages whose due time has passed (a mover is late or absent).", "{message}")
 	g.overdueAge = f64("delaystream.queue.overdue_age", "How long the earliest waiting message has been due (Redis clock); 0 when none is overdue.")
-	g.streamLen = i64("delaystream.queue.stream_length", "Entries in the queue stream (read with the first watched group of the queue).", "{entry}")
 	g.consumers = i64("delaystream.group.consumers", "Consumers known to the group on the queue stream.", "{consumer}")
 	g.pending = i64("delaystream.group.pending", "Entries delivered to the group and not yet acknowledged (queue stream and retry lane).", "{message}")
 	g.oldestPending = f64("delaystream.group.oldest_pending_age", "Age of the group's oldest pending entry (Redis clock); 0 when none.")
@@ -53,18 +50,15 @@ func (g *gauges) create(mt metric.Meter) error {
 }
 
 func (g *gauges) all() []metric.Observable {
-	return []metric.Observable{g.waiting, g.overdue, g.overdueAge, g.streamLen,
+	return []metric.Observable{g.waiting, g.overdue, g.overdueAge,
 		g.consumers, g.pending, g.oldestPending, g.lag, g.retryWaiting, g.deadLetters}
 }
 
 // Watch makes every collection read, from Redis, the figures of queue q
-// (delay.Queue.Stats: waiting, overdue) and of the group of each consumer
-// (group.Consumer.Stats: pending and its oldest age, lag, retry lane, dead
-// letters, consumers; the queue stream's length comes from the first of
-// them). Use the parts of the front door: Watch(q.Producer(), billing,
-// audit). Watching a queue again adds the consumers not yet watched; watch
-// one consumer per group. A nil q or consumer returns an error wrapping
-// [ErrInvalidOption].
+// (Queue.Stats: waiting, overdue) and of each of groups (Group.Stats:
+// pending and its oldest age, lag, retry lane, dead letters, consumers).
+// Watching a queue again adds the groups not yet watched. A nil q or group
+// returns an error wrapping [ErrInvalidOption].
 //
 // A collection reads the queues and groups one after another, all within
 // [WithStatsTimeout] (and the collection's own deadline): with S shards, a
@@ -72,24 +66,24 @@ func (g *gauges) all() []metric.Observable {
 // commands per shard. Figures that fail or time out are left out and
 // counted in delaystream.stats.errors. Every process that watches a queue
 // reports the same figures: aggregate them with max, not sum.
-func (t *Telemetry) Watch(q *delay.Queue, groups ...*group.Consumer) error {
+func (t *Telemetry) Watch(q *delaystream.Queue, groups ...*delaystream.Group) error {
 	if q == nil {
 		return fmt.Errorf("%w: watch: nil queue", ErrInvalidOption)
 	}
 	if slices.Contains(groups, nil) {
-		return fmt.Errorf("%w: watch %s: nil consumer", ErrInvalidOption, q.Name())
+		return fmt.Errorf("%w: watch %s: nil group", ErrInvalidOption, q.Name())
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	i := slices.IndexFunc(t.watched, func(w *watch) bool { return w.q.Name() == q.Name() && w.q.Keys() == q.Keys() })
+	i := slices.IndexFunc(t.watched, func(w *watch) bool { return w.q == q })
 	if i < 0 {
 		t.watched = append(t.watched, &watch{q: q})
 		i = len(t.watched) - 1
 	}
 	w := t.watched[i]
-	for _, c := range groups {
-		if !slices.Contains(w.groups, c) {
-			w.groups = append(w.groups, c)
+	for _, g := range groups {
+		if !slices.Contains(w.groups, g) {
+			w.groups = append(w.groups, g)
 		}
 	}
 	return nil
@@ -124,16 +118,11 @@ func (t *Telemetry) observe(ctx context.Context, o metric.Observer) error {
 			}
 			o.ObserveFloat64(g.overdueAge, age, qa)
 		}
-		streamDone := false
-		for _, c := range w.groups {
-			st, err := c.Stats(ctx)
+		for _, grp := range w.groups {
+			st, err := grp.Stats(ctx)
 			if err != nil {
 				t.statsErrors.Add(ctx, 1, metric.WithAttributeSet(queueAttrs(queue, "")))
 				continue
-			}
-			if !streamDone {
-				o.ObserveInt64(g.streamLen, st.Queue.StreamLength, qa)
-				streamDone = true
 			}
 			ga := metric.WithAttributeSet(queueAttrs(queue, st.Group))
 			o.ObserveInt64(g.consumers, st.Consumers, ga)

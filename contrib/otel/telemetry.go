@@ -11,7 +11,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/delaystream/delaystream/internal/group"
+	"github.com/delaystream/delaystream"
 )
 
 // ScopeName is the instrumentation scope of the meter and the tracer.
@@ -24,7 +24,8 @@ const (
 	// AttrLane: "main" for a first attempt (the queue stream), "retry" for
 	// a later one (the group's retry lane).
 	AttrLane = attribute.Key("delaystream.lane")
-	// AttrOutcome: how a handler's run ended (group.Outcome's String).
+	// AttrOutcome: how a handler's run ended (delaystream.HandlerOutcome's
+	// String).
 	AttrOutcome = attribute.Key("delaystream.outcome")
 	// AttrReason: a dead letter's reason (attempts, deliveries, handler,
 	// undecodable, deleted, expired, other).
@@ -46,7 +47,7 @@ const (
 // each collection ([Telemetry.Watch]), and tracing across the delay: the
 // producer writes the trace context into the message's headers
 // ([Telemetry.Inject], [Telemetry.Schedule]) and the consumer's handler
-// runs in a span linked to it ([Telemetry.Handler]). Its methods are safe
+// runs in a span linked to it ([Telemetry.Middleware]). Its methods are safe
 // for concurrent use; its hooks never block.
 type Telemetry struct {
 	cfg    config
@@ -152,24 +153,24 @@ func (t *Telemetry) Close() error {
 	return reg.Unregister()
 }
 
-// Label values of the dead-letter reasons, by group.Reason*.
+// Label values of the dead-letter reasons, by delaystream.Reason*.
 var reasonLabels = map[string]string{
-	group.ReasonAttempts:    "attempts",
-	group.ReasonDeliveries:  "deliveries",
-	group.ReasonHandler:     "handler",
-	group.ReasonUndecodable: "undecodable",
-	group.ReasonDeleted:     "deleted",
-	group.ReasonExpired:     "expired",
+	delaystream.ReasonAttempts:    "attempts",
+	delaystream.ReasonDeliveries:  "deliveries",
+	delaystream.ReasonHandler:     "handler",
+	delaystream.ReasonUndecodable: "undecodable",
+	delaystream.ReasonDeleted:     "deleted",
+	delaystream.ReasonExpired:     "expired",
 }
 
 // reasonOther is the label value of dead-letter reasons this release does
 // not know.
 const reasonOther = "other"
 
-// The handler outcomes, in the order of group.Outcome.
-var outcomes = []group.Outcome{
-	group.OutcomeAcked, group.OutcomeRetried, group.OutcomeDeadLettered, group.OutcomeDropped,
-	group.OutcomeReclaimed, group.OutcomeHandedBack, group.OutcomeUnsettled,
+// The handler outcomes, in the order of delaystream.HandlerOutcome.
+var outcomes = []delaystream.HandlerOutcome{
+	delaystream.Acked, delaystream.Retried, delaystream.DeadLettered, delaystream.Dropped,
+	delaystream.Reclaimed, delaystream.HandedBack, delaystream.Unsettled,
 }
 
 // queueAttrs are the attributes naming a queue and, if given, a group.

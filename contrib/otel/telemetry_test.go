@@ -25,9 +25,6 @@ import (
 
 	"github.com/delaystream/delaystream"
 	dsotel "github.com/delaystream/delaystream/contrib/otel"
-	"github.com/delaystream/delaystream/internal/delay"
-	"github.com/delaystream/delaystream/internal/group"
-	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/redistest"
 )
 
@@ -122,28 +119,30 @@ func TestWorkload(t *testing.T) {
 	require.NoError(t, err)
 
 	q, err := delaystream.New(rdb, "orders", delaystream.WithPrefix(prefix), delaystream.WithLogger(quiet),
-		delaystream.WithMoverOptions(mover.WithHooks(tel.MoverHooks("orders"))))
+		delaystream.WithMoverHooks(tel.MoverHooks("orders")))
 	require.NoError(t, err)
-	c, err := q.Handle("billing", tel.Handler("orders", func(hctx context.Context, msg *group.Message) error {
+	c, err := q.Handle("billing", func(hctx context.Context, d *delaystream.Delivery) error {
 		if !trace.SpanContextFromContext(hctx).IsValid() {
-			return group.Drop(errors.New("handler ctx carries no span"))
+			return delaystream.Drop(errors.New("handler ctx carries no span"))
 		}
-		n, _ := strconv.Atoi(msg.ID[1:])
+		n, _ := strconv.Atoi(d.ID[1:])
 		switch {
 		case n == 99:
-			return group.DeadLetter(errors.New("poison"))
-		case n < 10 && msg.Attempt == 1:
+			return delaystream.DeadLetter(errors.New("poison"))
+		case n < 10 && d.Attempt == 1:
 			return errors.New("transient")
 		}
 		return nil
-	}), group.WithHooks(tel.GroupHooks("orders", "billing")), group.WithoutTrim(),
-		group.WithBackoff(group.ConstantBackoff(10*time.Millisecond)))
+	}, delaystream.WithMiddleware(tel.Middleware("orders")),
+		delaystream.WithHooks(tel.GroupHooks("orders", "billing")),
+		delaystream.WithBackoff(delaystream.ConstantBackoff(10*time.Millisecond)))
 	require.NoError(t, err)
-	idle, err := delay.New(rdb, "idle", delay.WithPrefix(prefix))
+	// A queue nobody promotes: its messages stay waiting, overdue.
+	idle, err := delaystream.New(rdb, "idle", delaystream.WithPrefix(prefix), delaystream.WithoutPromotion())
 	require.NoError(t, err)
-	require.NoError(t, tel.Watch(q.Producer(), c))
+	require.NoError(t, tel.Watch(q, c))
 	require.NoError(t, tel.Watch(idle))
-	require.ErrorIs(t, tel.Watch(q.Producer(), nil), dsotel.ErrInvalidOption)
+	require.ErrorIs(t, tel.Watch(q, nil), dsotel.ErrInvalidOption)
 
 	// Each message is scheduled in its own request's trace.
 	request := tp.Tracer("test")
@@ -151,8 +150,8 @@ func TestWorkload(t *testing.T) {
 	for i := range 100 {
 		id := fmt.Sprintf("m%03d", i)
 		rctx, rspan := request.Start(ctx, "request")
-		_, err := tel.Schedule(rctx, q.Producer(), delay.Message{ID: id, Payload: []byte("x"),
-			Headers: map[string]string{"tenant": "acme"}}, delay.After(0))
+		_, err := tel.Schedule(rctx, q, delaystream.Message{ID: id, Payload: []byte("x"),
+			Headers: map[string]string{"tenant": "acme"}}, delaystream.After(0))
 		rspan.End()
 		require.NoError(t, err)
 	}
@@ -171,11 +170,11 @@ func TestWorkload(t *testing.T) {
 	}
 	require.Len(t, producerOf, 100)
 	for i := range 5 {
-		_, err := q.Schedule(ctx, delay.Message{ID: fmt.Sprintf("later%d", i)}, delay.After(time.Hour))
+		_, err := q.Schedule(ctx, delaystream.Message{ID: fmt.Sprintf("later%d", i)}, delaystream.After(time.Hour))
 		require.NoError(t, err)
 	}
 	for i := range 3 {
-		_, err := idle.Schedule(ctx, delay.Message{ID: fmt.Sprintf("late%d", i)}, delay.At(time.Now().Add(-time.Minute)))
+		_, err := idle.Schedule(ctx, delaystream.Message{ID: fmt.Sprintf("late%d", i)}, delaystream.At(time.Now().Add(-time.Minute)))
 		require.NoError(t, err)
 	}
 
@@ -236,7 +235,6 @@ func TestWorkload(t *testing.T) {
 	assert.Equal(t, 5.0, value("delaystream.queue.waiting", orders))
 	assert.Zero(t, value("delaystream.queue.overdue", orders))
 	assert.Zero(t, value("delaystream.queue.overdue_age", orders))
-	assert.Equal(t, 100.0, value("delaystream.queue.stream_length", orders))
 	assert.Equal(t, 1.0, value("delaystream.group.consumers", orders, billing))
 	assert.Zero(t, value("delaystream.group.pending", orders, billing))
 	assert.Zero(t, value("delaystream.group.oldest_pending_age", orders, billing))
@@ -247,7 +245,7 @@ func TestWorkload(t *testing.T) {
 	assert.Equal(t, 3.0, value("delaystream.queue.waiting", idleQ))
 	assert.Equal(t, 3.0, value("delaystream.queue.overdue", idleQ))
 	assert.InDelta(t, 60, value("delaystream.queue.overdue_age", idleQ), 10, "due a minute ago")
-	_, ok := find(ms, "delaystream.queue.stream_length", idleQ)
+	_, ok := find(ms, "delaystream.group.pending", idleQ)
 	assert.False(t, ok, "no group watched")
 	assert.Empty(t, ms["delaystream.stats.errors"])
 
@@ -296,9 +294,9 @@ func TestStatsErrors(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	tel, err := dsotel.New(dsotel.WithMeterProvider(mp), dsotel.WithStatsTimeout(200*time.Millisecond))
 	require.NoError(t, err)
-	q, err := delay.New(rdb, "gone")
+	q, err := delaystream.New(rdb, "gone", delaystream.WithLogger(quiet))
 	require.NoError(t, err)
-	c, err := group.New(rdb, "gone", "g", func(context.Context, *group.Message) error { return nil })
+	c, err := q.Handle("g", func(context.Context, *delaystream.Delivery) error { return nil })
 	require.NoError(t, err)
 	require.NoError(t, tel.Watch(q, c))
 
@@ -327,15 +325,15 @@ func TestHooks(t *testing.T) {
 	gh, mh := tel.GroupHooks("q", "g"), tel.MoverHooks("q")
 	now := time.Now()
 	entry := fmt.Sprintf("%d-0", now.Add(-2*time.Second).UnixMilli())
-	first := &group.Message{ID: "a", Attempt: 1, Deliveries: 1, Due: now.Add(-3 * time.Second), EntryID: entry}
-	again := &group.Message{ID: "a", Attempt: 1, Deliveries: 2, Due: first.Due, EntryID: entry}
-	retry := &group.Message{ID: "a", Attempt: 2, Deliveries: 1, Due: now.Add(-time.Second), EntryID: fmt.Sprintf("%d-0", now.UnixMilli())}
+	first := &delaystream.Delivery{ID: "a", Attempt: 1, Deliveries: 1, Due: now.Add(-3 * time.Second), EntryID: entry}
+	again := &delaystream.Delivery{ID: "a", Attempt: 1, Deliveries: 2, Due: first.Due, EntryID: entry}
+	retry := &delaystream.Delivery{ID: "a", Attempt: 2, Deliveries: 1, Due: now.Add(-time.Second), EntryID: fmt.Sprintf("%d-0", now.UnixMilli())}
 	gh.OnDelivered(first)
 	gh.OnDelivered(again)
 	gh.OnDelivered(retry)
-	gh.OnHandled(first, group.OutcomeAcked, 250*time.Millisecond)
-	gh.OnHandled(first, group.Outcome(42), time.Second)
-	gh.OnDeadLettered(nil, group.ReasonUndecodable)
+	gh.OnHandled(first, delaystream.Acked, 250*time.Millisecond)
+	gh.OnHandled(first, delaystream.HandlerOutcome(42), time.Second)
+	gh.OnDeadLettered(nil, delaystream.ReasonUndecodable)
 	gh.OnDeadLettered(first, "some new reason")
 	gh.OnReclaimed("stream", 3, 1)
 	gh.OnDataLoss(errors.New("lost"))
@@ -381,7 +379,7 @@ func TestHooks(t *testing.T) {
 }
 
 // Inject writes W3C headers into a copy of the headers, only with a span,
-// never under the reserved prefix; Handler links to what it reads.
+// never under the reserved prefix; Middleware links to what it reads.
 func TestPropagation(t *testing.T) {
 	t.Parallel()
 	spans := tracetest.NewSpanRecorder()
@@ -391,7 +389,7 @@ func TestPropagation(t *testing.T) {
 	require.NoError(t, err)
 
 	shared := map[string]string{"k": "v"}
-	msg := delay.Message{Headers: shared}
+	msg := delaystream.Message{Headers: shared}
 	tel.Inject(context.Background(), &msg)
 	assert.Equal(t, map[string]string{"k": "v"}, msg.Headers, "no span: nothing written")
 
@@ -401,15 +399,16 @@ func TestPropagation(t *testing.T) {
 	assert.Equal(t, map[string]string{"k": "v"}, shared, "the caller's map is not changed")
 	assert.Contains(t, msg.Headers, "traceparent")
 	assert.Equal(t, "v", msg.Headers["k"])
-	assert.NotContains(t, msg.Headers, delay.ReservedHeaderPrefix+"x", "reserved keys are never written")
+	assert.NotContains(t, msg.Headers, reservedKey, "reserved keys are never written")
 	assert.Contains(t, msg.Headers["traceparent"], span.SpanContext().TraceID().String())
 
 	var inner trace.SpanContext
-	h := tel.Handler("q", func(ctx context.Context, m *group.Message) error {
+	mw := tel.Middleware("q")
+	h := mw(func(ctx context.Context, d *delaystream.Delivery) error {
 		inner = trace.SpanContextFromContext(ctx)
-		return group.Drop(errors.New("stale"))
+		return fmt.Errorf("wrapped: %w", delaystream.Drop(errors.New("stale")))
 	})
-	err = h(context.Background(), &group.Message{ID: "id", Group: "g", Attempt: 3, Deliveries: 2, Headers: msg.Headers, EntryID: "1-0"})
+	err = h(context.Background(), &delaystream.Delivery{ID: "id", Group: "g", Attempt: 3, Deliveries: 2, Headers: msg.Headers, EntryID: "1-0"})
 	require.Error(t, err)
 	ended := spans.Ended()
 	s := ended[len(ended)-1]
@@ -417,6 +416,7 @@ func TestPropagation(t *testing.T) {
 	require.Len(t, s.Links(), 1)
 	assert.Equal(t, span.SpanContext(), s.Links()[0].SpanContext.WithRemote(false))
 	assert.Equal(t, codes.Unset, s.Status().Code, "a Drop is not an error")
+	assert.NotEmpty(t, s.Events(), "the Drop is recorded")
 	attrs := attribute.NewSet(s.Attributes()...)
 	for k, want := range map[attribute.Key]attribute.Value{
 		dsotel.AttrAttempt: attribute.IntValue(3), dsotel.AttrDeliveries: attribute.Int64Value(2),
@@ -428,31 +428,41 @@ func TestPropagation(t *testing.T) {
 		assert.Equal(t, want, v, k)
 	}
 
+	// Any other error sets the status.
+	require.Error(t, mw(func(context.Context, *delaystream.Delivery) error {
+		return delaystream.RetryAfter(time.Second, errors.New("busy"))
+	})(context.Background(), &delaystream.Delivery{ID: "r"}))
+	ended = spans.Ended()
+	assert.Equal(t, codes.Error, ended[len(ended)-1].Status().Code)
+
 	// No headers: a span without links.
-	require.NoError(t, tel.Handler("q", func(context.Context, *group.Message) error { return nil })(context.Background(), &group.Message{ID: "x"}))
+	require.NoError(t, mw(func(context.Context, *delaystream.Delivery) error { return nil })(context.Background(), &delaystream.Delivery{ID: "x"}))
 	ended = spans.Ended()
 	assert.Empty(t, ended[len(ended)-1].Links())
 
 	// A panic marks the span and goes on.
 	assert.Panics(t, func() {
-		_ = tel.Handler("q", func(context.Context, *group.Message) error { panic("boom") })(context.Background(), &group.Message{ID: "p"})
+		_ = mw(func(context.Context, *delaystream.Delivery) error { panic("boom") })(context.Background(), &delaystream.Delivery{ID: "p"})
 	})
 	ended = spans.Ended()
 	assert.Equal(t, codes.Error, ended[len(ended)-1].Status().Code)
 }
+
+// reservedKey is a header key under the prefix delaystream reserves.
+const reservedKey = "ds.x"
 
 // reservedWriter is a propagator that tries to write a reserved header.
 type reservedWriter struct{}
 
 func (reservedWriter) Inject(ctx context.Context, c propagation.TextMapCarrier) {
 	if trace.SpanContextFromContext(ctx).IsValid() {
-		c.Set(delay.ReservedHeaderPrefix+"x", "1")
+		c.Set(reservedKey, "1")
 	}
 }
 func (reservedWriter) Extract(ctx context.Context, _ propagation.TextMapCarrier) context.Context {
 	return ctx
 }
-func (reservedWriter) Fields() []string { return []string{delay.ReservedHeaderPrefix + "x"} }
+func (reservedWriter) Fields() []string { return []string{reservedKey} }
 
 func TestOptions(t *testing.T) {
 	t.Parallel()

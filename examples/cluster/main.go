@@ -1,10 +1,11 @@
 // Command cluster runs one queue sharded over a Redis Cluster: 16 shards,
 // each under its own hash tag, spread over the cluster's masters. It
 // schedules 10,000 messages due over the next two seconds in one batch
-// (one round trip per node), runs a mover and one consumer group through
-// a delaystream.Queue, and prints where the shards live, how many
-// messages each master delivered and how late they were by the Redis
-// clock.
+// (one round trip per node), runs promotion and one consumer group through
+// a delaystream.Queue, and prints how many messages each master promoted
+// from how many shards (from the queue's MoverHooks, which name the stream
+// each promotion appended to) and how late the messages were handled by
+// the Redis clock.
 //
 //	REDIS_CLUSTER_ADDRS=127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002 go run ./examples/cluster
 //
@@ -25,10 +26,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,7 +38,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delaystream/delaystream"
-	"github.com/delaystream/delaystream/internal/group"
 )
 
 const (
@@ -74,8 +74,8 @@ func start() error {
 type report struct {
 	Delivered int            // distinct messages handled
 	Early     int            // handled before their due time (Redis clock): must be 0
-	PerMaster map[string]int // messages handled, by the master holding their shard
-	ShardsOn  map[string]int // shards, by master
+	Promoted  map[string]int // messages promoted, by the master holding their shard
+	ShardsOn  map[string]int // shards that promoted messages, by master
 	P50, P99  time.Duration  // lateness: handler start minus due time
 }
 
@@ -84,49 +84,42 @@ type report struct {
 func run(ctx context.Context, rdb *redis.ClusterClient, out io.Writer) (report, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	q, err := delaystream.New(rdb, queueName, delaystream.WithShards(shards))
+	var prom promotions
+	q, err := delaystream.New(rdb, queueName, delaystream.WithShards(shards), delaystream.WithMoverHooks(prom.hooks()))
 	if err != nil {
 		return report{}, err
 	}
-	rep := report{PerMaster: map[string]int{}, ShardsOn: map[string]int{}}
-	masterOf := make([]string, shards)
-	for i := range shards {
-		node, err := rdb.MasterForKey(ctx, q.Layout().Shard(i).Main().Stream)
-		if err != nil {
-			return rep, err
-		}
-		masterOf[i] = node.Options().Addr
-		rep.ShardsOn[masterOf[i]]++
-	}
-	for _, m := range sortedKeys(rep.ShardsOn) {
-		fmt.Fprintf(out, "master %s holds %d of %d shards\n", m, rep.ShardsOn[m], shards)
-	}
-
-	var mu sync.Mutex
-	seen := map[string]bool{}
-	var late []time.Duration
-	done := make(chan struct{})
-	_, err = q.Handle(groupName, func(ctx context.Context, m *group.Message) error {
-		now, err := rdb.Time(ctx).Result() // the Redis clock decides lateness
-		if err != nil {
-			return err // retried
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !seen[m.ID] {
-			seen[m.ID] = true
-			late = append(late, now.Sub(m.Due))
-			rep.PerMaster[masterOf[q.Layout().ShardOf(m.ID)]]++
-			if len(seen) == messages {
-				close(done)
-			}
-		}
-		return nil
-	}, group.WithWorkers(32))
+	lat := newLateness(rdb)
+	worker, err := q.Handle(groupName, lat.handle, delaystream.WithWorkers(32))
 	if err != nil {
+		return report{}, err
+	}
+	if err := schedule(ctx, q, out); err != nil {
+		return report{}, err
+	}
+	if err := runUntil(ctx, q, lat.done); err != nil {
+		return report{}, err
+	}
+	rep := lat.report()
+	if rep.Delivered < messages {
+		return rep, fmt.Errorf("only %d of %d messages delivered in %s", rep.Delivered, messages, timeout)
+	}
+	if err := prom.byMaster(ctx, rdb, &rep); err != nil {
 		return rep, err
 	}
+	for _, m := range sortedKeys(rep.Promoted) {
+		fmt.Fprintf(out, "master %s promoted %d messages from %d of %d shards\n", m, rep.Promoted[m], rep.ShardsOn[m], shards)
+	}
+	c := worker.Counters()
+	fmt.Fprintf(out, "%s: delivered %d, acked %d; distinct %d, early %d, lateness p50 %s p99 %s\n",
+		groupName, c.Delivered, c.Acked, rep.Delivered, rep.Early,
+		rep.P50.Round(100*time.Microsecond), rep.P99.Round(100*time.Microsecond))
+	return rep, nil
+}
 
+// schedule schedules the messages, due over the next spread, in one batch:
+// one round trip per master.
+func schedule(ctx context.Context, q *delaystream.Queue, out io.Writer) error {
 	items := make([]delaystream.Item, messages)
 	for i := range items {
 		items[i] = delaystream.Item{
@@ -134,49 +127,113 @@ func run(ctx context.Context, rdb *redis.ClusterClient, out io.Writer) (report, 
 			When:    delaystream.After(time.Duration(i) * spread / messages),
 		}
 	}
-	start := time.Now()
+	began := time.Now()
 	if _, err := q.ScheduleBatch(ctx, items); err != nil {
-		return rep, err
+		return err
 	}
-	fmt.Fprintf(out, "scheduled %d messages over %d shards in %s\n", messages, shards, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(out, "scheduled %d messages over %d shards in %s\n", messages, shards, time.Since(began).Round(time.Millisecond))
+	return nil
+}
 
-	runCtx, stopRun := context.WithCancel(ctx)
+// runUntil runs q until done is closed or ctx ends, and returns Run's
+// error.
+func runUntil(ctx context.Context, q *delaystream.Queue, done <-chan struct{}) error {
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	runErr := make(chan error, 1)
 	go func() { runErr <- q.Run(runCtx) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
 	}
-	stopRun()
-	if err := <-runErr; err != nil {
-		return rep, err
+	stop()
+	return <-runErr
+}
+
+// promotions counts what each lane promoted, from the queue's MoverHooks.
+// A lane is the stream a promotion appended to: one per shard here, each
+// under its shard's hash tag, so the cluster client tells its master.
+type promotions struct {
+	mu    sync.Mutex
+	moved map[string]int // by lane
+}
+
+func (p *promotions) hooks() delaystream.MoverHooks {
+	return delaystream.MoverHooks{
+		// Hooks run on the mover's goroutines and must return quickly.
+		OnPromote: func(lane string, moved, _ int, _ time.Duration) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.moved == nil {
+				p.moved = map[string]int{}
+			}
+			p.moved[lane] += moved
+		},
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	rep.Delivered = len(seen)
-	if rep.Delivered < messages {
-		return rep, fmt.Errorf("only %d of %d messages delivered in %s", rep.Delivered, messages, timeout)
+}
+
+// byMaster adds the promotions, and the lanes that promoted, to rep by
+// the master that holds each lane.
+func (p *promotions) byMaster(ctx context.Context, rdb *redis.ClusterClient, rep *report) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rep.Promoted, rep.ShardsOn = map[string]int{}, map[string]int{}
+	for lane, n := range p.moved {
+		node, err := rdb.MasterForKey(ctx, lane)
+		if err != nil {
+			return err
+		}
+		rep.Promoted[node.Options().Addr] += n
+		rep.ShardsOn[node.Options().Addr]++
 	}
-	slices.Sort(late)
-	for _, l := range late {
-		if l < 0 {
+	return nil
+}
+
+// lateness records how late each message was first handled, by the Redis
+// clock, and closes done once every message was.
+type lateness struct {
+	rdb  *redis.ClusterClient
+	mu   sync.Mutex
+	late map[string]time.Duration // by message id
+	done chan struct{}
+}
+
+func newLateness(rdb *redis.ClusterClient) *lateness {
+	return &lateness{rdb: rdb, late: make(map[string]time.Duration, messages), done: make(chan struct{})}
+}
+
+// handle is the group's handler.
+func (l *lateness) handle(ctx context.Context, d *delaystream.Delivery) error {
+	now, err := l.rdb.Time(ctx).Result() // the Redis clock decides lateness
+	if err != nil {
+		return err // retried
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, seen := l.late[d.ID]; !seen {
+		l.late[d.ID] = now.Sub(d.Due)
+		if len(l.late) == messages {
+			close(l.done)
+		}
+	}
+	return nil
+}
+
+// report returns the deliveries, early ones and lateness percentiles.
+func (l *lateness) report() report {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	late := slices.Sorted(maps.Values(l.late))
+	rep := report{Delivered: len(late)}
+	for _, d := range late {
+		if d < 0 {
 			rep.Early++
 		}
 	}
-	rep.P50, rep.P99 = late[len(late)/2], late[len(late)*99/100]
-	for _, m := range sortedKeys(rep.PerMaster) {
-		fmt.Fprintf(out, "master %s delivered %d messages\n", m, rep.PerMaster[m])
+	if len(late) > 0 {
+		rep.P50, rep.P99 = late[len(late)/2], late[len(late)*99/100]
 	}
-	fmt.Fprintf(out, "delivered %d, early %d, lateness p50 %s p99 %s\n", rep.Delivered, rep.Early,
-		rep.P50.Round(100*time.Microsecond), rep.P99.Round(100*time.Microsecond))
-	return rep, nil
+	return rep
 }
 
-func sortedKeys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func sortedKeys(m map[string]int) []string { return slices.Sorted(maps.Keys(m)) }

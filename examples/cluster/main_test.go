@@ -12,7 +12,8 @@ import (
 )
 
 // The example on a real local cluster of three masters: every message is
-// delivered, none early, and every master holds shards and delivers.
+// delivered, none early, every message promoted once, and every master
+// holds shards and promotes.
 func TestRun(t *testing.T) {
 	c, err := redistest.SpawnCluster(3, 0)
 	require.NoError(t, err)
@@ -27,8 +28,11 @@ func TestRun(t *testing.T) {
 	assert.Equal(t, messages, rep.Delivered)
 	assert.Zero(t, rep.Early, "delivered before due")
 	require.Len(t, rep.ShardsOn, 3, "shards on every master")
+	promoted := 0
 	for m, n := range rep.ShardsOn {
 		assert.InDelta(t, shards/3, n, 1, "shards on %s", m)
-		assert.Positive(t, rep.PerMaster[m], "master %s delivered nothing", m)
+		assert.Positive(t, rep.Promoted[m], "master %s promoted nothing", m)
+		promoted += rep.Promoted[m]
 	}
+	assert.Equal(t, messages, promoted, "every message promoted once")
 }

@@ -41,7 +41,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delaystream/delaystream"
-	"github.com/delaystream/delaystream/internal/group"
 )
 
 const (
@@ -131,9 +130,9 @@ func run(ctx context.Context, rdb *redis.Client, out io.Writer) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var crashed time.Time // set before worker-2 runs
-	q, err := newQueue(rdb, "worker-2", func(ctx context.Context, m *group.Message) error {
+	q, err := newQueue(rdb, "worker-2", func(ctx context.Context, d *delaystream.Delivery) error {
 		fmt.Fprintf(out, "worker-2: reclaimed %s %.1fs after the crash (delivery %d, attempt %d); finished %q\n",
-			m.ID, time.Since(crashed).Seconds(), m.Deliveries, m.Attempt, m.Payload)
+			d.ID, time.Since(crashed).Seconds(), d.Deliveries, d.Attempt, d.Payload)
 		stop()
 		return nil
 	})
@@ -164,12 +163,12 @@ func run(ctx context.Context, rdb *redis.Client, out io.Writer) error {
 
 // newQueue returns the queue as every worker process runs it: promotion,
 // and one member of the group with the given consumer name and h.
-func newQueue(rdb *redis.Client, consumer string, h group.Handler) (*delaystream.Queue, error) {
+func newQueue(rdb *redis.Client, consumer string, h delaystream.Handler) (*delaystream.Queue, error) {
 	q, err := delaystream.New(rdb, queueName)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := q.Handle(groupName, h, group.WithConsumerName(consumer), group.WithVisibilityTimeout(visibility)); err != nil {
+	if _, err := q.Handle(groupName, h, delaystream.WithConsumerName(consumer), delaystream.WithVisibilityTimeout(visibility)); err != nil {
 		return nil, err
 	}
 	return q, nil
@@ -224,8 +223,8 @@ func crashingWorker() error {
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	q, err := newQueue(rdb, "worker-1", func(ctx context.Context, m *group.Message) error {
-		fmt.Printf("%s%s (delivery %d), working on it...\n", tookLine, m.ID, m.Deliveries)
+	q, err := newQueue(rdb, "worker-1", func(ctx context.Context, d *delaystream.Delivery) error {
+		fmt.Printf("%s%s (delivery %d), working on it...\n", tookLine, d.ID, d.Deliveries)
 		<-ctx.Done() // a long job; the process is killed before it ends
 		return ctx.Err()
 	})

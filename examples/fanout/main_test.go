@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/examples/internal/examplecheck"
 )
 
 func TestRun(t *testing.T) {
@@ -31,18 +31,5 @@ func TestRun(t *testing.T) {
 	assert.Contains(t, out.String(), "done: billing acked 3, email acked 3")
 
 	// Both groups read the whole stream and acknowledged everything.
-	q, err := delay.New(rdb, queueName)
-	require.NoError(t, err)
-	key := q.Keys().Main().Stream
-	groups, err := rdb.XInfoGroups(t.Context(), key).Result()
-	require.NoError(t, err)
-	require.Len(t, groups, 2)
-	for _, g := range groups {
-		p, err := rdb.XPending(t.Context(), key, g.Name).Result()
-		require.NoError(t, err)
-		assert.Zero(t, p.Count, "group %s left entries pending", g.Name)
-	}
-	n, err := q.Len(t.Context())
-	require.NoError(t, err)
-	assert.Zero(t, n, "messages still waiting")
+	examplecheck.Settled(t, rdb, queueName, "billing", "email")
 }

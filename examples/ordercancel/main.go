@@ -25,7 +25,6 @@ import (
 
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/examples/internal/exampleredis"
-	"github.com/delaystream/delaystream/internal/group"
 )
 
 const (
@@ -89,7 +88,7 @@ func cancelID(order int) string { return "order:" + strconv.Itoa(order) + ":canc
 // run places the orders, pays some of them before the deadline and runs the
 // queue until every unpaid order has been cancelled. opts are added to the
 // group's options.
-func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...group.Option) error {
+func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...delaystream.GroupOption) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	began := time.Now()
@@ -123,11 +122,11 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...
 	cancelled := make(chan int, len(orders))
 	// HandleTyped decodes the payload with the queue's codec; one that does
 	// not decode is dead-lettered, since retrying cannot fix it.
-	_, err = delaystream.HandleTyped(q, groupName, func(ctx context.Context, m *group.Message, id int) error {
+	_, err = delaystream.HandleTyped(q, groupName, func(ctx context.Context, d *delaystream.Delivery, id int) error {
 		// Re-check the order: a payment may have landed just as the
 		// deadline passed, after Cancel could no longer withdraw the message.
 		if db.set(id, "unpaid", "cancelled") {
-			say("order %d  unpaid at the deadline: cancelled (%s)", id, m.ID)
+			say("order %d  unpaid at the deadline: cancelled (%s)", id, d.ID)
 			cancelled <- id
 		} else {
 			say("order %d  paid just in time: nothing to cancel", id)
@@ -153,7 +152,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...
 	}
 	if ctx.Err() == nil {
 		// The withdrawn auto-cancels are gone, not merely skipped.
-		if n, err := q.Producer().Len(ctx); err == nil {
+		if n, err := q.Len(ctx); err == nil {
 			say("auto-cancels still waiting: %d", n)
 		}
 	}

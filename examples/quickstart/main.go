@@ -21,8 +21,6 @@ import (
 
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/examples/internal/exampleredis"
-	"github.com/delaystream/delaystream/internal/group"
-	"github.com/delaystream/delaystream/internal/stream"
 )
 
 const (
@@ -54,14 +52,15 @@ func start() error {
 
 // delivery is one message as the consumer saw it.
 type delivery struct {
-	ID       string
-	Due      time.Time // due time (Redis clock)
-	Appended time.Time // when the mover appended it to the stream (Redis clock)
+	ID      string
+	Due     time.Time // due time (Redis clock)
+	Handled time.Time // when the handler started (Redis clock)
 }
 
 // run schedules the messages and runs the queue (its mover and one consumer
 // group), writing what happens to out. It returns the deliveries once every
-// scheduled message has been handled, or an error after the timeout.
+// scheduled message has been handled and acknowledged, or an error after the
+// timeout.
 func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer) ([]delivery, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -88,7 +87,8 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer) ([]deliv
 		fmt.Fprintf(out, "scheduled %-26s due %s (%s)\n", res.ID, res.Due.Format(clock), res.Outcome)
 	}
 	// Scheduling an id that is still waiting (a producer retrying after a
-	// timeout, say) leaves the message as it is: the default policy is delay.Keep.
+	// timeout, say) leaves the message as it is: the default policy is
+	// delaystream.Keep.
 	res, err := q.Schedule(ctx, items[0].Message, delaystream.After(time.Hour))
 	if err != nil {
 		return nil, err
@@ -104,16 +104,19 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer) ([]deliv
 		mu  sync.Mutex
 		got []delivery
 	)
-	_, err = q.Handle(groupName, func(ctx context.Context, msg *group.Message) error {
-		// The entry id's time part is when the mover appended it, by the
-		// Redis clock that also decided it was due.
-		appended := stream.EntryTime(msg.EntryID)
+	printer, err := q.Handle(groupName, func(ctx context.Context, d *delaystream.Delivery) error {
+		// Lateness by the Redis clock, the clock that also decided the
+		// message was due.
+		now, err := rdb.Time(ctx).Result()
+		if err != nil {
+			return err // retried after the group's backoff
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(out, "delivered %-26s %-30q due %s  late %s\n",
-			msg.ID, msg.Payload, msg.Due.Format(clock), appended.Sub(msg.Due))
-		got = append(got, delivery{ID: msg.ID, Due: msg.Due, Appended: appended})
-		delete(want, msg.ID)
+			d.ID, d.Payload, d.Due.Format(clock), now.Sub(d.Due).Round(time.Millisecond))
+		got = append(got, delivery{ID: d.ID, Due: d.Due, Handled: now})
+		delete(want, d.ID)
 		if len(want) == 0 {
 			stop()
 		}
@@ -134,5 +137,11 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer) ([]deliv
 	if len(want) > 0 {
 		return got, fmt.Errorf("%d message(s) not delivered: %w", len(want), ctx.Err())
 	}
+	// What this process's consumer did, and what Redis holds for the group.
+	st, err := printer.Stats(ctx)
+	if err != nil {
+		return got, err
+	}
+	fmt.Fprintf(out, "done: %s acked %d, %d pending\n", groupName, printer.Counters().Acked, st.Pending)
 	return got, nil
 }

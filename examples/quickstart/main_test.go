@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/examples/internal/examplecheck"
 )
 
 func TestRun(t *testing.T) {
@@ -23,27 +23,21 @@ func TestRun(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("output:\n%s", out.String())
 
-	// Nothing is left waiting, and each of the three messages was handled
-	// exactly once, none before it was due.
-	q, err := delay.New(rdb, queueName)
-	require.NoError(t, err)
-	waiting, err := q.Len(t.Context())
-	require.NoError(t, err)
-	assert.Zero(t, waiting, "messages still waiting")
+	// Each of the three messages was handled exactly once, none before it
+	// was due.
 	require.Len(t, got, 3)
 	ids := make(map[string]bool)
 	for _, d := range got {
 		assert.False(t, ids[d.ID], "%s handled twice", d.ID)
 		ids[d.ID] = true
-		assert.False(t, d.Appended.Before(d.Due), "%s early: appended %s, due %s", d.ID, d.Appended, d.Due)
+		assert.False(t, d.Handled.Before(d.Due), "%s early: handled %s, due %s", d.ID, d.Handled, d.Due)
 		assert.Contains(t, out.String(), "delivered "+d.ID)
 	}
 	assert.True(t, ids["order:5001:cancel"], "deterministic id missing: %v", ids)
 	assert.Equal(t, 3, strings.Count(out.String(), "delivered "))
 	assert.Contains(t, out.String(), "again: kept")
+	assert.Contains(t, out.String(), "done: printer acked 3, 0 pending")
 
-	// The group acknowledged every entry.
-	pending, err := rdb.XPending(t.Context(), q.Keys().Main().Stream, groupName).Result()
-	require.NoError(t, err)
-	assert.Zero(t, pending.Count, "entries left unacknowledged")
+	// Nothing is left waiting, and the group acknowledged every entry.
+	examplecheck.Settled(t, rdb, queueName, groupName)
 }

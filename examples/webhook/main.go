@@ -1,9 +1,12 @@
 // Command webhook delivers webhooks with retries, backoff and dead letters.
 // Three deliveries are scheduled on a delaystream.Queue, due at once: one
-// endpoint answers, one fails twice and then answers, one is down. The
-// queue's consumer group allows at most three attempts, so the third
-// delivery ends in the group's dead letters; the program lists them, lets the
-// endpoint recover, redrives them and watches the delivery succeed.
+// endpoint answers, one answers 429 Too Many Requests with a Retry-After,
+// then 503, then answers, and one is down. The handler retries the 429
+// when the endpoint asked for (delaystream.RetryAfter) and other failures
+// after the group's backoff. The group allows at most three attempts, so
+// the third delivery ends in the group's dead letters; the program lists
+// them, lets the endpoint recover, redrives them and watches the delivery
+// succeed.
 //
 //	go run ./examples/webhook                                    # embedded miniredis
 //	REDIS_URL=redis://localhost:6379/0 go run ./examples/webhook # a real Redis
@@ -14,8 +17,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -25,7 +30,6 @@ import (
 
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/examples/internal/exampleredis"
-	"github.com/delaystream/delaystream/internal/group"
 )
 
 const (
@@ -34,7 +38,7 @@ const (
 	timeout   = 10 * time.Second // give up if the deliveries have not settled by then
 
 	okURL    = "https://shop.example/hooks"
-	flakyURL = "https://flaky.example/hooks" // 503 twice, then 200
+	flakyURL = "https://flaky.example/hooks" // 429 with Retry-After: 1, 503, then 200
 	deadURL  = "https://dead.example/hooks"  // down until it recovers
 )
 
@@ -64,17 +68,21 @@ type endpoints struct {
 	recovered bool
 }
 
-func (e *endpoints) post(url string) error {
+// post stands in for an HTTP POST to url: it returns the response's status
+// and Retry-After header, or an error when the connection fails.
+func (e *endpoints) post(url string) (status int, retryAfter string, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.calls[url]++
 	switch {
-	case url == flakyURL && e.calls[url] <= 2:
-		return errors.New("503 Service Unavailable")
+	case url == flakyURL && e.calls[url] == 1:
+		return http.StatusTooManyRequests, "1", nil
+	case url == flakyURL && e.calls[url] == 2:
+		return http.StatusServiceUnavailable, "", nil
 	case url == deadURL && !e.recovered:
-		return errors.New("dial tcp: connection refused")
+		return 0, "", errors.New("dial tcp: connection refused")
 	}
-	return nil
+	return http.StatusOK, "", nil
 }
 
 func (e *endpoints) revive() {
@@ -86,7 +94,7 @@ func (e *endpoints) revive() {
 // run schedules three deliveries and runs the queue until each delivery has
 // succeeded, redriving the dead letters once along the way. opts are added
 // to the group's options.
-func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...group.Option) error {
+func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...delaystream.GroupOption) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
@@ -116,34 +124,46 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...
 	eps := &endpoints{calls: map[string]int{}}
 	delivered := make(chan string, 8)    // ids of successful deliveries
 	deadLettered := make(chan string, 8) // ids of dead-lettered deliveries
-	handler := func(ctx context.Context, m *group.Message) error {
-		if err := eps.post(m.Headers["url"]); err != nil {
+	handler := func(ctx context.Context, d *delaystream.Delivery) error {
+		url := d.Headers["url"]
+		status, retryAfter, err := eps.post(url)
+		if err != nil {
 			// An error schedules the next attempt in this group's retry
 			// lane after the backoff; after the last one, the message is
-			// dead-lettered. Wrap it with group.DeadLetter to skip retries.
-			return fmt.Errorf("post %s: %w", m.Headers["url"], err)
+			// dead-lettered. Wrap it with delaystream.DeadLetter to skip
+			// the retries.
+			return fmt.Errorf("post %s: %w", url, err)
 		}
-		say("attempt %d  %s  200 OK", m.Attempt, m.ID)
-		delivered <- m.ID
+		if status >= 300 {
+			err := fmt.Errorf("post %s: %d %s", url, status, http.StatusText(status))
+			// The receiver said when to come back: RetryAfter replaces the
+			// backoff for this attempt, which still counts as one.
+			if secs, perr := strconv.Atoi(retryAfter); perr == nil && status == http.StatusTooManyRequests {
+				return delaystream.RetryAfter(time.Duration(secs)*time.Second, err)
+			}
+			return err
+		}
+		say("attempt %d  %s  200 OK", d.Attempt, d.ID)
+		delivered <- d.ID
 		return nil
 	}
 	// Hooks report what the consumer decided; they must not block.
-	hooks := group.Hooks{
-		OnFailed: func(m *group.Message, err error, retryIn time.Duration) {
-			say("attempt %d  %s  %v; retry in %s", m.Attempt, m.ID, err, retryIn.Round(time.Millisecond))
+	hooks := delaystream.Hooks{
+		OnFailed: func(d *delaystream.Delivery, err error, retryIn time.Duration) {
+			say("attempt %d  %s  %v; retry in %s", d.Attempt, d.ID, err, retryIn.Round(time.Millisecond))
 		},
-		OnDeadLettered: func(m *group.Message, reason string) {
-			say("attempt %d  %s  dead-lettered: %s", m.Attempt, m.ID, reason)
-			deadLettered <- m.ID
+		OnDeadLettered: func(d *delaystream.Delivery, reason string) {
+			say("attempt %d  %s  dead-lettered: %s", d.Attempt, d.ID, reason)
+			deadLettered <- d.ID
 		},
 	}
 	// Retries, backoff and hooks are the group's own options; Handle
-	// returns its consumer, whose DeadLetters settle lists and redrives.
-	c, err := q.Handle(groupName, handler, append([]group.Option{
-		group.WithMaxAttempts(3),
+	// returns the group, whose dead letters settle lists and redrives.
+	deliverer, err := q.Handle(groupName, handler, append([]delaystream.GroupOption{
+		delaystream.WithMaxAttempts(3),
 		// About 200 ms before attempt 2 and 400 ms before attempt 3 (±20 %).
-		group.WithBackoff(group.ExponentialBackoff(200*time.Millisecond, 5*time.Second)),
-		group.WithHooks(hooks),
+		delaystream.WithBackoff(delaystream.ExponentialBackoff(200*time.Millisecond, 5*time.Second)),
+		delaystream.WithHooks(hooks),
 	}, opts...)...)
 	if err != nil {
 		return err
@@ -153,18 +173,18 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...
 	// the errgroup ends settle's wait early if Run fails.
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	g, gctx := errgroup.WithContext(runCtx)
-	g.Go(func() error { return q.Run(gctx) })
+	eg, gctx := errgroup.WithContext(runCtx)
+	eg.Go(func() error { return q.Run(gctx) })
 
-	err = settle(gctx, c.DeadLetters(), eps, delivered, deadLettered, say)
+	err = settle(gctx, deliverer, eps, delivered, deadLettered, say)
 	stop()
-	return errors.Join(err, g.Wait())
+	return errors.Join(err, eg.Wait())
 }
 
 // settle waits for two deliveries and one dead letter, lists and redrives
 // the dead letters once the endpoint is back, and waits for the last
 // delivery.
-func settle(ctx context.Context, dl *group.DeadLetters, eps *endpoints,
+func settle(ctx context.Context, g *delaystream.Group, eps *endpoints,
 	delivered, deadLettered <-chan string, say func(string, ...any)) error {
 	for ok, dead := 0, 0; ok < 2 || dead < 1; {
 		select {
@@ -177,7 +197,7 @@ func settle(ctx context.Context, dl *group.DeadLetters, eps *endpoints,
 		}
 	}
 
-	entries, err := dl.List(ctx, "", 100)
+	entries, err := g.DeadLetters(ctx, "", 100)
 	if err != nil {
 		return err
 	}
@@ -191,7 +211,7 @@ func settle(ctx context.Context, dl *group.DeadLetters, eps *endpoints,
 	eps.revive()
 	// Redrive puts them back into this group's retry lane (other groups of
 	// the queue are not affected) with the attempt count reset to 1.
-	n, err := dl.Redrive(ctx, 0, ids...)
+	n, err := g.Redrive(ctx, 0, ids...)
 	if err != nil {
 		return err
 	}
@@ -199,11 +219,11 @@ func settle(ctx context.Context, dl *group.DeadLetters, eps *endpoints,
 
 	select {
 	case id := <-delivered:
-		left, err := dl.Len(ctx)
+		st, err := g.Stats(ctx)
 		if err != nil {
 			return err
 		}
-		say("done: %s delivered after the redrive, %d dead letters left", id, left)
+		say("done: %s delivered after the redrive, %d dead letters left", id, st.DeadLetters)
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for the redriven delivery: %w", context.Cause(ctx))
