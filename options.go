@@ -40,6 +40,11 @@ const (
 	DefaultMaxPayload = delay.DefaultMaxPayload
 	// MaxShards is the largest shard count [WithShards] takes.
 	MaxShards = stream.MaxShards
+	// MaxHeaders is the most headers a [Message] may carry.
+	MaxHeaders = delay.MaxHeaders
+	// ReservedHeaderPrefix starts the header keys the library reserves:
+	// a message's own headers must not use it.
+	ReservedHeaderPrefix = delay.ReservedHeaderPrefix
 )
 
 func newConfig(opts []Option) (config, error) {

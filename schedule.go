@@ -17,7 +17,9 @@ type Message struct {
 	ID string
 	// Payload is delivered as is (at most [WithMaxPayload] bytes).
 	Payload []byte
-	// Headers are delivered with the payload; nil when none.
+	// Headers are delivered with the payload; nil when none. At most
+	// [MaxHeaders]; keys are non-empty and do not start with
+	// [ReservedHeaderPrefix].
 	Headers map[string]string
 	// OnDuplicate overrides the queue's duplicate policy for this message.
 	OnDuplicate Policy
