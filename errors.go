@@ -46,4 +46,7 @@ var (
 	// is not what the queue writes; the entry goes to quarantine or to the
 	// dead letters, and everything else keeps going.
 	ErrMalformed = errs.ErrMalformed
+	// ErrDropped is matched by the errors [Drop] returns, for middleware
+	// that tells a dropped delivery from a failed one.
+	ErrDropped = errs.ErrDropped
 )

@@ -3,6 +3,7 @@ package delaystream_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -129,4 +130,15 @@ func TestZeroWhen(t *testing.T) {
 	assert.Contains(t, err.Error(), "use delaystream.After or delaystream.At")
 	_, err = q.Reschedule(context.Background(), "nope", delaystream.After(time.Second))
 	require.ErrorIs(t, err, delaystream.ErrNotFound)
+}
+
+// A Drop error is recognisable by middleware; the others are not drops.
+func TestDropIsRecognisable(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("stale")
+	err := fmt.Errorf("wrapped: %w", delaystream.Drop(cause))
+	assert.ErrorIs(t, err, delaystream.ErrDropped)
+	assert.ErrorIs(t, err, cause)
+	assert.NotErrorIs(t, delaystream.DeadLetter(cause), delaystream.ErrDropped)
+	assert.NotErrorIs(t, delaystream.RetryAfter(time.Second, cause), delaystream.ErrDropped)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"strings"
 
 	"go.opentelemetry.io/otel/baggage"
@@ -146,10 +145,6 @@ func (t *Telemetry) startProcess(ctx context.Context, name, queue string, d *del
 	return t.tracer.Start(ctx, name, opts...)
 }
 
-// dropType is the type of the errors delaystream.Drop returns, which
-// package delaystream does not name.
-var dropType = reflect.TypeOf(delaystream.Drop(nil))
-
 // isDrop reports whether err asks, as delaystream.Drop does, for its
-// delivery to be acknowledged without retry: not a failure.
-func isDrop(err error) bool { return errors.As(err, reflect.New(dropType).Interface()) }
+// delivery to be dropped.
+func isDrop(err error) bool { return errors.Is(err, delaystream.ErrDropped) }

@@ -20,4 +20,5 @@ var (
 	ErrShardCount     = errors.New("delaystream: shard count differs from the queue's")
 	ErrWrongType      = errors.New("delaystream: key holds the wrong type")
 	ErrMalformed      = errors.New("delaystream: malformed entry")
+	ErrDropped        = errors.New("delaystream: dropped by the handler")
 )

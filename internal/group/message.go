@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/internal/errs"
 )
 
 // Message is one delivery of a due message to a group.
@@ -52,6 +53,9 @@ func (e *DropError) Error() string { return "drop: " + errString(e.Err) }
 
 // Unwrap returns the cause.
 func (e *DropError) Unwrap() error { return e.Err }
+
+// Is makes a DropError match errs.ErrDropped.
+func (e *DropError) Is(target error) bool { return target == errs.ErrDropped }
 
 // DeadLetter wraps err so the handler's failure dead-letters the message now.
 func DeadLetter(err error) error { return &DeadLetterError{Err: err} }
