@@ -6,10 +6,11 @@
 //
 // # Codecs
 //
-// A [Codec] encodes the values a typed producer or consumer works with
-// (delay.Typed[T], group typed handlers). [Msgpack] is the default, [JSON]
-// and [Raw] are the alternatives. Codecs are stateless and safe for
-// concurrent use.
+// A [Codec] encodes the values of typed payloads (delaystream.Schedule,
+// delaystream.Get and delaystream.HandleTyped, with the queue's
+// delaystream.WithCodec). [Msgpack] is the default, [JSON] and [Raw] are
+// the alternatives; a program may bring its own Codec. Codecs are
+// stateless and safe for concurrent use.
 //
 // # Envelope
 //
