@@ -17,9 +17,6 @@ import (
 
 // Limits and defaults.
 const (
-	// DefaultPrefix is the key prefix [New] uses when given "": the
-	// default prefix of every queue.
-	DefaultPrefix = "ds"
 	// MaxPeek bounds ListOptions.Limit of [Inspector.Peek].
 	MaxPeek = 10000
 	// MaxReportedIDs bounds ActionResult.IDs.
@@ -35,7 +32,7 @@ type Inspector struct {
 }
 
 // New returns an Inspector of the queues under prefix ("" means
-// [DefaultPrefix]) on rdb (a single server, Sentinel or Cluster client),
+// [delaystream.DefaultPrefix]) on rdb (a single server, Sentinel or Cluster client),
 // which it borrows and never closes. It talks to no server. It returns an
 // error wrapping delaystream.ErrInvalidOption for a nil client or a
 // prefix that cannot name Redis keys.
@@ -44,7 +41,7 @@ func New(rdb redis.UniversalClient, prefix string) (*Inspector, error) {
 		return nil, fmt.Errorf("%w: nil redis client", delaystream.ErrInvalidOption)
 	}
 	if prefix == "" {
-		prefix = DefaultPrefix
+		prefix = delaystream.DefaultPrefix
 	}
 	if err := stream.ValidateName("prefix", prefix); err != nil {
 		return nil, invalid(err)

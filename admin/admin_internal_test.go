@@ -16,7 +16,6 @@ import (
 // The constants are the core's.
 func TestConstants(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, stream.DefaultPrefix, DefaultPrefix)
 	assert.Equal(t, delay.MaxPeek, MaxPeek)
 }
 

@@ -110,7 +110,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 not confirmed (destructive co
 	f.StringVar(&a.url, "redis-url", envOr("REDIS_URL", cli.DefaultURL),
 		"redis://[user:password@]host:port[/db] or rediss:// (TLS); comma-separated hosts for a Cluster ($REDIS_URL)")
 	f.BoolVar(&a.cluster, "cluster", false, "connect to a Redis Cluster even with one seed address")
-	f.StringVar(&a.prefix, "prefix", envOr("DELAYSTREAM_PREFIX", admin.DefaultPrefix), "key prefix of the queues ($DELAYSTREAM_PREFIX)")
+	f.StringVar(&a.prefix, "prefix", envOr("DELAYSTREAM_PREFIX", delaystream.DefaultPrefix), "key prefix of the queues ($DELAYSTREAM_PREFIX)")
 	f.StringVar(&a.tlsCA, "tls-ca", "", "PEM file of the CA that signed the server's certificate (implies TLS)")
 	f.StringVar(&a.tlsCert, "tls-cert", "", "PEM file of a client certificate (with --tls-key)")
 	f.StringVar(&a.tlsKey, "tls-key", "", "PEM file of the client certificate's key")

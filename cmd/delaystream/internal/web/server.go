@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/admin"
 )
 
@@ -158,7 +159,7 @@ type Server struct {
 }
 
 // New returns the web view of the queues on rdb under prefix ("" means
-// admin.DefaultPrefix), or under those of WithPrefixes instead, read with
+// delaystream.DefaultPrefix), or under those of WithPrefixes instead, read with
 // package admin. It validates the options, talks to no server and starts
 // nothing: serve [Server.ServeHTTP] and call [Server.Run] for the charts.
 // The client is borrowed, never closed. Errors wrap [ErrInvalidOption].
@@ -167,7 +168,7 @@ func New(rdb redis.UniversalClient, prefix string, opts ...Option) (*Server, err
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
 	}
 	if prefix == "" {
-		prefix = admin.DefaultPrefix
+		prefix = delaystream.DefaultPrefix
 	}
 	cfg := config{previewBytes: DefaultPreviewBytes, prefixes: []string{prefix},
 		sampleInterval: DefaultSampleInterval, historySize: DefaultHistorySize, logger: slog.Default()}
