@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/internal/delay"
-	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // The constants are the core's.
