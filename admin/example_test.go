@@ -65,8 +65,9 @@ func Example() {
 	}
 	fmt.Println("waiting:", reports[0].Waiting, "overdue:", reports[0].Overdue)
 
-	// Make the first one due at once, cancel the second.
-	if _, err := in.Reschedule(ctx, "orders", "order:5001:cancel", admin.ActionOptions{}); err != nil {
+	// Make the first one overdue (no promotion runs here), cancel the
+	// second.
+	if _, err := in.Reschedule(ctx, "orders", "order:5001:cancel", admin.ActionOptions{At: time.Now().Add(-time.Minute)}); err != nil {
 		fmt.Println(err)
 		return
 	}
