@@ -26,8 +26,8 @@
 // # Metrics
 //
 // The metrics of the Prometheus adapter (contrib/prometheus), named after
-// OpenTelemetry's conventions, but for the queue stream's length, which
-// package delaystream does not report. Attributes:
+// OpenTelemetry's conventions, but for the queue stream's length and
+// quarantine, which package delaystream does not report. Attributes:
 // messaging.destination.name (the queue, as given to the hooks and to
 // Watch), messaging.consumer.group.name (the group), delaystream.lane
 // ("main": a first attempt from the queue stream, "retry": a later one

@@ -1,35 +1,37 @@
 // Package dsprom exports delaystream's metrics to Prometheus
-// (prometheus/client_golang): a [Metrics] collector fed by the core's hooks,
-// plus gauges read from Redis at each scrape. It lives in its own module
+// (prometheus/client_golang): a [Metrics] collector fed by the hooks of
+// package delaystream, plus gauges read from Redis at each scrape through
+// package admin. It lives in its own module
 // (github.com/delaystream/delaystream/contrib/prometheus), so the core
 // never depends on client_golang.
 //
 // # Wiring
 //
-// One Metrics per process, registered once; its hooks go into each mover
-// and consumer group, and [Metrics.Watch] names the queues and groups
-// whose figures a scrape reads:
+// One Metrics per process, registered once; its mover hooks go into each
+// queue, its group hooks into each consumer group, and [Metrics.Watch]
+// names the queues whose figures a scrape reads:
 //
 //	m, err := dsprom.New()
 //	prometheus.MustRegister(m)
-//	q, err := delaystream.New(rdb, "orders",
-//		delaystream.WithMoverOptions(mover.WithHooks(m.MoverHooks("orders"))))
-//	billing, err := q.Handle("billing", bill, group.WithHooks(m.GroupHooks("orders", "billing")))
-//	err = m.Watch(q.Producer(), billing)
+//	q, err := delaystream.New(rdb, "orders", delaystream.WithMoverHooks(m.MoverHooks("orders")))
+//	_, err = q.Handle("billing", bill, delaystream.WithHooks(m.GroupHooks("orders", "billing")))
+//	err = m.Watch(rdb, "", "orders") // "": the default prefix, as without delaystream.WithPrefix
 //
 // The hooks only add to counters and histograms resolved when the hooks
 // are made: no lock, no allocation, no Redis call per message. A hook
 // field the adapter sets can be chained with your own by wrapping it.
+// Watch takes queue names, not queues: an exporter process that runs no
+// queue of its own can watch any queue under a prefix.
 //
 // # Metrics
 //
 // Names start with the namespace ([WithNamespace], default "delaystream").
 // Labels: queue (as given to the hooks and to Watch), group, lane ("main":
 // a first attempt from the queue stream, "retry": a later attempt from the
-// group's retry lane), outcome (group.Outcome's String: acked, retried,
-// dead_lettered, dropped, reclaimed, handed_back, unsettled), reason (the
-// dead-letter reason: attempts, deliveries, handler, undecodable, deleted,
-// expired, other) and stuck (true, false).
+// group's retry lane), outcome (delaystream.HandlerOutcome's String:
+// acked, retried, dead_lettered, dropped, reclaimed, handed_back,
+// unsettled), reason (the dead-letter reason, see below) and stuck (true,
+// false).
 //
 //	name                            type       labels                 from
 //	promotion_lag_seconds           histogram  queue, group, lane     due → appended to the stream (Redis clock), at each entry's first delivery to the group
@@ -49,14 +51,22 @@
 //	queue_waiting_messages          gauge      queue                  scrape: scheduled, not yet promoted
 //	queue_overdue_messages          gauge      queue                  scrape: waiting past their due time
 //	queue_overdue_seconds           gauge      queue                  scrape: how long the earliest waiting message has been due
-//	queue_stream_entries            gauge      queue                  scrape: queue stream length (needs a watched group)
+//	queue_stream_entries            gauge      queue                  scrape: queue stream length, over every shard
+//	queue_quarantined_entries       gauge      queue                  scrape: entries in the queue's quarantine
 //	group_consumers                 gauge      queue, group           scrape: consumers known to the group
 //	group_pending_messages          gauge      queue, group           scrape: delivered, not acknowledged
 //	group_oldest_pending_seconds    gauge      queue, group           scrape: age of the oldest pending entry
 //	group_lag_messages              gauge      queue, group           scrape: stream entries not yet delivered to the group
 //	group_retry_waiting_messages    gauge      queue, group           scrape: messages waiting in the retry lane
 //	group_dead_letters              gauge      queue, group           scrape: entries in the dead-letter stream
-//	stats_errors_total              counter    queue                  scrape: figures that could not be read in time
+//	stats_errors_total              counter    queue                  scrape: reads of a queue's figures that failed or timed out
+//
+// The mover_* series of a queue exist, at 0, from its MoverHooks call, the
+// group series from GroupHooks (every outcome and reason label value
+// included), and stats_errors_total from Watch: an alert on their rate
+// needs no first event. The scrape gauges cover every consumer group
+// found on a watched queue's streams, whether or not this process handles
+// it.
 //
 // Lag histograms use [LagBuckets] (1 ms to 5 min) by default, handler
 // durations [DurationBuckets] (1 ms to 1 min); the mover's use
@@ -73,4 +83,25 @@
 // The scrape gauges report the shared state of Redis: every process that
 // watches a queue reports the same values, so aggregate them with max, not
 // sum. Counters and histograms are this process's: sum them.
+//
+// # Dead-letter reasons
+//
+// The reason label is a short name for each dead-letter reason that
+// package delaystream stores with a dead letter (DeadEntry.Reason) and
+// that package admin and the delaystream command list and filter by:
+//
+//	label        constant                      stored reason
+//	attempts     delaystream.ReasonAttempts    "attempts exhausted"
+//	deliveries   delaystream.ReasonDeliveries  "max deliveries exceeded"
+//	handler      delaystream.ReasonHandler     "handler asked to dead-letter"
+//	undecodable  delaystream.ReasonUndecodable "undecodable entry"
+//	deleted      delaystream.ReasonDeleted     "entry deleted while pending"
+//	expired      delaystream.ReasonExpired     "expired"
+//	other        -                             any reason this release does not know
+//
+// Short names keep the label values Prometheus-style (no spaces, stable
+// in PromQL and dashboards) and equal to the delaystream.reason attribute
+// of contrib/otel; "other" keeps the label's values a fixed, bounded set.
+// To list the dead letters behind a series, filter by the stored reason:
+// admin.ListOptions{Reason: delaystream.ReasonAttempts}.
 package dsprom

@@ -15,13 +15,12 @@ import (
 
 	"github.com/delaystream/delaystream"
 	dsprom "github.com/delaystream/delaystream/contrib/prometheus"
-	"github.com/delaystream/delaystream/internal/group"
-	"github.com/delaystream/delaystream/internal/mover"
 )
 
 // Compile-only: needs a Redis server, so no Output line. One Metrics for
-// the process: its hooks go into the mover and each group, Watch names
-// what a scrape reads from Redis, and the registry serves it all.
+// the process: its mover hooks go into the queue, its group hooks into
+// each group, Watch names the queues a scrape reads from Redis, and the
+// registry serves it all.
 func ExampleNew() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
@@ -34,20 +33,19 @@ func ExampleNew() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
 
-	q, err := delaystream.New(rdb, "orders",
-		delaystream.WithMoverOptions(mover.WithHooks(m.MoverHooks("orders"))))
+	q, err := delaystream.New(rdb, "orders", delaystream.WithMoverHooks(m.MoverHooks("orders")))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	billing, err := q.Handle("billing", func(ctx context.Context, msg *group.Message) error {
+	_, err = q.Handle("billing", func(ctx context.Context, d *delaystream.Delivery) error {
 		return nil // bill the order
-	}, group.WithHooks(m.GroupHooks("orders", "billing")))
+	}, delaystream.WithHooks(m.GroupHooks("orders", "billing")))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	if err := m.Watch(q.Producer(), billing); err != nil {
+	if err := m.Watch(rdb, "", "orders"); err != nil { // "": the default prefix
 		fmt.Println(err)
 		return
 	}
@@ -67,6 +65,25 @@ func ExampleNew() {
 	}
 }
 
+// Compile-only: needs a Redis server. An exporter that runs no queue of
+// its own reads the figures of any queue under a prefix, by name.
+func ExampleMetrics_Watch() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+
+	m, err := dsprom.New()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := m.Watch(rdb, "app", "orders", "invoices"); err != nil {
+		fmt.Println(err)
+		return
+	}
+	prometheus.MustRegister(m)
+	fmt.Println(http.ListenAndServe(":9090", promhttp.Handler()))
+}
+
 // A hook of your own on the same field: wrap the adapter's.
 func ExampleMetrics_GroupHooks() {
 	m, err := dsprom.New()
@@ -76,12 +93,12 @@ func ExampleMetrics_GroupHooks() {
 	}
 	h := m.GroupHooks("orders", "billing")
 	count := h.OnDeadLettered
-	h.OnDeadLettered = func(msg *group.Message, reason string) {
-		count(msg, reason)
+	h.OnDeadLettered = func(d *delaystream.Delivery, reason string) {
+		count(d, reason)
 		fmt.Println("dead letter:", reason)
 	}
-	h.OnDeadLettered(nil, group.ReasonUndecodable)
-	_ = group.WithHooks(h) // pass to group.New or Queue.Handle
+	h.OnDeadLettered(nil, delaystream.ReasonUndecodable)
+	_ = delaystream.WithHooks(h) // pass to Queue.Handle
 	// Output:
 	// dead letter: undecodable entry
 }

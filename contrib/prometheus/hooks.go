@@ -1,13 +1,13 @@
 package dsprom
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/delaystream/delaystream/internal/group"
-	"github.com/delaystream/delaystream/internal/mover"
-	"github.com/delaystream/delaystream/internal/stream"
+	"github.com/delaystream/delaystream"
 )
 
 // Lane label values: where a delivery came from.
@@ -21,10 +21,9 @@ const (
 type groupObservers struct {
 	promotion [2]prometheus.Observer // by lane: main, retry
 	delivery  [2]prometheus.Observer
-	handler   []prometheus.Observer // by group.Outcome (index 0 unused)
+	handler   []prometheus.Observer // by delaystream.HandlerOutcome (index 0 unused)
 	handlerBy prometheus.ObserverVec
 	dead      map[string]prometheus.Counter // by reason label
-	deadBy    *prometheus.CounterVec
 	reclaimed prometheus.Counter
 	gone      prometheus.Counter
 	dataLoss  prometheus.Counter
@@ -34,8 +33,8 @@ type groupObservers struct {
 // groupName of queue: promotion and delivery lag (OnDelivered), handler
 // duration by outcome (OnHandled), dead letters by reason
 // (OnDeadLettered), reclaims (OnReclaimed) and data loss (OnDataLoss).
-// Pass them to the group's consumer with group.WithHooks. The other hooks
-// are left nil; to add your own to the same field, wrap the function this
+// Pass them to the group with delaystream.WithHooks. The other hooks are
+// left nil; to add your own to the same field, wrap the function this
 // returns. Every consumer of the group in this process may share them.
 // The label values are created at once, at zero.
 //
@@ -44,7 +43,7 @@ type groupObservers struct {
 // first delivery to the group) or with this host's clock (delivery lag:
 // when the handler starts); a negative delivery lag, which only clock skew
 // can cause, is observed as 0.
-func (m *Metrics) GroupHooks(queue, groupName string) group.Hooks {
+func (m *Metrics) GroupHooks(queue, groupName string) delaystream.Hooks {
 	l := prometheus.Labels{"queue": queue, "group": groupName}
 	promo, deliv := m.promotionLag.MustCurryWith(l), m.deliveryLag.MustCurryWith(l)
 	o := &groupObservers{
@@ -52,7 +51,6 @@ func (m *Metrics) GroupHooks(queue, groupName string) group.Hooks {
 		delivery:  [2]prometheus.Observer{deliv.WithLabelValues(laneMain), deliv.WithLabelValues(laneRetry)},
 		handlerBy: m.handlerDuration.MustCurryWith(l),
 		dead:      map[string]prometheus.Counter{},
-		deadBy:    m.deadLettered.MustCurryWith(l),
 		reclaimed: m.reclaimed.With(l),
 		gone:      m.reclaimedGone.With(l),
 		dataLoss:  m.groupDataLoss.With(l),
@@ -61,11 +59,12 @@ func (m *Metrics) GroupHooks(queue, groupName string) group.Hooks {
 	for _, oc := range outcomes {
 		o.handler[oc] = o.handlerBy.WithLabelValues(oc.String())
 	}
+	deadBy := m.deadLettered.MustCurryWith(l)
 	for _, r := range reasonLabels {
-		o.dead[r] = o.deadBy.WithLabelValues(r)
+		o.dead[r] = deadBy.WithLabelValues(r)
 	}
-	o.dead[reasonOther] = o.deadBy.WithLabelValues(reasonOther)
-	return group.Hooks{
+	o.dead[reasonOther] = deadBy.WithLabelValues(reasonOther)
+	return delaystream.Hooks{
 		OnDelivered:    o.delivered,
 		OnHandled:      o.handled,
 		OnDeadLettered: o.deadLettered,
@@ -74,29 +73,45 @@ func (m *Metrics) GroupHooks(queue, groupName string) group.Hooks {
 	}
 }
 
-// lane returns the lane index of m: 0 for a first attempt (the queue
+// lane returns the lane index of d: 0 for a first attempt (the queue
 // stream), 1 for a retry (the group's retry lane; a redriven message starts
 // again at attempt 1 on the queue stream).
-func lane(m *group.Message) int {
-	if m.Attempt > 1 {
+func lane(d *delaystream.Delivery) int {
+	if d.Attempt > 1 {
 		return 1
 	}
 	return 0
 }
 
-func (o *groupObservers) delivered(m *group.Message) {
-	i := lane(m)
-	if m.Deliveries == 1 {
-		if t := stream.EntryTime(m.EntryID); !t.IsZero() && !m.Due.IsZero() {
-			o.promotion[i].Observe(max(t.Sub(m.Due), 0).Seconds())
+func (o *groupObservers) delivered(d *delaystream.Delivery) {
+	i := lane(d)
+	if d.Due.IsZero() {
+		return
+	}
+	if d.Deliveries == 1 {
+		if t := entryTime(d.EntryID); !t.IsZero() {
+			o.promotion[i].Observe(max(t.Sub(d.Due), 0).Seconds())
 		}
 	}
-	if !m.Due.IsZero() {
-		o.delivery[i].Observe(max(time.Since(m.Due), 0).Seconds())
-	}
+	o.delivery[i].Observe(max(time.Since(d.Due), 0).Seconds())
 }
 
-func (o *groupObservers) handled(_ *group.Message, oc group.Outcome, took time.Duration) {
+// entryTime returns when Redis appended the stream entry id: the time part
+// of "<ms>-<seq>" (anything after the sequence, such as a shard suffix, is
+// ignored), or the zero time if id has no such part.
+func entryTime(id string) time.Time {
+	ms, _, ok := strings.Cut(id, "-")
+	if !ok {
+		return time.Time{}
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+func (o *groupObservers) handled(_ *delaystream.Delivery, oc delaystream.HandlerOutcome, took time.Duration) {
 	if int(oc) > 0 && int(oc) < len(o.handler) {
 		o.handler[oc].Observe(took.Seconds())
 		return
@@ -104,7 +119,7 @@ func (o *groupObservers) handled(_ *group.Message, oc group.Outcome, took time.D
 	o.handlerBy.WithLabelValues(oc.String()).Observe(took.Seconds())
 }
 
-func (o *groupObservers) deadLettered(_ *group.Message, reason string) {
+func (o *groupObservers) deadLettered(_ *delaystream.Delivery, reason string) {
 	o.dead[reasonLabel(reason)].Inc()
 }
 
@@ -116,15 +131,14 @@ func (o *groupObservers) reclaimedHook(_ string, n, deleted int) {
 // MoverHooks returns the hooks that feed the mover metrics of queue:
 // promoted and quarantined entries, batch size and promote call duration
 // (OnPromote), errors (OnError), owned shards (OnOwnership) and data loss
-// (OnDataLoss). Pass them with mover.WithHooks (through
-// delaystream.WithMoverOptions with the front door). OnLease is left nil.
-// The label values are created at once, at zero.
-func (m *Metrics) MoverHooks(queue string) mover.Hooks {
+// (OnDataLoss). Pass them to the queue with delaystream.WithMoverHooks.
+// OnLease is left nil. The label values are created at once, at zero.
+func (m *Metrics) MoverHooks(queue string) delaystream.MoverHooks {
 	promoted, quarantined := m.promoted.WithLabelValues(queue), m.quarantined.WithLabelValues(queue)
 	batch, took := m.batchSize.WithLabelValues(queue), m.promoteDuration.WithLabelValues(queue)
 	errs := [2]prometheus.Counter{m.moverErrors.WithLabelValues(queue, "false"), m.moverErrors.WithLabelValues(queue, "true")}
 	owned, loss := m.ownedShards.WithLabelValues(queue), m.moverDataLoss.WithLabelValues(queue)
-	return mover.Hooks{
+	return delaystream.MoverHooks{
 		OnPromote: func(_ string, moved, quarantinedN int, d time.Duration) {
 			promoted.Add(float64(moved))
 			quarantined.Add(float64(quarantinedN))

@@ -5,13 +5,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/delaystream/delaystream/internal/group"
+	"github.com/delaystream/delaystream"
 )
 
 // Metrics is a prometheus.Collector of delaystream's metrics: the counters
 // and histograms fed by the hooks that [Metrics.GroupHooks] and
-// [Metrics.MoverHooks] return, and the gauges of the queues and groups
-// given to [Metrics.Watch], read from Redis at each scrape. Register it
+// [Metrics.MoverHooks] return, and the gauges of the queues named to
+// [Metrics.Watch] and of their consumer groups, read from Redis at each
+// scrape. Register it
 // once (prometheus.Registerer.Register) and wire its hooks into every
 // mover and consumer group of the process. Its methods are safe for
 // concurrent use; its hooks never block and allocate nothing per message.
@@ -38,7 +39,7 @@ type Metrics struct {
 	stats       statDescs
 
 	mu      sync.Mutex
-	watched []*watch // in the order of Watch
+	watched []watch // in the order of Watch
 }
 
 // New returns Metrics with the given options (errors wrap
@@ -92,7 +93,7 @@ func New(opts ...Option) (*Metrics, error) {
 			Help: "Shards of the queue this process's mover promotes."}, []string{"queue"}),
 		moverDataLoss: counter("mover_data_loss_total", "Times the mover found that Redis lost the queue's data.", "queue"),
 
-		statsErrors: counter("stats_errors_total", "Scrapes whose read of a watched queue's or group's figures failed or timed out.", "queue"),
+		statsErrors: counter("stats_errors_total", "Scrapes whose read of a watched queue's figures failed or timed out.", "queue"),
 		stats:       newStatDescs(ns),
 	}
 	return m, nil
@@ -115,7 +116,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector. It reads the figures of every
-// watched queue and group from Redis (bounded by [WithStatsTimeout]), then
+// watched queue and its groups from Redis (bounded by [WithStatsTimeout]), then
 // sends them with the hooks' counters and histograms.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.collectStats(ch)
@@ -126,22 +127,25 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 
 var _ prometheus.Collector = (*Metrics)(nil)
 
-// Label values of the dead-letter reasons, by group.Reason*.
+// reasonLabels is the one table of the reason label's values: the
+// stored dead-letter reason (delaystream.Reason*, as admin and the
+// delaystream command list and filter them) to its short snake-case label.
+// The package doc shows the same table; a test keeps the two equal.
 var reasonLabels = map[string]string{
-	group.ReasonAttempts:    "attempts",
-	group.ReasonDeliveries:  "deliveries",
-	group.ReasonHandler:     "handler",
-	group.ReasonUndecodable: "undecodable",
-	group.ReasonDeleted:     "deleted",
-	group.ReasonExpired:     "expired",
+	delaystream.ReasonAttempts:    "attempts",
+	delaystream.ReasonDeliveries:  "deliveries",
+	delaystream.ReasonHandler:     "handler",
+	delaystream.ReasonUndecodable: "undecodable",
+	delaystream.ReasonDeleted:     "deleted",
+	delaystream.ReasonExpired:     "expired",
 }
 
 // reasonOther is the label value of dead-letter reasons this release does
 // not know.
 const reasonOther = "other"
 
-// reasonLabel returns the label value of a dead-letter reason: a short
-// snake-case name, [reasonOther] for reasons this release does not know.
+// reasonLabel returns the label value of a dead-letter reason: its entry
+// in [reasonLabels], [reasonOther] for reasons this release does not know.
 func reasonLabel(reason string) string {
 	if l, ok := reasonLabels[reason]; ok {
 		return l
@@ -149,8 +153,8 @@ func reasonLabel(reason string) string {
 	return reasonOther
 }
 
-// The handler outcomes, in the order of group.Outcome.
-var outcomes = []group.Outcome{
-	group.OutcomeAcked, group.OutcomeRetried, group.OutcomeDeadLettered, group.OutcomeDropped,
-	group.OutcomeReclaimed, group.OutcomeHandedBack, group.OutcomeUnsettled,
+// The handler outcomes, in the order of delaystream.HandlerOutcome.
+var outcomes = []delaystream.HandlerOutcome{
+	delaystream.Acked, delaystream.Retried, delaystream.DeadLettered, delaystream.Dropped,
+	delaystream.Reclaimed, delaystream.HandedBack, delaystream.Unsettled,
 }

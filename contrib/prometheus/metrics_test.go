@@ -21,9 +21,6 @@ import (
 
 	"github.com/delaystream/delaystream"
 	dsprom "github.com/delaystream/delaystream/contrib/prometheus"
-	"github.com/delaystream/delaystream/internal/delay"
-	"github.com/delaystream/delaystream/internal/group"
-	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/redistest"
 )
 
@@ -85,41 +82,40 @@ func testWorkload(t *testing.T, shards int) {
 	require.NoError(t, reg.Register(m))
 
 	q, err := delaystream.New(rdb, "orders", delaystream.WithPrefix(prefix), delaystream.WithLogger(quiet), delaystream.WithShards(shards),
-		delaystream.WithMoverOptions(mover.WithHooks(m.MoverHooks("orders"))))
+		delaystream.WithMoverHooks(m.MoverHooks("orders")))
 	require.NoError(t, err)
 	const work = 2 * time.Millisecond
-	c, err := q.Handle("billing", func(_ context.Context, msg *group.Message) error {
+	c, err := q.Handle("billing", func(_ context.Context, d *delaystream.Delivery) error {
 		time.Sleep(work)
 		var n int
-		_, _ = fmt.Sscanf(msg.ID, "m%03d", &n)
+		_, _ = fmt.Sscanf(d.ID, "m%03d", &n)
 		switch {
 		case n == 99:
-			return group.DeadLetter(errors.New("poison"))
-		case n < 10 && msg.Attempt == 1:
+			return delaystream.DeadLetter(errors.New("poison"))
+		case n < 10 && d.Attempt == 1:
 			return errors.New("transient")
 		}
 		return nil
-	}, group.WithHooks(m.GroupHooks("orders", "billing")), group.WithoutTrim(),
-		group.WithBackoff(group.ConstantBackoff(10*time.Millisecond)))
+	}, delaystream.WithHooks(m.GroupHooks("orders", "billing")), delaystream.WithoutTrim(),
+		delaystream.WithBackoff(delaystream.ConstantBackoff(10*time.Millisecond)))
 	require.NoError(t, err)
 
-	idle, err := delay.New(rdb, "idle", delay.WithPrefix(prefix))
+	idle, err := delaystream.New(rdb, "idle", delaystream.WithPrefix(prefix), delaystream.WithoutPromotion())
 	require.NoError(t, err)
-	require.NoError(t, m.Watch(q.Producer(), c))
-	require.NoError(t, m.Watch(idle))
-	require.ErrorIs(t, m.Watch(nil), dsprom.ErrInvalidOption)
+	require.NoError(t, m.Watch(rdb, prefix, "orders", "idle"))
+	require.NoError(t, m.Watch(rdb, prefix, "never", "orders"), "watching again adds only the new queue")
 
-	items := make([]delay.Item, 0, 105)
+	items := make([]delaystream.Item, 0, 105)
 	for i := range 100 {
-		items = append(items, delay.Item{Message: delay.Message{ID: fmt.Sprintf("m%03d", i), Payload: []byte("x")}, When: delay.After(0)})
+		items = append(items, delaystream.Item{Message: delaystream.Message{ID: fmt.Sprintf("m%03d", i), Payload: []byte("x")}, When: delaystream.After(0)})
 	}
 	for i := range 5 {
-		items = append(items, delay.Item{Message: delay.Message{ID: fmt.Sprintf("later%d", i)}, When: delay.After(time.Hour)})
+		items = append(items, delaystream.Item{Message: delaystream.Message{ID: fmt.Sprintf("later%d", i)}, When: delaystream.After(time.Hour)})
 	}
 	_, err = q.ScheduleBatch(ctx, items)
 	require.NoError(t, err)
 	for i := range 3 {
-		_, err := idle.Schedule(ctx, delay.Message{ID: fmt.Sprintf("late%d", i)}, delay.At(time.Now().Add(-time.Minute)))
+		_, err := idle.Schedule(ctx, delaystream.Message{ID: fmt.Sprintf("late%d", i)}, delaystream.At(time.Now().Add(-time.Minute)))
 		require.NoError(t, err)
 	}
 
@@ -193,6 +189,7 @@ func testWorkload(t *testing.T, shards int) {
 	assert.Zero(t, mover("delaystream_queue_overdue_messages"))
 	assert.Zero(t, mover("delaystream_queue_overdue_seconds"))
 	assert.Equal(t, 100.0, mover("delaystream_queue_stream_entries"))
+	assert.Zero(t, mover("delaystream_queue_quarantined_entries"))
 	assert.Equal(t, 1.0, orders("delaystream_group_consumers", ""))
 	assert.Zero(t, orders("delaystream_group_pending_messages", ""))
 	assert.Zero(t, orders("delaystream_group_oldest_pending_seconds", ""))
@@ -202,8 +199,8 @@ func testWorkload(t *testing.T, shards int) {
 	assert.Equal(t, 3.0, s["delaystream_queue_waiting_messages{queue=idle}"])
 	assert.Equal(t, 3.0, s["delaystream_queue_overdue_messages{queue=idle}"])
 	assert.InDelta(t, 60, s["delaystream_queue_overdue_seconds{queue=idle}"], 10, "due a minute ago")
-	assert.NotContains(t, s, "delaystream_queue_stream_entries{queue=idle}", "no group watched")
-	assert.Zero(t, s["delaystream_stats_errors_total{queue=orders}"])
+	assert.Zero(t, s["delaystream_queue_stream_entries{queue=idle}"])
+	checkIdleAndUnused(t, s)
 
 	// After Run, the mover owns nothing.
 	assert.Zero(t, scrape(t, reg)["delaystream_mover_owned_shards{queue=orders}"])
@@ -212,6 +209,26 @@ func testWorkload(t *testing.T, shards int) {
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err)
 	assert.Empty(t, problems)
+}
+
+// checkIdleAndUnused checks the scrape s of TestWorkload for the queue
+// idle, which has no group, and never, which was never used: it holds
+// nothing, and is no error.
+func checkIdleAndUnused(t *testing.T, s map[string]float64) {
+	t.Helper()
+	for k := range s {
+		assert.False(t, strings.HasPrefix(k, "delaystream_group_") && strings.Contains(k, "queue=idle"), "idle has no group, yet %s", k)
+	}
+	for _, name := range []string{"waiting_messages", "overdue_messages", "overdue_seconds", "stream_entries", "quarantined_entries"} {
+		k := "delaystream_queue_" + name + "{queue=never}"
+		require.Contains(t, s, k)
+		assert.Zero(t, s[k], k)
+	}
+	for _, queue := range []string{"orders", "idle", "never"} {
+		k := "delaystream_stats_errors_total{queue=" + queue + "}"
+		require.Contains(t, s, k, "the series exists from Watch on")
+		assert.Zero(t, s[k], k)
+	}
 }
 
 // A scrape whose Redis reads fail still answers, within the stats timeout,
@@ -224,19 +241,51 @@ func TestStatsErrors(t *testing.T) {
 	require.NoError(t, err)
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(m))
-	q, err := delay.New(rdb, "gone")
-	require.NoError(t, err)
-	c, err := group.New(rdb, "gone", "g", func(context.Context, *group.Message) error { return nil })
-	require.NoError(t, err)
-	require.NoError(t, m.Watch(q, c))
-	require.NoError(t, m.Watch(q, c), "watching again adds nothing")
+	require.NoError(t, m.Watch(rdb, "", "gone"))
+	require.NoError(t, m.Watch(rdb, "ds", "gone"), "the default prefix, named")
 
 	t0 := time.Now()
 	s := scrape(t, reg)
 	assert.Less(t, time.Since(t0), 2*time.Second)
-	assert.Equal(t, 2.0, s["delaystream_stats_errors_total{queue=gone}"], "the queue's read and the group's")
+	assert.Equal(t, 1.0, s["delaystream_stats_errors_total{queue=gone}"], "one failed read of the queue")
 	assert.NotContains(t, s, "delaystream_queue_waiting_messages{queue=gone}")
-	assert.NotContains(t, s, "delaystream_group_pending_messages{group=g,queue=gone}")
+	assert.Equal(t, 2.0, scrape(t, reg)["delaystream_stats_errors_total{queue=gone}"], "and one per scrape")
+}
+
+// Watch refuses what would not name a queue, or would report two queues
+// as one, and watches nothing then.
+func TestWatchRefuses(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 50 * time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+	m, err := dsprom.New(dsprom.WithStatsTimeout(100 * time.Millisecond))
+	require.NoError(t, err)
+	require.NoError(t, m.Watch(rdb, "app", "orders"))
+	for name, watch := range map[string]func() error{
+		"nil client":          func() error { return m.Watch(nil, "", "q") },
+		"invalid prefix":      func() error { return m.Watch(rdb, "a{b}", "q") },
+		"no queue":            func() error { return m.Watch(rdb, "") },
+		"empty queue name":    func() error { return m.Watch(rdb, "", "x", "") },
+		"invalid queue name":  func() error { return m.Watch(rdb, "", "x", "a b") },
+		"queue in two places": func() error { return m.Watch(rdb, "", "x", "orders") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			assert.ErrorIs(t, watch(), dsprom.ErrInvalidOption)
+		})
+	}
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	var queues []string
+	for _, f := range fams {
+		if f.GetName() == "delaystream_stats_errors_total" {
+			for _, mt := range f.GetMetric() {
+				queues = append(queues, mt.GetLabel()[0].GetValue())
+			}
+		}
+	}
+	assert.Equal(t, []string{"orders"}, queues, "the refused calls watched nothing")
 }
 
 // Each hook moves the series it should, with the values it was given.
@@ -249,15 +298,15 @@ func TestHooks(t *testing.T) {
 	gh, mh := m.GroupHooks("q", "g"), m.MoverHooks("q")
 	now := time.Now()
 	entry := fmt.Sprintf("%d-0", now.Add(-2*time.Second).UnixMilli()) // appended 2 s ago
-	first := &group.Message{ID: "a", Attempt: 1, Deliveries: 1, Due: now.Add(-3 * time.Second), EntryID: entry}
-	again := &group.Message{ID: "a", Attempt: 1, Deliveries: 2, Due: first.Due, EntryID: entry}
-	retry := &group.Message{ID: "a", Attempt: 2, Deliveries: 1, Due: now.Add(-time.Second), EntryID: fmt.Sprintf("%d-0", now.UnixMilli())}
+	first := &delaystream.Delivery{ID: "a", Attempt: 1, Deliveries: 1, Due: now.Add(-3 * time.Second), EntryID: entry}
+	again := &delaystream.Delivery{ID: "a", Attempt: 1, Deliveries: 2, Due: first.Due, EntryID: entry}
+	retry := &delaystream.Delivery{ID: "a", Attempt: 2, Deliveries: 1, Due: now.Add(-time.Second), EntryID: fmt.Sprintf("%d-0", now.UnixMilli())}
 	gh.OnDelivered(first)
 	gh.OnDelivered(again) // a redelivery: no second promotion lag
 	gh.OnDelivered(retry)
-	gh.OnHandled(first, group.OutcomeAcked, 250*time.Millisecond)
-	gh.OnHandled(first, group.Outcome(42), time.Second) // an outcome of a later release
-	gh.OnDeadLettered(nil, group.ReasonUndecodable)
+	gh.OnHandled(first, delaystream.Acked, 250*time.Millisecond)
+	gh.OnHandled(first, delaystream.HandlerOutcome(42), time.Second) // an outcome of a later release
+	gh.OnDeadLettered(nil, delaystream.ReasonUndecodable)
 	gh.OnDeadLettered(first, "some new reason")
 	gh.OnReclaimed("stream", 3, 1)
 	gh.OnDataLoss(errors.New("lost"))
@@ -315,12 +364,12 @@ func TestHooksDoNotAllocate(t *testing.T) {
 	m, err := dsprom.New()
 	require.NoError(t, err)
 	gh, mh := m.GroupHooks("q", "g"), m.MoverHooks("q")
-	msg := &group.Message{ID: "a", Attempt: 1, Deliveries: 1, Due: time.Now(), EntryID: fmt.Sprintf("%d-0", time.Now().UnixMilli())}
+	msg := &delaystream.Delivery{ID: "a", Attempt: 1, Deliveries: 1, Due: time.Now(), EntryID: fmt.Sprintf("%d-0", time.Now().UnixMilli())}
 	var n atomic.Int64
 	allocs := testing.AllocsPerRun(100, func() {
 		gh.OnDelivered(msg)
-		gh.OnHandled(msg, group.OutcomeRetried, time.Millisecond)
-		gh.OnDeadLettered(msg, group.ReasonAttempts)
+		gh.OnHandled(msg, delaystream.Retried, time.Millisecond)
+		gh.OnDeadLettered(msg, delaystream.ReasonAttempts)
 		gh.OnReclaimed("s", 1, 0)
 		mh.OnPromote("l", 5, 0, time.Millisecond)
 		n.Add(1)

@@ -46,7 +46,7 @@ var DurationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 
 var PromoteBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
 
 // BatchBuckets are the buckets of the mover batch size histogram (entries
-// moved by one promote call; mover.MaxBatchSize is 1000).
+// moved by one promote call, which moves at most 1000).
 var BatchBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000}
 
 var namespaceRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)

@@ -2,25 +2,28 @@ package dsprom
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
-	"github.com/delaystream/delaystream/internal/delay"
-	"github.com/delaystream/delaystream/internal/group"
+	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/admin"
 )
 
-// watch is one watched queue and the consumers whose group figures are
-// read with it.
+// watch is one watched queue and the Inspector that reads it.
 type watch struct {
-	q      *delay.Queue
-	groups []*group.Consumer
+	in     *admin.Inspector
+	prefix string // as the Inspector has it: never ""
+	queue  string
 }
 
 // statDescs describe the gauges read from Redis at each scrape.
 type statDescs struct {
-	waiting, overdue, overdueAge, streamLen                    *prometheus.Desc // queue
+	waiting, overdue, overdueAge, streamLen, quarantined       *prometheus.Desc // queue
 	consumers, pending, oldest, lag, retryWaiting, deadLetters *prometheus.Desc // queue, group
 }
 
@@ -33,7 +36,8 @@ func newStatDescs(ns string) statDescs {
 		waiting:      d("queue_waiting_messages", "Messages scheduled and not yet promoted.", q),
 		overdue:      d("queue_overdue_messages", "Waiting messages whose due time has passed (a mover is late or absent).", q),
 		overdueAge:   d("queue_overdue_seconds", "How long the earliest waiting message has been due (Redis clock); 0 when none is overdue.", q),
-		streamLen:    d("queue_stream_entries", "Entries in the queue stream (read with the first watched group of the queue).", q),
+		streamLen:    d("queue_stream_entries", "Entries in the queue stream, over every shard.", q),
+		quarantined:  d("queue_quarantined_entries", "Entries in the queue's quarantine: waiting messages promotion could not read.", q),
 		consumers:    d("group_consumers", "Consumers known to the group on the queue stream.", g),
 		pending:      d("group_pending_messages", "Entries delivered to the group and not yet acknowledged (queue stream and retry lane).", g),
 		oldest:       d("group_oldest_pending_seconds", "Age of the group's oldest pending entry (Redis clock); 0 when none.", g),
@@ -44,101 +48,137 @@ func newStatDescs(ns string) statDescs {
 }
 
 func (s statDescs) describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{s.waiting, s.overdue, s.overdueAge, s.streamLen,
+	for _, d := range []*prometheus.Desc{s.waiting, s.overdue, s.overdueAge, s.streamLen, s.quarantined,
 		s.consumers, s.pending, s.oldest, s.lag, s.retryWaiting, s.deadLetters} {
 		ch <- d
 	}
 }
 
-// Watch makes every scrape read, from Redis, the figures of queue q
-// (delay.Queue.Stats: waiting, overdue) and of the group of each consumer
-// (group.Consumer.Stats: pending and its oldest age, lag, retry lane, dead
-// letters, consumers; the queue stream's length comes from the first of
-// them). Use the parts of the front door: Watch(q.Producer(), billing,
-// audit). Watching a queue again adds the consumers not yet watched;
-// watch one consumer per group (two consumers of one group would report
-// the same series twice, which the registry refuses). A nil q or consumer
-// returns an error wrapping [ErrInvalidOption].
-//
-// A scrape reads the queues and groups one after another, all within
-// [WithStatsTimeout]: with S shards, a queue costs one pipelined script
-// call per shard and a group about seven commands per shard. Figures that
-// fail or time out are left out of the scrape and counted in
-// stats_errors_total. Every process that watches a queue reports the
-// same figures: aggregate them with max, not sum.
-func (m *Metrics) Watch(q *delay.Queue, groups ...*group.Consumer) error {
-	if q == nil {
-		return fmt.Errorf("%w: watch: nil queue", ErrInvalidOption)
+// send sends the gauges of report r.
+func (s statDescs) send(ch chan<- prometheus.Metric, r admin.QueueReport) {
+	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
 	}
-	if slices.Contains(groups, nil) {
-		return fmt.Errorf("%w: watch %s: nil consumer", ErrInvalidOption, q.Name())
+	q := r.Queue
+	gauge(s.waiting, float64(r.Waiting), q)
+	gauge(s.overdue, float64(r.Overdue), q)
+	gauge(s.overdueAge, r.OverdueBy().Seconds(), q)
+	gauge(s.streamLen, float64(r.StreamLength), q)
+	gauge(s.quarantined, float64(r.Quarantined), q)
+	for _, g := range r.Groups {
+		gauge(s.consumers, float64(g.Consumers), q, g.Group)
+		gauge(s.pending, float64(g.Pending), q, g.Group)
+		gauge(s.oldest, (time.Duration(g.OldestPendingMs) * time.Millisecond).Seconds(), q, g.Group)
+		if g.Lag >= 0 {
+			gauge(s.lag, float64(g.Lag), q, g.Group)
+		}
+		gauge(s.retryWaiting, float64(g.RetryWaiting), q, g.Group)
+		gauge(s.deadLetters, float64(g.DeadLetters), q, g.Group)
+	}
+}
+
+// Watch makes every scrape read, from Redis through rdb, the figures of
+// the named queues under key prefix ("" for the default, as with
+// delaystream.WithPrefix), with admin.Inspector.Stats: waiting, overdue,
+// stream length and quarantine of each queue, and pending entries and
+// their oldest age, lag, retry lane, dead letters and consumers of every
+// consumer group found on its streams. The queues need not be built in
+// this process: any queue under the prefix can be watched by name. A queue
+// not yet used (no key of it in Redis) reports zeros and no group.
+//
+// Watching a queue again under the same prefix changes nothing. A queue
+// name watched under another prefix, no queue, a nil client or an invalid
+// prefix or queue name return an error wrapping [ErrInvalidOption] (and
+// the error of package delaystream or admin that found it); nothing is
+// watched then. Each watched queue's stats_errors_total series exists
+// from this call on, at 0.
+//
+// A scrape reads the queues one after another, all within
+// [WithStatsTimeout]: a queue costs a few commands per shard and group.
+// A queue whose figures fail or time out is left out of the scrape and
+// counted in stats_errors_total. Every process that watches a queue
+// reports the same figures: aggregate them with max, not sum.
+func (m *Metrics) Watch(rdb redis.UniversalClient, prefix string, queues ...string) error {
+	if prefix == "" {
+		prefix = admin.DefaultPrefix
+	}
+	in, err := admin.New(rdb, prefix)
+	if err != nil {
+		return fmt.Errorf("%w: watch: %w", ErrInvalidOption, err)
+	}
+	if len(queues) == 0 {
+		return fmt.Errorf("%w: watch: no queue named", ErrInvalidOption)
+	}
+	for _, q := range queues {
+		// New checks the name as every part of a queue does; it talks to
+		// no server and starts nothing.
+		if _, err := delaystream.New(rdb, q, delaystream.WithPrefix(prefix), delaystream.WithoutPromotion()); err != nil {
+			return fmt.Errorf("%w: watch %s: %w", ErrInvalidOption, q, err)
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	i := slices.IndexFunc(m.watched, func(w *watch) bool { return w.q.Name() == q.Name() && w.q.Keys() == q.Keys() })
-	if i < 0 {
-		m.watched = append(m.watched, &watch{q: q})
-		i = len(m.watched) - 1
+	for _, q := range queues {
+		if w, ok := m.watchOf(q); ok && w.prefix != prefix {
+			return fmt.Errorf("%w: watch %s under prefix %s: already watched under prefix %s, and the series would be the same",
+				ErrInvalidOption, q, prefix, w.prefix)
+		}
 	}
-	w := m.watched[i]
-	for _, c := range groups {
-		if !slices.Contains(w.groups, c) {
-			w.groups = append(w.groups, c)
+	for _, q := range queues {
+		if _, ok := m.watchOf(q); !ok {
+			m.watched = append(m.watched, watch{in: in, prefix: prefix, queue: q})
+			m.statsErrors.WithLabelValues(q)
 		}
 	}
 	return nil
 }
 
-// collectStats reads and sends the figures of every watched queue and
-// group, within the stats timeout.
+// watchOf returns the watch of queue, if watched. m.mu must be held.
+func (m *Metrics) watchOf(queue string) (watch, bool) {
+	i := slices.IndexFunc(m.watched, func(w watch) bool { return w.queue == queue })
+	if i < 0 {
+		return watch{}, false
+	}
+	return m.watched[i], true
+}
+
+// collectStats reads and sends the figures of every watched queue, within
+// the stats timeout.
 func (m *Metrics) collectStats(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
-	ws := make([]watch, len(m.watched))
-	for i, w := range m.watched {
-		ws[i] = watch{q: w.q, groups: slices.Clone(w.groups)}
-	}
+	ws := slices.Clone(m.watched)
 	m.mu.Unlock()
 	if len(ws) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.statsTimeout)
 	defer cancel()
-	d := m.stats
-	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
-	}
 	for _, w := range ws {
-		queue := w.q.Name()
-		if st, err := w.q.Stats(ctx); err != nil {
-			m.statsErrors.WithLabelValues(queue).Inc()
-		} else {
-			gauge(d.waiting, float64(st.Waiting), queue)
-			gauge(d.overdue, float64(st.Overdue), queue)
-			age := 0.0
-			if !st.NextDue.IsZero() && st.NextDue.Before(st.Now) {
-				age = st.Now.Sub(st.NextDue).Seconds()
-			}
-			gauge(d.overdueAge, age, queue)
+		r, err := w.read(ctx)
+		if err != nil {
+			m.statsErrors.WithLabelValues(w.queue).Inc()
+			continue
 		}
-		streamDone := false
-		for _, c := range w.groups {
-			st, err := c.Stats(ctx)
-			if err != nil {
-				m.statsErrors.WithLabelValues(queue).Inc()
-				continue
-			}
-			if !streamDone {
-				gauge(d.streamLen, float64(st.Queue.StreamLength), queue)
-				streamDone = true
-			}
-			gauge(d.consumers, float64(st.Consumers), queue, st.Group)
-			gauge(d.pending, float64(st.Pending), queue, st.Group)
-			gauge(d.oldest, st.OldestPending.Seconds(), queue, st.Group)
-			if st.Lag >= 0 {
-				gauge(d.lag, float64(st.Lag), queue, st.Group)
-			}
-			gauge(d.retryWaiting, float64(st.RetryWaiting), queue, st.Group)
-			gauge(d.deadLetters, float64(st.DeadLetters), queue, st.Group)
-		}
+		m.stats.send(ch, r)
 	}
+}
+
+// read returns the figures of w's queue: zeros for a queue not in Redis.
+func (w watch) read(ctx context.Context) (admin.QueueReport, error) {
+	rs, err := w.in.Stats(ctx, w.queue)
+	if err == nil && len(rs) == 1 {
+		return rs[0], nil
+	}
+	if err == nil {
+		return admin.QueueReport{}, fmt.Errorf("stats %s: %d reports", w.queue, len(rs))
+	}
+	if !errors.Is(err, delaystream.ErrNotFound) {
+		return admin.QueueReport{}, err
+	}
+	// Not found: the queue itself, or a part that went away while it was
+	// read (a group destroyed meanwhile)? Only the first holds nothing.
+	if _, qerr := w.in.Queues(ctx, w.queue); !errors.Is(qerr, delaystream.ErrNotFound) {
+		return admin.QueueReport{}, err
+	}
+	return admin.QueueReport{Queue: w.queue}, nil
 }
