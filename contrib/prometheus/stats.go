@@ -100,7 +100,7 @@ func (s statDescs) send(ch chan<- prometheus.Metric, r admin.QueueReport) {
 // reports the same figures: aggregate them with max, not sum.
 func (m *Metrics) Watch(rdb redis.UniversalClient, prefix string, queues ...string) error {
 	if prefix == "" {
-		prefix = admin.DefaultPrefix
+		prefix = delaystream.DefaultPrefix
 	}
 	in, err := admin.New(rdb, prefix)
 	if err != nil {
