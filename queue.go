@@ -40,8 +40,9 @@ type Queue struct {
 // New returns the Queue named name. It validates its arguments and options
 // (errors wrap [ErrInvalidOption] or [ErrInvalidName]), talks to no server
 // and starts nothing: call [Queue.Handle] for each consumer group, then
-// [Queue.Run]. The client is borrowed and never closed. A name is 1 to 128
-// bytes without control characters, braces, '*' or '?'.
+// [Queue.Run]. The client is borrowed and never closed. A name (of a
+// queue, a group or a prefix) is 1 to 128 bytes of UTF-8 without spaces,
+// control characters or braces.
 func New(rdb redis.UniversalClient, name string, opts ...Option) (*Queue, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
