@@ -93,7 +93,7 @@ func (c *Consumer) Name() string { return c.cfg.consumer }
 // holds a connection of the pool; and every 30 s in case an announcement
 // was lost), reading ahead of the workers (see the package doc), runs up to the configured
 // number of handlers at once, batches acknowledgements (an ack goes in the round trip
-// of the next read, or alone after at most 10 ms), reclaims entries idle longer than the visibility timeout with
+// of the next read, or alone after at most 50 ms, a quarter of the visibility timeout when that is shorter), reclaims entries idle longer than the visibility timeout with
 // XAUTOCLAIM on the streams where entries may be pending (it listens to
 // the movers' arrival announcements on one pub/sub connection), extends
 // the hold of read and running entries, promotes the

@@ -66,8 +66,8 @@ const (
 	DefaultStaleConsumer = time.Hour
 	// ackFlushDelay is the longest an ack waits for a read to ride with
 	// (or to be batched), capped at a quarter of the visibility timeout
-	// (ackDelayFor). 50 ms: on a sharded queue each node sees a fraction
-	// of the reads, and 10 ms sent a third of the acks alone.
+	// (ackDelayFor). It is long enough that on a sharded queue, where
+	// each node sees a fraction of the reads, most acks still find one.
 	ackFlushDelay = 50 * time.Millisecond
 )
 
