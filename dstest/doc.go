@@ -1,7 +1,7 @@
 // Package dstest runs a delaystream queue inside a unit test, on an
 // embedded Redis server (miniredis) whose clock stands still, so that an
 // application tests its scheduling logic and its handlers without a
-// redis-server, goroutines or sleeps.
+// redis-server, and without goroutines or sleeps in the test.
 //
 // [New] returns a [Queue]: a *delaystream.Queue, embedded, for the code
 // under test, on a server of its own that the test's end closes. The
