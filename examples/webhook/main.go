@@ -124,29 +124,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...
 	eps := &endpoints{calls: map[string]int{}}
 	delivered := make(chan string, 8)    // ids of successful deliveries
 	deadLettered := make(chan string, 8) // ids of dead-lettered deliveries
-	handler := func(ctx context.Context, d *delaystream.Delivery) error {
-		url := d.Headers["url"]
-		status, retryAfter, err := eps.post(url)
-		if err != nil {
-			// An error schedules the next attempt in this group's retry
-			// lane after the backoff; after the last one, the message is
-			// dead-lettered. Wrap it with delaystream.DeadLetter to skip
-			// the retries.
-			return fmt.Errorf("post %s: %w", url, err)
-		}
-		if status >= 300 {
-			err := fmt.Errorf("post %s: %d %s", url, status, http.StatusText(status))
-			// The receiver said when to come back: RetryAfter replaces the
-			// backoff for this attempt, which still counts as one.
-			if secs, perr := strconv.Atoi(retryAfter); perr == nil && status == http.StatusTooManyRequests {
-				return delaystream.RetryAfter(time.Duration(secs)*time.Second, err)
-			}
-			return err
-		}
-		say("attempt %d  %s  200 OK", d.Attempt, d.ID)
-		delivered <- d.ID
-		return nil
-	}
+	handler := deliver(eps, say, delivered)
 	// Hooks report what the consumer decided; they must not block.
 	hooks := delaystream.Hooks{
 		OnFailed: func(d *delaystream.Delivery, err error, retryIn time.Duration) {
@@ -227,5 +205,34 @@ func settle(ctx context.Context, g *delaystream.Group, eps *endpoints,
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for the redriven delivery: %w", context.Cause(ctx))
+	}
+}
+
+// deliver returns the group's handler: it posts the delivery to the URL in
+// its headers, says and sends on delivered what succeeded, and tells the
+// group what to do with what failed.
+func deliver(eps *endpoints, say func(string, ...any), delivered chan<- string) delaystream.Handler {
+	return func(ctx context.Context, d *delaystream.Delivery) error {
+		url := d.Headers["url"]
+		status, retryAfter, err := eps.post(url)
+		if err != nil {
+			// An error schedules the next attempt in this group's retry
+			// lane after the backoff; after the last one, the message is
+			// dead-lettered. Wrap it with delaystream.DeadLetter to skip
+			// the retries.
+			return fmt.Errorf("post %s: %w", url, err)
+		}
+		if status >= 300 {
+			err := fmt.Errorf("post %s: %d %s", url, status, http.StatusText(status))
+			// The receiver said when to come back: RetryAfter replaces the
+			// backoff for this attempt, which still counts as one.
+			if secs, perr := strconv.Atoi(retryAfter); perr == nil && status == http.StatusTooManyRequests {
+				return delaystream.RetryAfter(time.Duration(secs)*time.Second, err)
+			}
+			return err
+		}
+		say("attempt %d  %s  200 OK", d.Attempt, d.ID)
+		delivered <- d.ID
+		return nil
 	}
 }
