@@ -35,7 +35,8 @@
 //   - Nothing dropped silently: what cannot be delivered ends in a
 //     quarantine or dead-letter stream with a reason, and is counted.
 //
-// Package admin reads and acts on any queue by name, for operators; the
-// guides in the repository's docs/ describe the data model, sharding,
-// failure behaviour and operations.
+// Package admin reads and acts on any queue by name, for operators;
+// package dstest runs a queue on an embedded server in users' unit tests,
+// with a clock the test moves. The guides in the repository's docs/
+// describe the data model, sharding, failure behaviour and operations.
 package delaystream
