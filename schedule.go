@@ -2,6 +2,8 @@ package delaystream
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/delaystream/delaystream/codec"
@@ -122,17 +124,25 @@ func (q *Queue) Schedule(ctx context.Context, msg Message, when When) (Result, e
 // order. Invalid items fail the whole call before anything is written; a
 // Redis failure may leave some chunks written: their Results say which.
 func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, error) {
-	in := make([]delay.Item, len(items))
+	buf := itemBufs.Get().(*[]delay.Item)
+	in := slices.Grow((*buf)[:0], len(items))[:len(items)]
 	for i, it := range items {
 		in[i] = delay.Item{Message: it.Message.internal(), When: it.When.w}
 	}
 	rs, err := q.producer.ScheduleBatch(ctx, in)
+	clear(in) // the buffer keeps no payloads alive
+	*buf = in[:0]
+	itemBufs.Put(buf)
 	out := make([]Result, len(rs))
 	for i, r := range rs {
 		out[i] = result(r)
 	}
 	return out, err
 }
+
+// itemBufs holds the buffers ScheduleBatch converts its items into, so
+// that a stream of large batches does not allocate one per call.
+var itemBufs = sync.Pool{New: func() any { return new([]delay.Item) }}
 
 // Cancel removes the waiting message id and reports whether it was
 // waiting. A message already due is not cancelled: it is delivered.
