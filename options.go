@@ -9,7 +9,6 @@ import (
 	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/optcheck"
-	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // Option configures a [Queue]: its keys, its codec, how it schedules and
@@ -31,20 +30,20 @@ type config struct {
 // The defaults of the queue options.
 const (
 	// DefaultPrefix is the key prefix of a queue built without [WithPrefix].
-	DefaultPrefix = stream.DefaultPrefix
+	DefaultPrefix = "ds"
 	// DefaultDrain is how long, by default, in-flight handlers may run on
 	// after Run's ctx is cancelled (see [WithDrainTimeout]).
 	DefaultDrain = 10 * time.Second
 	// DefaultMaxPayload is the largest payload accepted by default, in bytes
 	// (see [WithMaxPayload]).
-	DefaultMaxPayload = delay.DefaultMaxPayload
+	DefaultMaxPayload = 1 << 20
 	// MaxShards is the largest shard count [WithShards] takes.
-	MaxShards = stream.MaxShards
+	MaxShards = 1024
 	// MaxHeaders is the most headers a [Message] may carry.
-	MaxHeaders = delay.MaxHeaders
+	MaxHeaders = 64
 	// ReservedHeaderPrefix starts the header keys the library reserves:
 	// a message's own headers must not use it.
-	ReservedHeaderPrefix = delay.ReservedHeaderPrefix
+	ReservedHeaderPrefix = "ds."
 )
 
 func newConfig(opts []Option) (config, error) {
