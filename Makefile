@@ -11,7 +11,7 @@ TOOLBIN    := $(shell $(GO) env GOPATH)/bin
 STATICCHECK_VERSION ?= v0.8.2
 GOCYCLO_VERSION     ?= v0.6.0
 
-.PHONY: all test lint-tools ensure-tools chaos test-unit test-tls lint vet fmt ensure-redis bench tidy property fuzz fuzz-short
+.PHONY: all test test-newest-go stress lint-tools ensure-tools chaos test-unit test-tls lint vet fmt ensure-redis bench tidy property fuzz fuzz-short
 
 # Fuzz targets run one at a time (go test -fuzz takes one target), each
 # for FUZZTIME with `make fuzz` and FUZZTIME_SHORT within `make test`.
@@ -25,15 +25,43 @@ FUZZMINTIME    ?= 5s
 
 all: lint test
 
-## test: vet, then go test -race over every module (integration included; its packages one at a time, so that the chaos short mode's processes do not load the timing tests), the core module again over TLS, then fuzz-short
+## test: vet, then go test -race over every module (integration included; its packages one at a time, so that the chaos short mode's processes do not load the timing tests), what TLS changes (connection set-up, pub/sub, a cluster with tls-cluster) over TLS, the core module's vet and unit tests on the newest Go release, then fuzz-short
 test: ensure-redis ensure-tools vet
 	@set -e; for m in $(MODULES); do \
 		echo "== go test $$m"; \
 		p=""; [ "$$m" = ./integration ] && p="-p 1"; \
 		(cd $$m && $(GO) test $(GOFLAGS_TEST) $$p ./...); \
 	done
-	@echo "== go test . (TLS)"; DELAYSTREAM_TLS=1 $(GO) test $(GOFLAGS_TEST) ./...
+	@echo "== go test (TLS): $(TLS_PKGS)"; DELAYSTREAM_TLS=1 $(GO) test $(GOFLAGS_TEST) $(TLS_PKGS)
+	@$(MAKE) --no-print-directory test-newest-go
 	@$(MAKE) --no-print-directory fuzz-short
+
+# TLS_PKGS are the core packages whose tests exercise what TLS changes:
+# connection set-up through the whole stack (the root package), pub/sub
+# (shardsub), a Cluster with tls-cluster and tls-replication (redistest,
+# heal). make test-tls runs everything over TLS.
+TLS_PKGS := . ./internal/redistest ./internal/shardsub ./internal/heal
+
+# GO_NEWEST is the newest Go release; go.mod's go line is the oldest
+# supported. The toolchain is fetched through the module proxy.
+GO_NEWEST ?= go1.27.1
+
+## test-newest-go: go vet and the core module's unit tests on the newest Go release (GO_NEWEST)
+test-newest-go: ensure-redis
+	@echo "== $(GO_NEWEST): go vet and go test (core module)"
+	@GOTOOLCHAIN=$(GO_NEWEST) $(GO) vet ./...
+	@GOTOOLCHAIN=$(GO_NEWEST) $(GO) test -count=1 -timeout 15m ./...
+
+## stress: the core packages -race -count=5 while two CPU-burning processes share the machine, then the integration module twice
+stress: ensure-redis
+	@set -e; \
+	sh -c 'while :; do :; done' & b1=$$!; sh -c 'while :; do :; done' & b2=$$!; \
+	trap 'kill $$b1 $$b2 2>/dev/null' EXIT; \
+	echo "== go test -race -count=5 ./... (core) beside two CPU burners"; \
+	$(GO) test -race -count=5 -timeout 30m ./...; \
+	kill $$b1 $$b2; trap - EXIT; \
+	echo "== go test -race -count=2 ./... (integration)"; \
+	cd integration && $(GO) test -race -count=2 -p 1 -timeout 30m ./...
 
 ## test-tls: the core module and integration with every test server on TLS only (DELAYSTREAM_TLS=1)
 test-tls: ensure-redis
