@@ -480,23 +480,6 @@ func TestShardsNothingLostNothingTwice(t *testing.T) {
 		engines = append(engines, e)
 		return runEngine(t, e)
 	}
-	stopA, _ := start()
-	stopB, _ := start()
-	_, crashC := start()
-	step := func(d time.Duration) { time.Sleep(d) } // the churn follows the messages' due times
-	step(500 * time.Millisecond)
-	stopD, _ := start()
-	put(t, rdb, layout, msgs[total/2:3*total/4])
-	step(500 * time.Millisecond)
-	stopB()
-	step(500 * time.Millisecond)
-	crashC()
-	put(t, rdb, layout, msgs[3*total/4:])
-	step(500 * time.Millisecond)
-	stopE, _ := start()
-	step(500 * time.Millisecond)
-	stopA()
-
 	streamLen := func() int64 {
 		var sum int64
 		for i := range n {
@@ -506,7 +489,29 @@ func TestShardsNothingLostNothingTwice(t *testing.T) {
 		}
 		return sum
 	}
-	require.Eventually(t, func() bool { return streamLen() >= total }, 15*time.Second, 10*time.Millisecond)
+	// The churn follows the promotion, and so the messages' due times:
+	// each step waits until the movers have appended k messages, which
+	// cannot happen before the k-th due time (a message every 0.6 ms).
+	appended := func(k int64) {
+		t.Helper()
+		require.Eventually(t, func() bool { return streamLen() >= k }, 15*time.Second, 5*time.Millisecond, "%d appended", k)
+	}
+	stopA, _ := start()
+	stopB, _ := start()
+	_, crashC := start()
+	require.Eventually(t, func() bool { return settled(engines, n) }, 10*time.Second, 5*time.Millisecond, "the three movers split the shards")
+	stopD, _ := start()
+	put(t, rdb, layout, msgs[total/2:3*total/4])
+	appended(total / 4)
+	stopB()
+	appended(2 * total / 5)
+	crashC()
+	put(t, rdb, layout, msgs[3*total/4:])
+	appended(3 * total / 5)
+	stopE, _ := start()
+	appended(3 * total / 4)
+	stopA()
+	appended(total)
 	stopD()
 	stopE()
 
@@ -767,10 +772,15 @@ func TestShardsIdleCost(t *testing.T) {
 	const n, movers = 16, 2
 	prefix := redistest.Prefix(t)
 	var engines []*Engine
+	var logs []*probeLog // each mover's beats, counted as they are sent
 	for range movers {
-		e, err := New(client(), "q", WithPrefix(prefix), WithShards(n))
+		c := client()
+		log := newProbeLog()
+		c.AddHook(log)
+		e, err := New(c, "q", WithPrefix(prefix), WithShards(n))
 		require.NoError(t, err)
 		engines = append(engines, e)
+		logs = append(logs, log)
 		runEngine(t, e)
 	}
 	// Steady state: the shards split, every owned lane idle, and the probe
@@ -791,11 +801,33 @@ func TestShardsIdleCost(t *testing.T) {
 		return true
 	}, 20*time.Second, 10*time.Millisecond)
 
+	// The window opens at a beat of the first mover and closes once each
+	// mover has sent 7 more (about 3 s): its end is an event, its length
+	// is measured, and every rate below is per second of it.
+	const perMover = 7
+	beatsOf := func() []int64 {
+		var out []int64
+		for _, l := range logs {
+			out = append(out, l.beats.Load())
+		}
+		return out
+	}
+	first := beatsOf()
+	require.Eventually(t, func() bool { return logs[0].beats.Load() > first[0] }, 5*time.Second, time.Millisecond, "a beat")
 	admin := client()
+	from := beatsOf()
 	before := commandCalls(t, admin)
-	const window = 3 * time.Second
-	time.Sleep(window) // measuring over a fixed window is the point
+	opened := time.Now()
+	require.Eventually(t, func() bool {
+		for i, b := range beatsOf() {
+			if b-from[i] < perMover {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, time.Millisecond, "%d beats of each mover", perMover)
 	after := commandCalls(t, admin)
+	window := time.Since(opened)
 	delta := map[string]int64{}
 	var total int64
 	for name, c := range after {
