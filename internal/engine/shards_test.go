@@ -480,21 +480,12 @@ func TestShardsNothingLostNothingTwice(t *testing.T) {
 		engines = append(engines, e)
 		return runEngine(t, e)
 	}
-	streamLen := func() int64 {
-		var sum int64
-		for i := range n {
-			l, err := rdb.XLen(ctx, layout.Shard(i).Main().Stream).Result()
-			require.NoError(t, err)
-			sum += l
-		}
-		return sum
-	}
 	// The churn follows the promotion, and so the messages' due times:
 	// each step waits until the movers have appended k messages, which
 	// cannot happen before the k-th due time (a message every 0.6 ms).
 	appended := func(k int64) {
 		t.Helper()
-		require.Eventually(t, func() bool { return streamLen() >= k }, 15*time.Second, 5*time.Millisecond, "%d appended", k)
+		require.Eventually(t, func() bool { return streamsLen(t, rdb, layout) >= k }, 15*time.Second, 5*time.Millisecond, "%d appended", k)
 	}
 	stopA, _ := start()
 	stopB, _ := start()
@@ -554,6 +545,19 @@ func TestShardsNothingLostNothingTwice(t *testing.T) {
 	// reply being counted; the counters never count more.
 	assert.LessOrEqual(t, promoted, uint64(total))
 	assert.Greater(t, promoted, uint64(total/2))
+}
+
+// streamsLen returns how many entries the main streams of layout's
+// shards hold.
+func streamsLen(t *testing.T, rdb redis.UniversalClient, layout *stream.Layout) int64 {
+	t.Helper()
+	var sum int64
+	for i := range layout.Shards() {
+		l, err := rdb.XLen(context.Background(), layout.Shard(i).Main().Stream).Result()
+		require.NoError(t, err)
+		sum += l
+	}
+	return sum
 }
 
 // keysUnder returns every key under prefix with its type and content.
@@ -852,7 +856,6 @@ func TestShardsIdleCost(t *testing.T) {
 // connection of a ClusterClient (a classic PUBLISH reaches every node).
 func TestShardsCluster(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	c, err := redistest.SpawnCluster(3, 0)
 	require.NoError(t, err)
 	t.Cleanup(c.Stop)
@@ -881,16 +884,7 @@ func TestShardsCluster(t *testing.T) {
 		msgs[i] = msg{id: fmt.Sprintf("m-%d", i), due: time.Now().Add(time.Duration(i) * time.Millisecond)}
 	}
 	put(t, rdb, layout, msgs)
-	count := func() int64 {
-		var sum int64
-		for i := range n {
-			l, err := rdb.XLen(ctx, layout.Shard(i).Main().Stream).Result()
-			require.NoError(t, err)
-			sum += l
-		}
-		return sum
-	}
-	require.Eventually(t, func() bool { return count() == total }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return streamsLen(t, rdb, layout) == total }, 10*time.Second, 10*time.Millisecond)
 	assert.Positive(t, engines[0].Counters().Promoted)
 	assert.Positive(t, engines[1].Counters().Promoted)
 
@@ -898,5 +892,5 @@ func TestShardsCluster(t *testing.T) {
 	require.Eventually(t, func() bool { return len(engines[1].Owned()) == n }, 2*time.Second, 5*time.Millisecond,
 		"the leave reaches the other mover")
 	put(t, rdb, layout, []msg{{id: "after", due: time.Now()}})
-	require.Eventually(t, func() bool { return count() == total+1 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return streamsLen(t, rdb, layout) == total+1 }, 5*time.Second, 10*time.Millisecond)
 }
