@@ -61,15 +61,15 @@ func waitLinked(t *testing.T, master string, replicas []string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for _, addr := range append(replicas, master) {
 		c := client(t, redis.Options{Addr: addr})
-		for {
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
 			info, err := c.Info(ctx, "replication").Result()
-			if err == nil && addr != master && strings.Contains(info, "master_link_status:up") ||
-				err == nil && addr == master && strings.Count(info, ",state=online,") == len(replicas) {
-				break
+			require.NoError(ct, err)
+			if addr == master {
+				assert.Equal(ct, len(replicas), strings.Count(info, ",state=online,"), info)
+			} else {
+				assert.Contains(ct, info, "master_link_status:up")
 			}
-			require.True(t, time.Now().Before(deadline), "%s: replication not up within 10s: %v %s", addr, err, info)
-			time.Sleep(20 * time.Millisecond)
-		}
+		}, time.Until(deadline), 20*time.Millisecond, "%s: replication not up within 10s", addr)
 	}
 	// Even then, a fresh replica may not confirm the very first write
 	// within a few hundred ms: write and WAIT until they all confirm.
@@ -491,15 +491,12 @@ func TestReplicaAckCluster(t *testing.T) {
 	oldAddr := old.Options().Addr
 	promoted := replicaOf(oldAddr)
 	require.NoError(t, promoted.ClusterFailover(ctx).Err())
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		info, err := promoted.Info(ctx, "replication").Result()
-		if err == nil && strings.Contains(info, "role:master") && strings.Contains(info, "connected_slaves:1") {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "no failover within 10s: %v %s", err, info)
-		time.Sleep(20 * time.Millisecond)
-	}
+		require.NoError(ct, err)
+		assert.Contains(ct, info, "role:master")
+		assert.Contains(ct, info, "connected_slaves:1")
+	}, 10*time.Second, 20*time.Millisecond, "no failover within 10s")
 	waitLinked(t, promoted.Options().Addr, []string{oldAddr})
 	stale, err := rdb.MasterForKey(ctx, key)
 	require.NoError(t, err)

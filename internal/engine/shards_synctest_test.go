@@ -34,17 +34,21 @@ import (
 func pipeRedis(t *testing.T) (*miniredis.Miniredis, *redis.Client) {
 	mr := miniredis.NewMiniRedis()
 	mr.ClockTTL(true)
+	t.Cleanup(mr.Close) // after the clients' cleanups
+	return mr, pipeClient(t, mr)
+}
+
+// pipeClient returns a client of the in-bubble miniredis mr, closed when
+// t ends.
+func pipeClient(t *testing.T, mr *miniredis.Miniredis) *redis.Client {
 	rdb := redis.NewClient(&redis.Options{
 		// An IP address and no maintenance notifications: no DNS in a bubble.
 		Addr:                     "127.0.0.1:6379",
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 		Dialer:                   func(context.Context, string, string) (net.Conn, error) { return mr.Dial() },
 	})
-	t.Cleanup(func() {
-		_ = rdb.Close()
-		mr.Close()
-	})
-	return mr, rdb
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
 }
 
 // probeLog records, per key, when the client probed a delayed set's head

@@ -480,33 +480,29 @@ func TestShardsNothingLostNothingTwice(t *testing.T) {
 		engines = append(engines, e)
 		return runEngine(t, e)
 	}
+	// The churn follows the promotion, and so the messages' due times:
+	// each step waits until the movers have appended k messages, which
+	// cannot happen before the k-th due time (a message every 0.6 ms).
+	appended := func(k int64) {
+		t.Helper()
+		require.Eventually(t, func() bool { return streamsLen(t, rdb, layout) >= k }, 15*time.Second, 5*time.Millisecond, "%d appended", k)
+	}
 	stopA, _ := start()
 	stopB, _ := start()
 	_, crashC := start()
-	step := func(d time.Duration) { time.Sleep(d) } // the churn follows the messages' due times
-	step(500 * time.Millisecond)
+	require.Eventually(t, func() bool { return settled(engines, n) }, 10*time.Second, 5*time.Millisecond, "the three movers split the shards")
 	stopD, _ := start()
 	put(t, rdb, layout, msgs[total/2:3*total/4])
-	step(500 * time.Millisecond)
+	appended(total / 4)
 	stopB()
-	step(500 * time.Millisecond)
+	appended(2 * total / 5)
 	crashC()
 	put(t, rdb, layout, msgs[3*total/4:])
-	step(500 * time.Millisecond)
+	appended(3 * total / 5)
 	stopE, _ := start()
-	step(500 * time.Millisecond)
+	appended(3 * total / 4)
 	stopA()
-
-	streamLen := func() int64 {
-		var sum int64
-		for i := range n {
-			l, err := rdb.XLen(ctx, layout.Shard(i).Main().Stream).Result()
-			require.NoError(t, err)
-			sum += l
-		}
-		return sum
-	}
-	require.Eventually(t, func() bool { return streamLen() >= total }, 15*time.Second, 10*time.Millisecond)
+	appended(total)
 	stopD()
 	stopE()
 
@@ -549,6 +545,19 @@ func TestShardsNothingLostNothingTwice(t *testing.T) {
 	// reply being counted; the counters never count more.
 	assert.LessOrEqual(t, promoted, uint64(total))
 	assert.Greater(t, promoted, uint64(total/2))
+}
+
+// streamsLen returns how many entries the main streams of layout's
+// shards hold.
+func streamsLen(t *testing.T, rdb redis.UniversalClient, layout *stream.Layout) int64 {
+	t.Helper()
+	var sum int64
+	for i := range layout.Shards() {
+		l, err := rdb.XLen(context.Background(), layout.Shard(i).Main().Stream).Result()
+		require.NoError(t, err)
+		sum += l
+	}
+	return sum
 }
 
 // keysUnder returns every key under prefix with its type and content.
@@ -767,10 +776,15 @@ func TestShardsIdleCost(t *testing.T) {
 	const n, movers = 16, 2
 	prefix := redistest.Prefix(t)
 	var engines []*Engine
+	var logs []*probeLog // each mover's beats, counted as they are sent
 	for range movers {
-		e, err := New(client(), "q", WithPrefix(prefix), WithShards(n))
+		c := client()
+		log := newProbeLog()
+		c.AddHook(log)
+		e, err := New(c, "q", WithPrefix(prefix), WithShards(n))
 		require.NoError(t, err)
 		engines = append(engines, e)
+		logs = append(logs, log)
 		runEngine(t, e)
 	}
 	// Steady state: the shards split, every owned lane idle, and the probe
@@ -791,11 +805,33 @@ func TestShardsIdleCost(t *testing.T) {
 		return true
 	}, 20*time.Second, 10*time.Millisecond)
 
+	// The window opens at a beat of the first mover and closes once each
+	// mover has sent 7 more (about 3 s): its end is an event, its length
+	// is measured, and every rate below is per second of it.
+	const perMover = 7
+	beatsOf := func() []int64 {
+		var out []int64
+		for _, l := range logs {
+			out = append(out, l.beats.Load())
+		}
+		return out
+	}
+	first := beatsOf()
+	require.Eventually(t, func() bool { return logs[0].beats.Load() > first[0] }, 5*time.Second, time.Millisecond, "a beat")
 	admin := client()
+	from := beatsOf()
 	before := commandCalls(t, admin)
-	const window = 3 * time.Second
-	time.Sleep(window) // measuring over a fixed window is the point
+	opened := time.Now()
+	require.Eventually(t, func() bool {
+		for i, b := range beatsOf() {
+			if b-from[i] < perMover {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, time.Millisecond, "%d beats of each mover", perMover)
 	after := commandCalls(t, admin)
+	window := time.Since(opened)
 	delta := map[string]int64{}
 	var total int64
 	for name, c := range after {
@@ -820,7 +856,6 @@ func TestShardsIdleCost(t *testing.T) {
 // connection of a ClusterClient (a classic PUBLISH reaches every node).
 func TestShardsCluster(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	c, err := redistest.SpawnCluster(3, 0)
 	require.NoError(t, err)
 	t.Cleanup(c.Stop)
@@ -849,16 +884,7 @@ func TestShardsCluster(t *testing.T) {
 		msgs[i] = msg{id: fmt.Sprintf("m-%d", i), due: time.Now().Add(time.Duration(i) * time.Millisecond)}
 	}
 	put(t, rdb, layout, msgs)
-	count := func() int64 {
-		var sum int64
-		for i := range n {
-			l, err := rdb.XLen(ctx, layout.Shard(i).Main().Stream).Result()
-			require.NoError(t, err)
-			sum += l
-		}
-		return sum
-	}
-	require.Eventually(t, func() bool { return count() == total }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return streamsLen(t, rdb, layout) == total }, 10*time.Second, 10*time.Millisecond)
 	assert.Positive(t, engines[0].Counters().Promoted)
 	assert.Positive(t, engines[1].Counters().Promoted)
 
@@ -866,5 +892,5 @@ func TestShardsCluster(t *testing.T) {
 	require.Eventually(t, func() bool { return len(engines[1].Owned()) == n }, 2*time.Second, 5*time.Millisecond,
 		"the leave reaches the other mover")
 	put(t, rdb, layout, []msg{{id: "after", due: time.Now()}})
-	require.Eventually(t, func() bool { return count() == total+1 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return streamsLen(t, rdb, layout) == total+1 }, 5*time.Second, 10*time.Millisecond)
 }

@@ -139,15 +139,18 @@ func run(t *testing.T, m *mover.Mover) (stop func() (time.Duration, error)) {
 	return stop
 }
 
-// countCalls counts promote calls (EVALSHA) sent through a client.
-type countCalls struct{ n atomic.Int64 }
+// countCalls counts promote calls (EVALSHA) sent through a client (n),
+// and those that got their reply (done).
+type countCalls struct{ n, done atomic.Int64 }
 
 func (h *countCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *countCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "evalsha" {
-			h.n.Add(1)
+		if cmd.Name() != "evalsha" {
+			return next(ctx, cmd)
 		}
+		h.n.Add(1)
+		defer h.done.Add(1)
 		return next(ctx, cmd)
 	}
 }
@@ -458,12 +461,13 @@ func TestWakeUp(t *testing.T) {
 				mover.WithMaxIdle(5*time.Second), mover.WithLeaseTTL(6*time.Second))
 			require.NoError(t, err)
 			run(t, m)
+			// Its check of the lane once subscribed (its second call) has
+			// its reply: the mover sleeps (or is about to) for the max idle.
 			wake := q.Keys().Main().Wake
 			require.Eventually(t, func() bool {
 				n, err := rdb.PubSubNumSub(ctx, wake).Result()
-				return err == nil && n[wake] == 1 && calls.n.Load() >= 2
+				return err == nil && n[wake] == 1 && calls.done.Load() >= 2
 			}, 5*time.Second, 5*time.Millisecond, "the mover subscribes to its wake channel and checks the lane")
-			time.Sleep(50 * time.Millisecond) // asleep now
 
 			start := time.Now()
 			res, err := q.Schedule(ctx, delay.Message{ID: "soon"}, delay.After(50*time.Millisecond))

@@ -65,6 +65,14 @@ func (r *recorder) lostGroups() []string {
 	return out
 }
 
+// lostCount returns how many OnLost calls named the group whose first
+// channel is ch: the failed attempts to subscribe it.
+func (r *recorder) lostCount(ch string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lost[ch]
+}
+
 func (r *recorder) got(ch string) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -308,7 +316,10 @@ func TestClusterFollowsPromotedReplica(t *testing.T) {
 	r := newRecorder()
 	start(t, rdb, r.config(groups), r, 1)
 	victimServer.Stop()
-	time.Sleep(6 * time.Second) // the resubscription backs off to its 5 s cap
+	// The backoff doubles from 100 ms after each failed attempt: after the
+	// 7th it is at its 5 s cap (a wait of 2.5 to 5 s).
+	require.Eventually(t, func() bool { return r.lostCount(groups[0][0]) >= 7 }, 30*time.Second, 5*time.Millisecond,
+		"the resubscription fails, and backs off, 7 times")
 	resets := r.resetCount()
 	require.Equal(t, 1, resets, "no subscription while the master is down and not replaced")
 

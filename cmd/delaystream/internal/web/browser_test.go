@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -242,6 +243,10 @@ func browser(t *testing.T) context.Context {
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	t.Cleanup(func() {
+		var helpers []proc
+		if c := chromedp.FromContext(bctx); c != nil && c.Browser != nil && c.Browser.Process() != nil {
+			helpers = descendants(c.Browser.Process().Pid)
+		}
 		closed := make(chan struct{})
 		go func() {
 			_ = chromedp.Cancel(bctx) // closes the browser and waits for it
@@ -255,20 +260,15 @@ func browser(t *testing.T) context.Context {
 			t.Errorf("chromium did not close within 30s")
 			return
 		}
-		// Chromium's helpers may still be writing its profile for a moment
-		// (and recreate it): remove it until it stays away.
-		var err error
-		for range 50 {
-			if err = os.RemoveAll(profile); err == nil {
-				time.Sleep(200 * time.Millisecond)
-				if _, serr := os.Stat(profile); os.IsNotExist(serr) {
-					return
-				}
-				continue
-			}
-			time.Sleep(100 * time.Millisecond)
+		// Chromium's helpers (zygotes, renderers, the storage and network
+		// services) may outlive the browser for a moment, writing its
+		// profile (and recreating it): remove it once they are gone.
+		assert.Eventually(t, func() bool {
+			return !slices.ContainsFunc(helpers, proc.alive)
+		}, 30*time.Second, 10*time.Millisecond, "chromium's helper processes did not exit within 30s")
+		if err := os.RemoveAll(profile); err != nil {
+			t.Logf("remove chromium profile %s: %v", profile, err)
 		}
-		t.Logf("remove chromium profile %s: %v", profile, err)
 	})
 	// Start the browser now, with a generous bound: a loaded machine is
 	// slow. (A deadline on the first Run's context would be the browser's
@@ -284,6 +284,60 @@ func browser(t *testing.T) context.Context {
 		t.Fatalf("chromium %s did not start within 90s", path)
 	}
 	return bctx
+}
+
+// proc is a process, told apart from a later one given the same id by
+// its start time.
+type proc struct {
+	pid   int
+	start string // start time in clock ticks since boot
+}
+
+// procStat returns the state, parent and start time of process pid, read
+// from /proc (Linux); ok is false if there is no such process.
+func procStat(pid int) (state string, parent int, start string, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", 0, "", false
+	}
+	// "pid (comm) state ppid ...": comm may hold spaces and parentheses;
+	// the start time is the 22nd field.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 20 {
+		return "", 0, "", false
+	}
+	parent, err = strconv.Atoi(f[1])
+	return f[0], parent, f[19], err == nil
+}
+
+// alive reports whether p still runs (a zombie does not).
+func (p proc) alive() bool {
+	state, _, start, ok := procStat(p.pid)
+	return ok && state != "Z" && start == p.start
+}
+
+// descendants returns the processes descending from pid: none where
+// there is no /proc.
+func descendants(pid int) []proc {
+	ents, _ := os.ReadDir("/proc")
+	children := map[int][]proc{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if _, parent, start, ok := procStat(p); ok {
+			children[parent] = append(children[parent], proc{pid: p, start: start})
+		}
+	}
+	var out []proc
+	for next := []int{pid}; len(next) > 0; next = next[1:] {
+		for _, c := range children[next[0]] {
+			out = append(out, c)
+			next = append(next, c.pid)
+		}
+	}
+	return out
 }
 
 // step runs actions with a generous timeout.
