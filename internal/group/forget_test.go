@@ -9,8 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/internal/group"
-	"github.com/delaystream/delaystream/internal/redistest"
-	"github.com/delaystream/delaystream/internal/scripts"
 )
 
 // The queue stream is deleted (someone replaced it, then deleted it) and
@@ -24,11 +22,8 @@ func TestTrimWaitsForRecordedGroups(t *testing.T) {
 	h.startMover()
 	fast, slow := newRecorder(), newRecorder()
 	opts := []group.Option{group.WithTrimInterval(100 * time.Millisecond), group.WithoutPromotion()}
-	// The fast consumer's client counts its runs of the trim script.
-	client := redistest.Client(t)
-	trims := newScriptCounter(scripts.Trim, h.mainStream())
-	client.AddHook(trims)
-	fc := h.consumerOn(client, "fast", fast.ack, opts...)
+	ticks := &loopTicks{}
+	fc := h.consumer("fast", fast.ack, append(opts, ticks.option())...)
 	rf := start(t, fc.Run)
 	rs := start(t, h.consumer("slow", slow.ack, opts...).Run)
 	// Both groups exist before anything arrives: a group whose consumers
@@ -47,12 +42,10 @@ func TestTrimWaitsForRecordedGroups(t *testing.T) {
 	// The fast group recreates its group, reads and acknowledges all ten;
 	// its trimmer must keep them for the slow group, recorded but missing.
 	waitFor(t, 10*time.Second, func() bool { return fc.Counters().Acked == 15 })
-	// Two more runs of its trim script (one every trim interval while the
-	// slow group is missing): the second began after the last
-	// acknowledgement, and would have trimmed what the fast group
-	// acknowledged.
-	n0 := trims.n.Load()
-	waitFor(t, 10*time.Second, func() bool { return trims.n.Load() >= n0+2 }, "the fast group's trimmer ran")
+	// Two more iterations of its trim loop: the second began after the
+	// last acknowledgement, and trimmed the stream (for what was
+	// acknowledged, or again after a pass the missing group held back).
+	ticks.waitTrims(t, 2)
 	n, err := h.rdb.XLen(ctx, h.mainStream()).Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 10, n, "the fast group's trimmer removed what the slow group has not read")
