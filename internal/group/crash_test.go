@@ -559,10 +559,14 @@ func TestIdleThenKilledConsumerWorkIsReclaimed(t *testing.T) {
 	// A message for the child: the survivor's reads are held back until
 	// the child has it, so that it reaches the survivor's reclaimer only
 	// through the announcement (a message the survivor read itself would
-	// wake it through its own read).
+	// wake it through its own read). The wait above ends at a tick of the
+	// survivor's reclaim loop: the message is due half an interval later,
+	// so that the kill falls between two ticks, where "within 3 s"
+	// (visibility plus interval) is not decided by a tick's few
+	// milliseconds either way.
 	gate.close()
 	t.Cleanup(gate.open)
-	h.schedule([]string{"idle"}, 0)
+	h.schedule([]string{"idle"}, group.DefaultReclaimEvery/2)
 	held := ch.waitHeld(t, 1, 10*time.Second)
 	gate.open()
 	killed := time.Now()
