@@ -55,7 +55,7 @@ func TestAcksRideWithReads(t *testing.T) {
 		return rec.ack(ctx, m)
 	})
 	r := start(t, c.Run)
-	waitSubscribers(t, h.rdb, 1, false, h.keys.Main().Arrivals)
+	waitSubscribers(t, h.rdb, 1, h.keys.Main().Arrivals)
 
 	for i := range n {
 		id := fmt.Sprint("m", i)

@@ -548,7 +548,7 @@ func TestIdleThenKilledConsumerWorkIsReclaimed(t *testing.T) {
 	r := start(t, c.Run)
 	ch := h.startChild("g", "doomed", helperConfig{Workers: 4})
 	t.Cleanup(func() { ch.kill(t) })
-	waitSubscribers(t, h.rdb, 2, false, h.keys.Main().Arrivals)
+	waitSubscribers(t, h.rdb, 2, h.keys.Main().Arrivals)
 
 	// Idle: after the first passes find nothing pending and nothing
 	// unread, no reclaim call for three intervals (three iterations of

@@ -624,19 +624,12 @@ func (l *loopTicks) waitTrims(t *testing.T, n int64) {
 	waitFor(t, 30*time.Second, func() bool { return l.trims.Load() >= from+n }, "%d trim loop iterations", n)
 }
 
-// waitSubscribers waits until each channel has at least n subscribers
-// (classic channels; shard channels with sharded): the consumers listen
-// for arrivals.
-func waitSubscribers(t *testing.T, rdb redis.UniversalClient, n int64, sharded bool, channels ...string) {
+// waitSubscribers waits until each (classic) channel has at least n
+// subscribers: the consumers listen for arrivals.
+func waitSubscribers(t *testing.T, rdb redis.UniversalClient, n int64, channels ...string) {
 	t.Helper()
 	waitFor(t, 10*time.Second, func() bool {
-		var subs map[string]int64
-		var err error
-		if sharded {
-			subs, err = rdb.PubSubShardNumSub(context.Background(), channels...).Result()
-		} else {
-			subs, err = rdb.PubSubNumSub(context.Background(), channels...).Result()
-		}
+		subs, err := rdb.PubSubNumSub(context.Background(), channels...).Result()
 		if err != nil {
 			return false
 		}

@@ -32,7 +32,7 @@ func TestIdleConsumerReadsWhenAnnounced(t *testing.T) {
 	r := start(t, c.Run)
 	// Subscribed: the reads every subscription makes come before the
 	// first announced message's.
-	waitSubscribers(t, h.rdb, 1, false, h.keys.Main().Arrivals, h.keys.Retry("g").Arrivals)
+	waitSubscribers(t, h.rdb, 1, h.keys.Main().Arrivals, h.keys.Retry("g").Arrivals)
 	h.schedule([]string{"first"}, 0)
 	waitFor(t, 5*time.Second, func() bool { return rec.total() == 1 }, "the first delivered")
 	all, empty := reads.all.Load(), reads.empty.Load()
@@ -82,7 +82,7 @@ func TestManyQueuesOneClient(t *testing.T) {
 		producers = append(producers, q)
 		arrivals = append(arrivals, q.Keys().Main().Arrivals)
 	}
-	waitSubscribers(t, rdb, 1, false, arrivals...) // started: listening for arrivals
+	waitSubscribers(t, rdb, 1, arrivals...) // started: listening for arrivals
 	scheduled := time.Now()
 	for _, q := range producers {
 		_, err := q.Schedule(ctx, delay.Message{Payload: []byte("p")}, delay.After(0))

@@ -63,7 +63,7 @@ func TestManyConsumersShareOneSmallPool(t *testing.T) {
 	for i, q := range producers {
 		arrivals[i] = q.Keys().Main().Arrivals
 	}
-	waitSubscribers(t, rdb, 1, false, arrivals...)
+	waitSubscribers(t, rdb, 1, arrivals...)
 
 	// The program's own command gets a connection at once.
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
