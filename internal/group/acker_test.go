@@ -1,6 +1,7 @@
 package group_test
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -8,7 +9,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/redistest"
 )
 
@@ -35,7 +38,8 @@ func (h *ackRides) see(cmds []redis.Cmder) {
 
 // At a trickle, a message's acknowledgement goes in the round trip of the
 // consumer's next read (the read of the next message announced) rather
-// than in one of its own: 40 messages due 3 ms apart, read one by one.
+// than in one of its own: 40 messages read one by one, each scheduled
+// once the one before was handled.
 func TestAcksRideWithReads(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -43,15 +47,25 @@ func TestAcksRideWithReads(t *testing.T) {
 	rides := new(ackRides)
 	rdb := redistest.Client(t)
 	rdb.AddHook(roundTrips(rides.see))
-	rec := newRecorder()
-	c := h.consumerOn(rdb, "g", rec.ack)
-	r := start(t, c.Run)
-	time.Sleep(500 * time.Millisecond) // subscribed
-
 	const n = 40
+	handled := make(chan string, n)
+	rec := newRecorder()
+	c := h.consumerOn(rdb, "g", func(ctx context.Context, m *group.Message) error {
+		handled <- m.ID
+		return rec.ack(ctx, m)
+	})
+	r := start(t, c.Run)
+	waitSubscribers(t, h.rdb, 1, h.keys.Main().Arrivals)
+
 	for i := range n {
-		h.schedule([]string{fmt.Sprint("m", i)}, 0)
-		time.Sleep(3 * time.Millisecond)
+		id := fmt.Sprint("m", i)
+		h.schedule([]string{id}, 0)
+		select {
+		case got := <-handled:
+			require.Equal(t, id, got)
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "not delivered", id)
+		}
 	}
 	waitFor(t, 5*time.Second, func() bool { return c.Counters().Acked == n }, "all acknowledged")
 	r.stop(t)

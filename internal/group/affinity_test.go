@@ -44,6 +44,22 @@ func (h *emptyReads) see(cmd redis.Cmder) {
 	}
 }
 
+// membersListed counts the membership lists (PUBSUB SHARDCHANNELS
+// replies) of a client that name a given number of consumers.
+type membersListed struct{ n atomic.Int64 }
+
+func (l *membersListed) hook(members int) redis.Hook {
+	return roundTrips(func(cmds []redis.Cmder) {
+		for _, cmd := range cmds {
+			args := cmd.Args()
+			c, ok := cmd.(*redis.StringSliceCmd)
+			if ok && len(args) > 1 && strings.EqualFold(fmt.Sprint(args[1]), "shardchannels") && c.Err() == nil && len(c.Val()) == members {
+				l.n.Add(1)
+			}
+		}
+	})
+}
+
 // Two consumers of one group on a queue of 8 shards split the shards
 // between them: an announced shard is read at once by its owner only, the
 // other consumer reading it in a stray round 100 ms later, once the owner
@@ -73,19 +89,17 @@ func TestShardedConsumersSplitTheReads(t *testing.T) {
 		return rec.ack(ctx, m)
 	}
 	var hooks [2]emptyReads
+	var lists [2]membersListed
 	for k, hd := range []group.Handler{rec.ack, stuck} {
 		rdb := redistest.Client(t)
 		rdb.AddHook(hooks[k].hook())
+		rdb.AddHook(lists[k].hook(2))
 		c := h.consumerOn(rdb, "g", hd, group.WithConsumerName(fmt.Sprintf("c%d", k)),
 			group.WithPrefetch(0), group.WithMembersEvery(100*time.Millisecond), group.WithoutPromotion())
 		start(t, c.Run)
 	}
-	pattern := h.keys.PresencePrefix("g") + "*"
-	waitFor(t, 10*time.Second, func() bool {
-		chans, err := h.rdb.PubSubShardChannels(ctx, pattern).Result()
-		return err == nil && len(chans) == 2
-	}, "both consumers present")
-	time.Sleep(300 * time.Millisecond) // three membership lists: each knows the other
+	waitFor(t, 10*time.Second, func() bool { return lists[0].n.Load() > 0 && lists[1].n.Load() > 0 },
+		"each consumer listed both: each knows the other")
 
 	// A trickle: n messages, one due every 2.5 ms.
 	trickle := func(prefix string, n int) []string {

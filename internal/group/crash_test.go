@@ -2,7 +2,6 @@ package group_test
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -184,11 +183,12 @@ func TestPoisonDeadLetteredAfterMaxDeliveries(t *testing.T) {
 
 // A killed consumer's read-ahead (entries read but not yet started) is
 // pending with it like the entries its handlers hold: a consumer in this
-// process takes them all over within 3 s of the kill, in one reclaim round.
-// The child holds one entry in its one worker and reads ahead up to four
-// more: how many depends on how its reads fell (a read waits for half its
-// room once the worker has entries queued), so the test kills it once what
-// it holds has stopped growing, with at least one entry read ahead.
+// process, started just after the kill, takes them all over within 3 s of
+// it. The child holds one entry in its one worker and reads ahead up to
+// four more: how many depends on how its reads fell (a read waits for
+// half its room once the worker has entries queued), so the test kills
+// it once it holds at least one entry read ahead, and takes what it held
+// from its pending list once it is dead.
 func TestKilledConsumerReadAheadIsReclaimed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -197,33 +197,15 @@ func TestKilledConsumerReadAheadIsReclaimed(t *testing.T) {
 	h.schedule(ids("ahead", n), 0)
 	ch := h.startChild("g", "doomed", helperConfig{Workers: 1})
 	running := ch.waitHeld(t, 1, 30*time.Second)
-	heldBy := func() map[string]bool {
-		p, err := h.rdb.XPendingExt(context.Background(), &redis.XPendingExtArgs{
-			Stream: h.mainStream(), Group: "g", Start: "-", End: "+", Count: 10, Consumer: "doomed"}).Result()
-		require.NoError(t, err)
-		out := make(map[string]bool, len(p))
-		for _, x := range p {
-			out[x.ID] = true
-		}
-		return out
-	}
-	var held map[string]bool
-	for stable := 0; stable < 30; { // 300 ms without change
-		time.Sleep(10 * time.Millisecond)
-		now := heldBy()
-		if len(now) == len(held) {
-			stable++
-		} else {
-			held, stable = now, 0
-		}
-	}
-	require.GreaterOrEqual(t, len(held), 2, "the child read ahead")
+	waitFor(t, 10*time.Second, func() bool { return len(h.heldBy("doomed", 10)) >= 2 }, "the child read ahead")
 
+	killed := time.Now()
+	ch.kill(t)
+	held := h.heldBy("doomed", 10) // final: its owner is dead, and nobody reclaims yet
+	require.GreaterOrEqual(t, len(held), 2, "the child read ahead")
 	rec := newRecorder()
 	c := h.consumer("g", rec.ack, group.WithConsumerName("survivor"))
 	r := start(t, c.Run)
-	killed := time.Now()
-	ch.kill(t)
 	waitFor(t, 10*time.Second, func() bool { return rec.total() >= n })
 	last := time.Duration(0)
 	for id, ds := range rec.snapshot() {
@@ -241,6 +223,23 @@ func TestKilledConsumerReadAheadIsReclaimed(t *testing.T) {
 	assert.Len(t, rec.get(running[0].ID), 1)
 	assert.EqualValues(t, len(held), c.Counters().Reclaimed)
 	assert.Zero(t, h.pending(h.mainStream(), "g"))
+}
+
+// heldBy returns the ids of the queue stream's entries pending with
+// consumer name in group "g" (at most limit; nil on error: it is used in
+// waitFor conditions).
+func (h *harness) heldBy(name string, limit int64) map[string]bool {
+	p, err := h.rdb.XPendingExt(context.Background(), &redis.XPendingExtArgs{
+		Stream: h.mainStream(), Group: "g", Start: "-", End: "+", Count: limit, Consumer: name}).Result()
+	if err != nil {
+		h.t.Logf("xpending %s: %v", name, err)
+		return nil
+	}
+	out := make(map[string]bool, len(p))
+	for _, x := range p {
+		out[x.ID] = true
+	}
+	return out
 }
 
 // A killed consumer holding up to 200 entries, 100 in its handlers and up
@@ -263,31 +262,17 @@ func TestKilledConsumerHolding200IsReclaimed(t *testing.T) {
 	// How much the child reads ahead depends on how its reads fell: with
 	// its workers busy and entries queued, a read waits for half its room
 	// (200), so it holds 150 when its second read was split over its two
-	// streams (seen under -race), 200 when not. Kill it once what it holds
-	// has stopped growing, with at least one entry read ahead.
-	holding := func() map[string]bool {
-		p, err := h.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-			Stream: h.mainStream(), Group: "g", Start: "-", End: "+", Count: 2 * n, Consumer: "doomed"}).Result()
-		require.NoError(t, err)
-		out := map[string]bool{}
-		for _, e := range p {
-			out[e.ID] = true
-		}
-		return out
-	}
-	var held map[string]bool
-	stable := time.Now()
-	waitFor(t, 10*time.Second, func() bool {
-		now := holding()
-		if len(now) != len(held) {
-			held, stable = now, time.Now()
-		}
-		return len(held) > workers && time.Since(stable) >= 300*time.Millisecond
-	}, "the child holds more than its %d running and stops growing", workers)
-	t.Logf("the child holds %d (%d running)", len(held), workers)
-
+	// streams (seen under -race), 200 when not. Kill it once it holds at
+	// least one entry read ahead, and take what it held from its pending
+	// list once it is dead.
+	waitFor(t, 10*time.Second, func() bool { return len(h.heldBy("doomed", 2*n)) > workers },
+		"the child holds more than its %d running", workers)
 	killed := time.Now()
 	ch.kill(t)
+	held := h.heldBy("doomed", 2*n) // final: its owner is dead, and nobody reclaims yet
+	require.Greater(t, len(held), workers, "the child read ahead")
+	t.Logf("the child holds %d (%d running)", len(held), workers)
+
 	rec := newRecorder()
 	var claimed, calls atomic.Int64
 	c := h.consumer("g", rec.ack, group.WithConsumerName("survivor"), group.WithHooks(group.Hooks{
@@ -406,7 +391,6 @@ func TestReclaimPassWithNothingToClaimIsOneCall(t *testing.T) {
 	const every = 50 * time.Millisecond
 	h.startMover()
 	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
 	held := make(chan struct{}, 1)
 	holder := h.consumer("g", func(ctx context.Context, _ *group.Message) error {
 		held <- struct{}{}
@@ -417,6 +401,7 @@ func TestReclaimPassWithNothingToClaimIsOneCall(t *testing.T) {
 		return nil
 	}, group.WithConsumerName("holder"))
 	start(t, holder.Run)
+	t.Cleanup(func() { close(release) }) // before the holder stops (cleanups run last first): no drain to wait out
 	h.schedule(ids("h", 1), 0)
 	select {
 	case <-held:
@@ -542,91 +527,48 @@ func (c *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	}
 }
 
-// slowReads delays the XREADGROUP calls of a client by 300 ms while on.
-type slowReads struct{ on atomic.Bool }
-
-func (s *slowReads) wait(cmds ...redis.Cmder) {
-	for _, cmd := range cmds {
-		if cmd.Name() == "xreadgroup" && s.on.Load() {
-			time.Sleep(300 * time.Millisecond)
-			return
-		}
-	}
-}
-
-func (s *slowReads) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (s *slowReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		s.wait(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (s *slowReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		s.wait(cmds...)
-		return next(ctx, cmds)
-	}
-}
-
-// An idle group makes no reclaim calls. When messages come after that
-// idle time and a consumer process that took some is killed with SIGKILL,
-// a consumer that was idle all along takes them over within 3 s of the
-// kill with the defaults: the promote script's arrival announcement woke
-// its reclaimer, and the entries stayed pending, so it kept passing.
+// An idle group makes no reclaim calls. When a message comes after that
+// idle time and a consumer process that took it is killed with SIGKILL, a
+// consumer that was idle all along takes it over within 3 s of the kill
+// with the defaults: the promote script's arrival announcement woke its
+// reclaimer, and the entry stayed pending, so it kept passing.
 func TestIdleThenKilledConsumerWorkIsReclaimed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	// Reclaim passes and the checks that find a stream quiet (not the
 	// sweep's XPENDING once a minute).
 	calls := newCallCounter("xautoclaim", "xinfo")
-	slow := &slowReads{}
+	gate := &readGate{}
 	rdb := redistest.Client(t)
 	rdb.AddHook(calls)
-	rdb.AddHook(slow)
+	rdb.AddHook(gate)
 	rec := newRecorder()
-	c := h.consumerOn(rdb, "g", rec.ack, group.WithConsumerName("survivor"))
+	ticks := &loopTicks{watch: calls.n.Load}
+	c := h.consumerOn(rdb, "g", rec.ack, group.WithConsumerName("survivor"), ticks.option())
 	r := start(t, c.Run)
 	ch := h.startChild("g", "doomed", helperConfig{Workers: 4})
 	t.Cleanup(func() { ch.kill(t) })
+	waitSubscribers(t, h.rdb, 2, h.keys.Main().Arrivals)
 
 	// Idle: after the first passes find nothing pending and nothing
-	// unread, no reclaim call for 3 s (three intervals).
-	time.Sleep(4 * time.Second)
-	before := calls.n.Load()
-	time.Sleep(3 * time.Second)
-	assert.Equal(t, before, calls.n.Load(), "reclaim calls while idle")
+	// unread, no reclaim call for three intervals (three iterations of
+	// its reclaim loop).
+	waitFor(t, 20*time.Second, func() bool { return ticks.quiet.Load() >= 3 },
+		"three reclaim intervals without a reclaim call while idle")
 
-	// Messages one at a time until the child takes one: each goes to
-	// whichever consumer reads first after the announcement, and the
-	// survivor's reads are held back 300 ms meanwhile. A message the
-	// survivor took itself wakes its reclaimer (its own read), so it is
-	// let go quiet again before the next: the child's message must reach
-	// it only through the announcement.
-	slow.on.Store(true)
-	var held []heldLine
-	for i := 0; i < 20 && len(held) == 0; i++ {
-		if i > 0 {
-			time.Sleep(3 * time.Second)
-			before := calls.n.Load()
-			time.Sleep(1500 * time.Millisecond)
-			require.Equal(t, before, calls.n.Load(), "quiet again before message %d", i)
-		}
-		id := fmt.Sprintf("idle-%d", i)
-		h.schedule([]string{id}, 0)
-		waitFor(t, 10*time.Second, func() bool {
-			select {
-			case l := <-ch.lines:
-				held = append(held, l)
-				return true
-			default:
-				return len(rec.get(id)) > 0
-			}
-		}, "message %s delivered", id)
-	}
-	require.NotEmpty(t, held, "the child never took a message")
-	slow.on.Store(false)
+	// A message for the child: the survivor's reads are held back until
+	// the child has it, so that it reaches the survivor's reclaimer only
+	// through the announcement (a message the survivor read itself would
+	// wake it through its own read). The wait above ends at a tick of the
+	// survivor's reclaim loop: the message is due half an interval later,
+	// so that the kill falls between two ticks, where "within 3 s"
+	// (visibility plus interval) is not decided by a tick's few
+	// milliseconds either way.
+	gate.close()
+	t.Cleanup(gate.open)
+	h.schedule([]string{"idle"}, group.DefaultReclaimEvery/2)
+	held := ch.waitHeld(t, 1, 10*time.Second)
+	gate.open()
 	killed := time.Now()
 	ch.kill(t)
 	waitFor(t, 10*time.Second, func() bool { return len(rec.get(held[0].ID)) > 0 })

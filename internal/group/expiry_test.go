@@ -44,8 +44,12 @@ func TestExpiredMessagesAreDeadLettered(t *testing.T) {
 		require.NoError(t, err)
 		generated = append(generated, r.ID)
 	}
+	// Every short deadline is at most 300 ms after now (the producer's
+	// clock, which the consumer checks against); the consumer starts once
+	// they all passed.
+	passed := time.Now().Add(300 * time.Millisecond)
 	h.startMover()
-	time.Sleep(600 * time.Millisecond) // past the short deadlines, no consumer running
+	waitFor(t, 5*time.Second, func() bool { return time.Now().After(passed) }, "the short deadlines passed")
 
 	rec := newRecorder()
 	var mu sync.Mutex

@@ -22,3 +22,10 @@ func PromoterUsers(rdb redis.UniversalClient, prefix, queue string, shards int) 
 func WithMembersEvery(d time.Duration) Option {
 	return func(c *config) error { c.membersEvery = d; return nil }
 }
+
+// WithLoopTick sets a function the reclaim and trim loops call at the end
+// of each iteration, with "reclaim" or "trim" (for tests). It runs on the
+// loop's goroutine and must not block.
+func WithLoopTick(f func(loop string)) Option {
+	return func(c *config) error { c.loopTick = f; return nil }
+}

@@ -22,7 +22,9 @@ func TestTrimWaitsForRecordedGroups(t *testing.T) {
 	h.startMover()
 	fast, slow := newRecorder(), newRecorder()
 	opts := []group.Option{group.WithTrimInterval(100 * time.Millisecond), group.WithoutPromotion()}
-	rf := start(t, h.consumer("fast", fast.ack, opts...).Run)
+	ticks := &loopTicks{}
+	fc := h.consumer("fast", fast.ack, append(opts, ticks.option())...)
+	rf := start(t, fc.Run)
 	rs := start(t, h.consumer("slow", slow.ack, opts...).Run)
 	// Both groups exist before anything arrives: a group whose consumers
 	// have not started yet is not waited for (the fast group could trim
@@ -39,8 +41,11 @@ func TestTrimWaitsForRecordedGroups(t *testing.T) {
 	h.schedule(ids("b", 10), 0)
 	// The fast group recreates its group, reads and acknowledges all ten;
 	// its trimmer must keep them for the slow group, recorded but missing.
-	waitFor(t, 10*time.Second, func() bool { return fast.total() == 15 })
-	time.Sleep(500 * time.Millisecond) // several trim intervals
+	waitFor(t, 10*time.Second, func() bool { return fc.Counters().Acked == 15 })
+	// Two more iterations of its trim loop: the second began after the
+	// last acknowledgement, and trimmed the stream (for what was
+	// acknowledged, or again after a pass the missing group held back).
+	ticks.waitTrims(t, 2)
 	n, err := h.rdb.XLen(ctx, h.mainStream()).Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 10, n, "the fast group's trimmer removed what the slow group has not read")

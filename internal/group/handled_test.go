@@ -95,6 +95,8 @@ func TestOnHandled(t *testing.T) {
 		h.startMover()
 		log := newHandledLog()
 		c := h.consumer("g", func(_ context.Context, m *group.Message) error {
+			// The handler's work, a duration OnHandled must report: the
+			// thing measured, not a wait for an event.
 			time.Sleep(work)
 			switch {
 			case m.ID == "ok":

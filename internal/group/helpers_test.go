@@ -574,3 +574,117 @@ func (c *child) kill(t *testing.T) {
 	}
 	_ = c.cmd.Wait()
 }
+
+// loopTicks counts the iterations of a consumer's reclaim and trim loops
+// (group.WithLoopTick): n more of them are n of that loop's intervals
+// passed, as events, each one a chance for the loop to act. With watch
+// set, it also counts the reclaim loop's consecutive iterations at whose
+// end watch had not moved: quiet reaching n means nothing watch counts
+// happened over n reclaim intervals.
+type loopTicks struct {
+	reclaims, trims atomic.Int64
+	watch           func() int64
+	last            int64 // watch at the last reclaim tick; the reclaim loop's goroutine only
+	quiet           atomic.Int64
+}
+
+// option returns the consumer option that feeds l.
+func (l *loopTicks) option() group.Option {
+	l.last = -1
+	return group.WithLoopTick(func(loop string) {
+		switch loop {
+		case "trim":
+			l.trims.Add(1)
+		case "reclaim":
+			l.reclaims.Add(1)
+			if l.watch == nil {
+				return
+			}
+			if v := l.watch(); v != l.last {
+				l.last = v
+				l.quiet.Store(0)
+			} else {
+				l.quiet.Add(1)
+			}
+		}
+	})
+}
+
+// waitReclaims waits for n more iterations of the reclaim loop.
+func (l *loopTicks) waitReclaims(t *testing.T, n int64) {
+	t.Helper()
+	from := l.reclaims.Load()
+	waitFor(t, 30*time.Second, func() bool { return l.reclaims.Load() >= from+n }, "%d reclaim loop iterations", n)
+}
+
+// waitTrims waits for n more iterations of the trim loop.
+func (l *loopTicks) waitTrims(t *testing.T, n int64) {
+	t.Helper()
+	from := l.trims.Load()
+	waitFor(t, 30*time.Second, func() bool { return l.trims.Load() >= from+n }, "%d trim loop iterations", n)
+}
+
+// waitSubscribers waits until each (classic) channel has at least n
+// subscribers: the consumers listen for arrivals.
+func waitSubscribers(t *testing.T, rdb redis.UniversalClient, n int64, channels ...string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, func() bool {
+		subs, err := rdb.PubSubNumSub(context.Background(), channels...).Result()
+		if err != nil {
+			return false
+		}
+		for _, ch := range channels {
+			if subs[ch] < n {
+				return false
+			}
+		}
+		return true
+	}, "%d subscribers on %d channels", n, len(channels))
+}
+
+// readGate is a go-redis hook that holds a client's XREADGROUP calls
+// while it is shut (until opened, or the call's ctx ends).
+type readGate struct{ shut atomic.Pointer[chan struct{}] }
+
+func (g *readGate) close() {
+	ch := make(chan struct{})
+	g.shut.Store(&ch)
+}
+
+func (g *readGate) open() {
+	if ch := g.shut.Swap(nil); ch != nil {
+		close(*ch)
+	}
+}
+
+func (g *readGate) wait(ctx context.Context, cmds ...redis.Cmder) {
+	ch := g.shut.Load()
+	if ch == nil {
+		return
+	}
+	for _, cmd := range cmds {
+		if cmd.Name() == "xreadgroup" {
+			select {
+			case <-*ch:
+			case <-ctx.Done():
+			}
+			return
+		}
+	}
+}
+
+func (g *readGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *readGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		g.wait(ctx, cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (g *readGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		g.wait(ctx, cmds...)
+		return next(ctx, cmds)
+	}
+}

@@ -18,27 +18,33 @@ import (
 
 // An idle consumer of an unsharded queue makes no reads: it reads when the
 // movers announce an arrival (at once), and stops at once when its ctx is
-// cancelled (no blocking read to wait out).
+// cancelled (no blocking read to wait out). Idle over 3 s: from the
+// delivery of one message to that of the next, due 3 s later, its only
+// read is the one that takes the second.
 func TestIdleConsumerReadsWhenAnnounced(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	reads := newCallCounter("xreadgroup")
+	var reads emptyReads
 	rdb := redistest.Client(t)
-	rdb.AddHook(reads)
+	rdb.AddHook(reads.hook())
 	rec := newRecorder()
 	c := h.consumerOn(rdb, "g", rec.ack)
 	r := start(t, c.Run)
-	waitFor(t, 5*time.Second, func() bool { return reads.n.Load() > 0 }, "reading")
-	time.Sleep(time.Second) // subscribed
-	before := reads.n.Load()
-	time.Sleep(3 * time.Second)
-	assert.Equal(t, before, reads.n.Load(), "reads while idle over 3 s (a 1 s blocking read would make 3)")
+	// Subscribed: the reads every subscription makes come before the
+	// first announced message's.
+	waitSubscribers(t, h.rdb, 1, h.keys.Main().Arrivals, h.keys.Retry("g").Arrivals)
+	h.schedule([]string{"first"}, 0)
+	waitFor(t, 5*time.Second, func() bool { return rec.total() == 1 }, "the first delivered")
+	all, empty := reads.all.Load(), reads.empty.Load()
 
-	scheduled := time.Now()
-	h.schedule([]string{"now"}, 0)
-	waitFor(t, 5*time.Second, func() bool { return rec.total() == 1 }, "delivered")
-	took := rec.get("now")[0].At.Sub(scheduled)
-	t.Logf("scheduled to handled: %s", took)
+	const idle = 3 * time.Second
+	h.schedule([]string{"later"}, idle)
+	waitFor(t, idle+5*time.Second, func() bool { return rec.total() == 2 }, "the later one delivered")
+	assert.Zero(t, reads.empty.Load()-empty, "empty reads while idle over 3 s (a 1 s blocking read would make 3)")
+	assert.EqualValues(t, 1, reads.all.Load()-all, "reads while idle over 3 s: the one that took the later message")
+	d := rec.get("later")[0]
+	took := d.At.Sub(d.Due)
+	t.Logf("due to handled: %s", took)
 	// Typically 10-60 ms; CI, its TLS pass sharing 2 cores with the other
 	// packages, once took 677 ms. What this tells apart is the 30 s poll.
 	assert.Less(t, took, 2*time.Second, "read when announced, not at the 30 s poll")
@@ -61,6 +67,8 @@ func TestManyQueuesOneClient(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	var handled atomic.Int64
 	var rs []*runner
+	var producers []*delay.Queue
+	var arrivals []string
 	for i := range queues {
 		c, err := group.New(rdb, fmt.Sprintf("q%d", i), "g", func(context.Context, *group.Message) error {
 			handled.Add(1)
@@ -69,13 +77,15 @@ func TestManyQueuesOneClient(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, c.CreateGroup(ctx))
 		rs = append(rs, start(t, c.Run))
-	}
-	time.Sleep(time.Second) // started
-	scheduled := time.Now()
-	for i := range queues {
 		q, err := delay.New(rdb, fmt.Sprintf("q%d", i), delay.WithPrefix(prefix))
 		require.NoError(t, err)
-		_, err = q.Schedule(ctx, delay.Message{Payload: []byte("p")}, delay.After(0))
+		producers = append(producers, q)
+		arrivals = append(arrivals, q.Keys().Main().Arrivals)
+	}
+	waitSubscribers(t, rdb, 1, arrivals...) // started: listening for arrivals
+	scheduled := time.Now()
+	for _, q := range producers {
+		_, err := q.Schedule(ctx, delay.Message{Payload: []byte("p")}, delay.After(0))
 		require.NoError(t, err)
 	}
 	waitFor(t, 10*time.Second, func() bool { return handled.Load() == queues }, "all %d delivered", queues)

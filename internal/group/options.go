@@ -52,6 +52,12 @@ type config struct {
 	membersEvery  time.Duration // read affinity's membership period; 0: membersEvery (tests shorten it)
 	logger        *slog.Logger
 	hooks         Hooks
+
+	// loopTick, when set (by tests only), is called at the end of every
+	// iteration of the reclaim and trim loops with "reclaim" or "trim":
+	// the event a test waits for to see intervals pass in which nothing
+	// was done.
+	loopTick func(loop string)
 }
 
 // Defaults of the options.

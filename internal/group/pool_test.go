@@ -48,7 +48,8 @@ func TestManyConsumersShareOneSmallPool(t *testing.T) {
 		require.NoError(t, err)
 		start(t, c.Run)
 	}
-	// Every consumer started (its group exists) and is idle.
+	// Every consumer started (its group exists) and listens for arrivals
+	// (on a connection of its own, outside the pool): idle from then on.
 	waitFor(t, 20*time.Second, func() bool {
 		for i := range queues {
 			n, err := rdb.Exists(ctx, producers[i].Keys().Main().Stream).Result()
@@ -58,7 +59,11 @@ func TestManyConsumersShareOneSmallPool(t *testing.T) {
 		}
 		return true
 	}, "every group created")
-	time.Sleep(1500 * time.Millisecond) // past a short read's block
+	arrivals := make([]string, queues)
+	for i, q := range producers {
+		arrivals[i] = q.Keys().Main().Arrivals
+	}
+	waitSubscribers(t, rdb, 1, arrivals...)
 
 	// The program's own command gets a connection at once.
 	pctx, cancel := context.WithTimeout(ctx, time.Second)

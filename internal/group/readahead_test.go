@@ -83,7 +83,10 @@ func TestReadAheadFollowsHandlerPace(t *testing.T) {
 			var handled atomic.Int64
 			c := h.consumerOn(client, "g", func(context.Context, *group.Message) error {
 				if tt.work > 0 {
-					time.Sleep(tt.work) // the handler's work
+					// The handler's work: its pace (the time handlers
+					// take) is what the read-ahead follows, a duration
+					// measured, not a wait for an event.
+					time.Sleep(tt.work)
 				}
 				handled.Add(1)
 				return nil

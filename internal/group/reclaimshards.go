@@ -113,6 +113,9 @@ func (rc *reclaimer) loopShards(ctx context.Context, tick *time.Ticker) error {
 		default:
 			backoff = 1
 		}
+		if tick := rc.r.c.cfg.loopTick; tick != nil {
+			tick("reclaim")
+		}
 		for i := 0; i < backoff && ctx.Err() == nil; i++ {
 			select {
 			case <-ctx.Done():

@@ -97,6 +97,9 @@ func (t *trimmer) loop(ctx context.Context) error {
 			lastStale = time.Now()
 			t.removeStaleAll(ctx)
 		}
+		if tick := c.cfg.loopTick; tick != nil {
+			tick("trim")
+		}
 		wait := c.cfg.trimEvery
 		if soon && failed == nil {
 			wait = trimSoon

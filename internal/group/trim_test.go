@@ -311,8 +311,8 @@ func compareEntryIDs(a, b string) int {
 }
 
 // WithoutTrim: the consumer never runs the trim script, however long it
-// runs (measured in its own reclaim passes, 20 ms apart, against a 100 ms
-// trim interval it would otherwise use).
+// runs (measured in the iterations of its reclaim loop, 20 ms apart,
+// against a 100 ms trim interval it would otherwise use).
 func TestWithoutTrim(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -324,13 +324,15 @@ func TestWithoutTrim(t *testing.T) {
 	trims := newScriptCounter(scripts.Trim, key)
 	client.AddHook(trims)
 	rec := newRecorder()
+	ticks := &loopTicks{}
 	c := h.consumerOn(client, "g", rec.ack, group.WithoutTrim(), group.WithTrimInterval(100*time.Millisecond),
-		group.WithReclaimInterval(20*time.Millisecond))
+		group.WithReclaimInterval(20*time.Millisecond), ticks.option())
 	r := start(t, c.Run)
 	h.schedule(ids("k", 20), 0)
-	waitFor(t, 10*time.Second, func() bool { return rec.total() == 20 })
-	time.Sleep(time.Second) // ten trim intervals
+	waitFor(t, 10*time.Second, func() bool { return c.Counters().Acked == 20 })
+	ticks.waitReclaims(t, 50) // ten trim intervals
 	r.stop(t)
+	assert.Zero(t, ticks.trims.Load(), "trim loop iterations")
 	assert.Zero(t, trims.n.Load(), "trim script runs")
 	l, err := h.rdb.XLen(ctx, key).Result()
 	require.NoError(t, err)
@@ -340,7 +342,7 @@ func TestWithoutTrim(t *testing.T) {
 // An idle consumer does not trim: the trim script runs only after the
 // consumer settled entries of the stream since its last trim (and in a slow
 // periodic pass, first 10 minutes after start, which this test does not
-// reach). Measured against a 100 ms trim interval.
+// reach). Measured in the iterations of its trim loop, 100 ms apart.
 func TestTrimOnlyAfterActivity(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -354,14 +356,12 @@ func TestTrimOnlyAfterActivity(t *testing.T) {
 		client.AddHook(hk)
 	}
 	rec := newRecorder()
+	ticks := &loopTicks{}
 	c := h.consumerOn(client, "g", rec.ack, group.WithTrimInterval(100*time.Millisecond),
-		group.WithReclaimInterval(20*time.Millisecond))
+		group.WithReclaimInterval(20*time.Millisecond), ticks.option())
 	r := start(t, c.Run)
-	// waitPasses waits for n times 20 ms (the reclaim interval; an idle
-	// consumer makes no reclaim passes to count).
-	waitPasses := func(n int64) { time.Sleep(time.Duration(n) * 20 * time.Millisecond) }
 
-	waitPasses(50) // about 10 trim intervals
+	ticks.waitTrims(t, 10)
 	assert.Zero(t, trims.n.Load(), "idle: no trim of the queue stream")
 	assert.Zero(t, retryTrims.n.Load(), "idle: no trim of the retry lane")
 
@@ -374,9 +374,9 @@ func TestTrimOnlyAfterActivity(t *testing.T) {
 			l, err := h.rdb.XLen(ctx, key).Result()
 			return err == nil && l == 0
 		}, "acknowledged entries trimmed")
-		waitPasses(15) // a pass already due when the last acks came runs
+		ticks.waitTrims(t, 2) // a pass already due when the last acks came runs
 		n = trims.n.Load()
-		waitPasses(50)
+		ticks.waitTrims(t, 10)
 		assert.Equal(t, n, trims.n.Load(), "round %d: no trims once idle again", round)
 	}
 	r.stop(t)
@@ -393,7 +393,7 @@ func TestCreateGroupAheadKeepsEverything(t *testing.T) {
 	ctx := context.Background()
 	const n = 200
 	late := newRecorder()
-	lateC := h.consumer("late", late.ack)
+	lateC := h.consumer("late", late.ack, group.WithTrimInterval(100*time.Millisecond))
 	require.NoError(t, lateC.CreateGroup(ctx))
 	require.NoError(t, lateC.CreateGroup(ctx), "a second call changes nothing")
 	h.startMover()
