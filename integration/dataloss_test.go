@@ -129,10 +129,10 @@ func TestRedisRestartedEmpty(t *testing.T) {
 		}
 	}))
 	t.Cleanup(func() { _ = mrdb.Close() })
-	var reportedAt atomic.Int64 // the mover's checks answered when it reported the loss
+	var reportedAt atomic.Int64 // the mover's checks answered when it first reported a loss (at least its first check)
 	mv, err := mover.New(mrdb, "q", mover.WithPrefix(prefix), mover.WithLogger(slog.New(moverLog)),
 		mover.WithHooks(mover.Hooks{OnDataLoss: func(err error) {
-			reportedAt.Store(checks.Load())
+			reportedAt.CompareAndSwap(0, checks.Load()) // the first report's
 			moverLost.Add(1)
 			lostErrs.Store("mover", err)
 		}}))
