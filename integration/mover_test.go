@@ -348,6 +348,7 @@ func commandStats(t *testing.T, info string) map[string]int64 {
 	return out
 }
 
+// parseCommandStats is commandStats returning its error.
 func parseCommandStats(info string) (map[string]int64, error) {
 	out := map[string]int64{}
 	sc := bufio.NewScanner(strings.NewReader(info))
