@@ -3,10 +3,13 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -109,8 +112,30 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	moverLog, consumerLog := &logLines{}, &logLines{}
 	var moverLost, consumerLost atomic.Int32
 	var lostErrs sync.Map
-	mv, err := mover.New(rdb, "q", mover.WithPrefix(prefix), mover.WithLogger(slog.New(moverLog)),
-		mover.WithHooks(mover.Hooks{OnDataLoss: func(err error) { moverLost.Add(1); lostErrs.Store("mover", err) }}))
+	// The mover has a client of its own, so that its connections can be
+	// dropped and its checks of the queue's record counted (see the end).
+	layout, err := stream.NewLayout(prefix, "q", 1)
+	require.NoError(t, err)
+	mopt := redistest.Options(t, srv.addr())
+	mopt.ClientName = moverClientName
+	mrdb := redis.NewClient(mopt)
+	// The mover's checks of the queue's record (the meta script, whose first
+	// key is the record) answered without error: one per check, as an
+	// EVALSHA answered NOSCRIPT (then sent again as EVAL) is not counted.
+	var checks atomic.Int64
+	mrdb.AddHook(afterCalls(func(cmds []redis.Cmder, err error) {
+		if err == nil && len(cmds) == 1 && isScriptOn(cmds[0], layout.Meta()) {
+			checks.Add(1)
+		}
+	}))
+	t.Cleanup(func() { _ = mrdb.Close() })
+	var reportedAt atomic.Int64 // the mover's checks answered when it first reported a loss (at least its first check)
+	mv, err := mover.New(mrdb, "q", mover.WithPrefix(prefix), mover.WithLogger(slog.New(moverLog)),
+		mover.WithHooks(mover.Hooks{OnDataLoss: func(err error) {
+			reportedAt.CompareAndSwap(0, checks.Load()) // the first report's
+			moverLost.Add(1)
+			lostErrs.Store("mover", err)
+		}}))
 	require.NoError(t, err)
 	var mu sync.Mutex
 	handled := map[string]int{}
@@ -179,9 +204,54 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	schedule("after-1", "after-2")
 	require.Eventually(t, delivered("after-1", "after-2"), 10*time.Second, 10*time.Millisecond,
 		"delivery goes on after the loss")
-	time.Sleep(time.Second)
+
+	// Reported once: each part checks the queue's record again after its
+	// report, and says nothing. The consumer checks when a read finds its
+	// group missing: delete the group by hand, and a message delivered
+	// afterwards was read after the check.
+	require.NoError(t, rdb.XGroupDestroy(ctx, q.Keys().Main().Stream, "g").Err())
+	schedule("after-3")
+	require.Eventually(t, delivered("after-3"), 10*time.Second, 10*time.Millisecond, "delivery goes on after the group is recreated")
+	// The mover checks whenever its client dropped connections (at most
+	// once a second), one check after the other: drop its connections until
+	// two more checks were answered since the report. The second began
+	// after the first one's outcome was reported, or not.
+	require.Eventually(t, func() bool {
+		return killClients(ctx, rdb, moverClientName) == nil && checks.Load() >= reportedAt.Load()+2
+	}, 10*time.Second, 250*time.Millisecond, "the mover checks the queue's record twice more")
 	assert.Equal(t, int32(1), moverLost.Load(), "reported once")
 	assert.Equal(t, int32(1), consumerLost.Load(), "reported once")
 	assert.Equal(t, 1, moverLog.count("Redis lost the queue's data"))
 	assert.Equal(t, 1, consumerLog.count("Redis lost the queue's data"))
+}
+
+// moverClientName names the connections of the mover's client in
+// TestRedisRestartedEmpty.
+const moverClientName = "dataloss-mover"
+
+// isScriptOn reports whether cmd runs a script whose first key is key.
+func isScriptOn(cmd redis.Cmder, key string) bool {
+	args := cmd.Args()
+	return len(args) > 3 && args[3] == key &&
+		slices.Contains([]string{"eval", "evalsha", "eval_ro", "evalsha_ro"}, strings.ToLower(fmt.Sprint(args[0])))
+}
+
+// killClients closes, on the server, every connection named name.
+func killClients(ctx context.Context, rdb redis.UniversalClient, name string) error {
+	list, err := rdb.ClientList(ctx).Result()
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(list, "\n") {
+		fields := strings.Fields(line)
+		if !slices.Contains(fields, "name="+name) {
+			continue
+		}
+		for _, f := range fields {
+			if id, ok := strings.CutPrefix(f, "id="); ok {
+				_ = rdb.Do(ctx, "CLIENT", "KILL", "ID", id).Err() // it may be gone already
+			}
+		}
+	}
+	return nil
 }

@@ -50,7 +50,7 @@ func foCluster(t *testing.T) (*redistest.Cluster, *redis.ClusterClient) {
 	// replica that has just loaded its copy is online, and counted by
 	// WAIT, once the master got its first acknowledgement).
 	deadline := time.Now().Add(10 * time.Second)
-	for {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		linked, online := 0, 0
 		for _, a := range c.Addrs {
 			info := foInfo(t, a)
@@ -59,12 +59,9 @@ func foCluster(t *testing.T) (*redistest.Cluster, *redis.ClusterClient) {
 			}
 			online += strings.Count(info, ",state=online,")
 		}
-		if linked == 3 && online == 3 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "after 10s, %d of 3 replicas linked, %d online", linked, online)
-		time.Sleep(20 * time.Millisecond)
-	}
+		assert.Equal(ct, 3, linked, "replicas linked")
+		assert.Equal(ct, 3, online, "replicas online")
+	}, time.Until(deadline), 20*time.Millisecond, "the replicas in sync within 10s")
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs, MaxRedirects: 8, TLSConfig: c.TLSConfig()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	// Even then, a fresh replica may not confirm the very first write for
@@ -141,17 +138,16 @@ func foWaitMaster(t *testing.T, addr string, limit time.Duration) time.Time {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1, TLSConfig: redistest.TLSConfig(t)})
 	defer c.Close()
-	deadline := time.Now().Add(limit)
-	for {
+	var seen time.Time
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		role, err := c.Do(ctx, "ROLE").Slice()
 		cancel()
-		if err == nil && len(role) > 0 && role[0] == "master" {
-			return time.Now()
+		if assert.NoError(ct, err, "ROLE") && assert.NotEmpty(ct, role) && assert.Equal(ct, "master", role[0], "ROLE") {
+			seen = time.Now()
 		}
-		require.True(t, time.Now().Before(deadline), "%s not promoted within %s (ROLE: %v %v)", addr, limit, role, err)
-		time.Sleep(5 * time.Millisecond)
-	}
+	}, limit, 5*time.Millisecond, "%s promoted within %s", addr, limit)
+	return seen
 }
 
 // foLog records what the mover and consumers log, to tell afterwards which
@@ -421,6 +417,9 @@ func (sc foScenario) run(t *testing.T) {
 		srv.Stop() // SIGKILL (of its process group), then wait for it
 	}
 	if sc.held > 0 {
+		// The subject: the cluster stays without a master for this long, so
+		// that every retry loop backs off to its cap; no event marks that
+		// (each loop's backoff is its own, and unobserved).
 		time.Sleep(sc.held)
 		require.NoError(t, rc.Do(ctx, "CLUSTER", "FAILOVER", "FORCE").Err())
 	}
@@ -586,7 +585,7 @@ func TestManualFailover(t *testing.T) {
 // On loopback a replica lags the master by microseconds, so the plain
 // producer rarely loses anything when the master dies. The second case
 // stalls the replica (SIGSTOP, as a stalled host or a saturated link
-// would) for 1.5 s before the kill, so that the master acknowledges
+// would) before the kill, until the master has acknowledged 10k plain
 // writes its replica never gets: then the plain producer loses writes,
 // and the durable one still none (its calls in that time return
 // ErrNotReplicated).
@@ -594,8 +593,8 @@ func TestFailoverLossDurable(t *testing.T) {
 	t.Parallel()
 	heavy.Lock()
 	defer heavy.Unlock()
-	t.Run("replica in sync", func(t *testing.T) { foLoss(t, 0) })
-	t.Run("replica stalled", func(t *testing.T) { foLoss(t, 1500*time.Millisecond) })
+	t.Run("replica in sync", func(t *testing.T) { foLoss(t, false) })
+	t.Run("replica stalled", func(t *testing.T) { foLoss(t, true) })
 }
 
 // foPid returns the process id of the server at addr (INFO server).
@@ -616,7 +615,16 @@ func foPid(t *testing.T, addr string) int {
 	return 0
 }
 
-func foLoss(t *testing.T, stall time.Duration) {
+// The load of foLoss: calls per producer without load (one caller), then
+// under load before the disturbance, and plain writes the master
+// acknowledges while the replica is stalled.
+const (
+	foQuiet       = 400
+	foUnderLoad   = 5000
+	foStallWrites = 10000
+)
+
+func foLoss(t *testing.T, stalled bool) {
 	c, rdb := foCluster(t)
 	ctx := context.Background()
 	base := redistest.Prefix(t)
@@ -655,7 +663,7 @@ func foLoss(t *testing.T, stall time.Duration) {
 	// The cost of the durable mode without load: one goroutine, the two
 	// producers taking turns (these messages are checked for loss too).
 	quiet := make([][]time.Duration, len(prods))
-	for i := range 400 {
+	for i := range foQuiet {
 		for k, p := range prods {
 			id := fmt.Sprintf("%s-quiet-%04d", p.name, i)
 			start := time.Now()
@@ -701,14 +709,13 @@ func foLoss(t *testing.T, stall time.Duration) {
 						p.notRepl.Add(1)
 					default:
 						p.failed.Add(1)
-						time.Sleep(10 * time.Millisecond) // a dead master refuses at once
 					}
 				}
 			}()
 		}
 	}
 	var pid int
-	if stall > 0 {
+	if stalled {
 		pid = foPid(t, replica)
 	}
 	stopped := false
@@ -729,17 +736,27 @@ func foLoss(t *testing.T, stall time.Duration) {
 		return len(p.acked)
 	}
 
-	time.Sleep(1500 * time.Millisecond) // the load before the disturbance: the timeline, not a synchronisation
+	// The load before the disturbance: enough calls acknowledged under load
+	// for a latency figure and for the loss check.
+	require.Eventually(t, func() bool {
+		return acked(prods[0]) >= foQuiet+foUnderLoad && acked(prods[1]) >= foQuiet+foUnderLoad
+	}, 30*time.Second, 5*time.Millisecond, "%d calls of each producer acknowledged under load", foUnderLoad)
 	now := time.Now()
 	disturbed.Store(&now)
 	before := map[string]int{}
 	for _, p := range prods {
 		before[p.name] = acked(p)
 	}
-	if stall > 0 {
+	if stalled {
+		notRepl := prods[1].notRepl.Load()
 		require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
 		stopped = true
-		time.Sleep(stall) // the master takes writes its replica does not get
+		// The master takes writes its replica does not get: plain ones it
+		// acknowledges, and durable ones it refuses once the replica's
+		// acknowledgement is overdue, twice per caller at least.
+		require.Eventually(t, func() bool {
+			return acked(prods[0]) >= before["plain"]+foStallWrites && prods[1].notRepl.Load() >= notRepl+2*workers
+		}, 30*time.Second, 5*time.Millisecond, "%d plain writes acknowledged, and 2 durable ones per caller refused, while the replica is stalled", foStallWrites)
 	}
 	atKill := map[string]int{}
 	for _, p := range prods {
@@ -753,19 +770,18 @@ func foLoss(t *testing.T, stall time.Duration) {
 		stopped = false
 	}
 	promoted := foWaitMaster(t, replica, 15*time.Second)
-	// Go on until plain writes succeed on the new master again.
-	deadline := time.Now().Add(10 * time.Second)
-	for acked(prods[0]) < atKill["plain"]+100 || time.Since(promoted) < 500*time.Millisecond {
-		require.True(t, time.Now().Before(deadline), "plain writes did not resume within 10s of the promotion")
-		time.Sleep(20 * time.Millisecond)
-	}
+	// Go on until plain writes succeed on the new master again (the old one
+	// is dead: what is acknowledged from now on, the new one acknowledged).
+	atPromotion := acked(prods[0])
+	require.Eventually(t, func() bool { return acked(prods[0]) >= atPromotion+100 }, 10*time.Second, 5*time.Millisecond,
+		"plain writes resume within 10s of the promotion")
 	close(stop)
 	wg.Wait()
-	if stall > 0 {
-		t.Logf("replica %s stalled (SIGSTOP) for %s after 1.5 s of load, then master %s SIGKILLed and the replica resumed; promoted %s after the kill",
-			replica, stall, victim, promoted.Sub(at).Round(time.Millisecond))
+	if stalled {
+		t.Logf("replica %s stalled (SIGSTOP) for %s after %d calls per producer under load, then master %s SIGKILLed and the replica resumed; promoted %s after the kill",
+			replica, at.Sub(now).Round(time.Millisecond), foUnderLoad, victim, promoted.Sub(at).Round(time.Millisecond))
 	} else {
-		t.Logf("master %s SIGKILLed after 1.5 s of load; replica %s promoted %s later", victim, replica, promoted.Sub(at).Round(time.Millisecond))
+		t.Logf("master %s SIGKILLed after %d calls per producer under load; replica %s promoted %s later", victim, foUnderLoad, replica, promoted.Sub(at).Round(time.Millisecond))
 	}
 
 	for _, p := range prods {

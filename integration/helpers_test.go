@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/integration/internal/harness"
@@ -192,11 +193,11 @@ func redisNow(ctx context.Context, t *testing.T, rdb redis.UniversalClient) time
 }
 
 // waitUntil blocks until the wall clock reaches at: it shapes an
-// experiment's timeline (e.g. "cancel around the due time"), it does not
-// stand in for a signal.
+// experiment's timeline (e.g. "cancel around the due time", "kill the
+// server 3 s into the load"), it does not stand in for a signal.
 func waitUntil(at time.Time) {
 	if d := time.Until(at); d > 0 {
-		time.Sleep(d)
+		time.Sleep(d) // a point in wall time is the subject: no event marks it
 	}
 }
 
@@ -211,19 +212,14 @@ func lane(t *testing.T, prefix, queue string) stream.Lane {
 // waitDrained waits until nothing waits in the lane's delayed set.
 func waitDrained(ctx context.Context, t *testing.T, rdb redis.UniversalClient, l stream.Lane, limit time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		n, err := rdb.ZCard(ctx, l.Delayed).Result()
-		require.NoError(t, err)
-		if n == 0 {
+		if !assert.NoError(c, err) || n == 0 {
 			return
 		}
-		if time.Now().After(deadline) {
-			s, _ := rdb.XLen(ctx, l.Stream).Result()
-			t.Fatalf("timed out after %s: %d messages still wait in %s (%d in the stream)", limit, n, l.Delayed, s)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		s, _ := rdb.XLen(ctx, l.Stream).Result()
+		assert.Zero(c, n, "%d messages still wait in %s (%d in the stream)", n, l.Delayed, s)
+	}, limit, 20*time.Millisecond, "the delayed set drains within %s", limit)
 }
 
 // requireEmptyDelayed checks that nothing waits in the lane any more.
@@ -235,4 +231,26 @@ func requireEmptyDelayed(ctx context.Context, t *testing.T, rdb redis.UniversalC
 	require.NoError(t, err)
 	require.Zero(t, z, "entries left in the delayed set %s", l.Delayed)
 	require.Zero(t, h, "envelopes left in %s", l.Envelopes)
+}
+
+// afterCalls is a client hook that passes each call (a command, or a
+// pipeline's commands) and its error to the function once it returned.
+type afterCalls func(cmds []redis.Cmder, err error)
+
+func (h afterCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h afterCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h([]redis.Cmder{cmd}, err)
+		return err
+	}
+}
+
+func (h afterCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h(cmds, err)
+		return err
+	}
 }

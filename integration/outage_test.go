@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -169,15 +170,12 @@ func (sc outageScenario) run(t *testing.T) {
 	}
 	// Both groups exist before anything is promoted, so that no trim can
 	// take an entry from a group that does not exist yet.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		gs, err := ctl.XInfoGroups(ctx, l.Stream).Result()
-		if err == nil && len(gs) == 2 {
-			break
+		if assert.NoError(c, err) {
+			assert.Len(c, gs, 2)
 		}
-		require.True(t, time.Now().Before(deadline), "groups not created within 5s: %v %v", gs, err)
-		time.Sleep(10 * time.Millisecond)
-	}
+	}, 5*time.Second, 10*time.Millisecond, "both groups created")
 
 	// Due before, during and after the outage.
 	items := make([]delay.Item, outN)
@@ -242,17 +240,17 @@ func (sc outageScenario) run(t *testing.T) {
 	t.Logf("after the restart: %d waiting, %d in the stream (the restart kept the queue's data)", n, xl)
 
 	// Schedule after the restart: retried until it works, then a batch.
-	var firstOK time.Duration
-	for {
+	var (
+		firstOK time.Duration
+		p00     delay.Result
+	)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		r, err := q.Schedule(ctx, delay.Message{ID: "p00", Payload: []byte("x")}, delay.After(time.Second))
-		if err == nil {
-			want[r.ID] = r.Due
-			firstOK = time.Since(up)
-			break
+		if assert.NoError(c, err) {
+			p00, firstOK = r, time.Since(up)
 		}
-		require.Less(t, time.Since(up), 5*time.Second, "Schedule still failing 5s after the restart: %v", err)
-		time.Sleep(50 * time.Millisecond)
-	}
+	}, 5*time.Second, 50*time.Millisecond, "Schedule works again within 5s of the restart")
+	want[p00.ID] = p00.Due
 	after := make([]delay.Item, 19)
 	for i := range after {
 		after[i] = delay.Item{
@@ -391,21 +389,25 @@ func (sc outageScenario) run(t *testing.T) {
 type outServer struct {
 	bin, dir, addr string
 	port           int
+	listen         []string    // the arguments that make it listen on port
+	tls            *tls.Config // for the test's own client (nil unless TLS mode)
 	cmd            *exec.Cmd
+	exited         chan struct{} // closed once cmd has exited and was reaped
 }
 
 func startOutageServer(t *testing.T) *outServer {
 	t.Helper()
 	bin, err := redistest.Binary()
 	require.NoError(t, err)
-	s := &outServer{bin: bin, dir: t.TempDir()}
+	s := &outServer{bin: bin, dir: t.TempDir(), tls: redistest.TLSConfig(t)}
 	for i := 0; ; i++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		s.port = l.Addr().(*net.TCPAddr).Port
 		_ = l.Close()
 		s.addr = "127.0.0.1:" + strconv.Itoa(s.port)
-		if err := s.tryStart(t); err == nil {
+		s.listen = redistest.ListenArgs(t, s.port) // TLS only in TLS mode
+		if err := s.tryStart(); err == nil {
 			break
 		} else if i == 4 {
 			t.Fatalf("redis-server: %v", err)
@@ -415,56 +417,58 @@ func startOutageServer(t *testing.T) *outServer {
 	return s
 }
 
-// start restarts the server on its port and directory; the port may take
-// a moment to be free again.
+// start restarts the server on its port and directory. kill waited until
+// the old process was gone, so the port is free (redis-server binds with
+// SO_REUSEADDR); a failed start is tried again twice all the same.
 func (s *outServer) start(t *testing.T) {
 	t.Helper()
 	var err error
-	for i := 0; i < 20; i++ {
-		if err = s.tryStart(t); err == nil {
+	for range 3 {
+		if err = s.tryStart(); err == nil {
 			return
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("restarting redis-server on %s: %v", s.addr, err)
 }
 
-func (s *outServer) tryStart(t *testing.T) error {
-	args := append([]string{"--bind", "127.0.0.1"}, redistest.ListenArgs(t, s.port)...) // TLS only in TLS mode
-	cmd := exec.Command(s.bin, append(args,
+// outReady is the line redis-server logs once it has loaded its data and
+// serves clients.
+const outReady = "Ready to accept connections"
+
+// tryStart starts the server and waits until it logs outReady (then checks
+// that it answers PING) or exits.
+func (s *outServer) tryStart() error {
+	cmd := exec.Command(s.bin, append(append([]string{"--bind", "127.0.0.1"}, s.listen...),
 		"--dir", s.dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
-		"--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning")...)
+		"--daemonize", "no", "--protected-mode", "no", "--loglevel", "notice")...) // notice: the ready line
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	out := &outSyncWriter{w: &strings.Builder{}}
+	out := &outSyncWriter{w: &strings.Builder{}, mark: outReady, seen: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w (%s)", s.bin, err, redistest.InstallHint)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, TLSConfig: redistest.TLSConfig(t)})
-	defer c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			s.cmd = cmd
-			return nil
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("redis-server on %s exited: %s", s.addr, out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-			return fmt.Errorf("redis-server on %s did not answer within 5s: %v", s.addr, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-out.seen:
+	case <-exited:
+		return fmt.Errorf("redis-server on %s exited: %s", s.addr, out.String())
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+		return fmt.Errorf("redis-server on %s not ready within 5s: %s", s.addr, out.String())
 	}
+	c := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, TLSConfig: s.tls})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+		return fmt.Errorf("redis-server on %s logged %q and does not answer: %w", s.addr, outReady, err)
+	}
+	s.cmd, s.exited = cmd, exited
+	return nil
 }
 
 // kill SIGKILLs the server (its process group) and waits until it is gone.
@@ -474,24 +478,28 @@ func (s *outServer) kill() {
 		return
 	}
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-	for i := 0; i < 500; i++ { // the Wait in tryStart reaps it
-		if err := s.cmd.Process.Signal(syscall.Signal(0)); err != nil {
-			break
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	<-s.exited // the Wait in tryStart reaps it
 	s.cmd = nil
 }
 
+// outSyncWriter collects a server's output and closes seen once mark
+// appears in it.
 type outSyncWriter struct {
-	mu sync.Mutex
-	w  *strings.Builder
+	mu   sync.Mutex
+	w    *strings.Builder
+	mark string
+	seen chan struct{}
 }
 
 func (w *outSyncWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.w.Write(p)
+	n, err := w.w.Write(p)
+	if w.mark != "" && strings.Contains(w.w.String(), w.mark) {
+		close(w.seen)
+		w.mark = ""
+	}
+	return n, err
 }
 
 func (w *outSyncWriter) String() string {

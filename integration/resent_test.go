@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -14,34 +15,46 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // lossyConn loses the first reply read after armed is set, once ready()
-// holds (or after 3 s), as a connection killed after Redis ran the command
-// and before its reply arrived would: go-redis then sends the command again
-// on a new connection (MaxRetries, 3 by default).
+// returns (true: what the test waits for happened; false: it did not), as
+// a connection killed after Redis ran the command and before its reply
+// arrived would: go-redis then sends the command again on a new connection
+// (MaxRetries, 3 by default).
 type lossyConn struct {
 	net.Conn
 	armed *atomic.Bool
 	ready func() bool
-	hit   *atomic.Bool // ready() held when the reply was lost
+	hit   *atomic.Bool // ready() returned true when the reply was lost
 }
 
 func (c *lossyConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 && c.armed.CompareAndSwap(true, false) {
-		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if c.ready() {
-				c.hit.Store(true)
-				break
-			}
+		if c.ready() {
+			c.hit.Store(true)
 		}
 		_ = c.Conn.Close()
 		return 0, io.EOF
 	}
 	return n, err
+}
+
+// within returns a ready function for lossyClient that waits up to 3 s for
+// done to be closed and reports whether it was.
+func within(done <-chan struct{}) func() bool {
+	return func() bool {
+		select {
+		case <-done:
+			return true
+		case <-time.After(3 * time.Second):
+			return false
+		}
+	}
 }
 
 // lossyClient returns a client with go-redis's defaults whose connections
@@ -79,8 +92,9 @@ func TestScheduleSentAgainAfterPromotion(t *testing.T) {
 	lane := keys.Main()
 
 	var armed, hit atomic.Bool
-	rdb := lossyClient(t, addr, &armed, &hit, func() bool { n, _ := ctl.XLen(ctx, lane.Stream).Result(); return n >= 2 }) // the warm-up + ours
-	startMover(t, ctl, prefix, queue)
+	promoted := newTally(2) // the warm-up + ours
+	rdb := lossyClient(t, addr, &armed, &hit, within(promoted.done))
+	startMover(t, ctl, prefix, queue, mover.WithHooks(promoted.hooks()))
 
 	q, err := delay.New(rdb, queue, delay.WithPrefix(prefix))
 	require.NoError(t, err)
@@ -95,7 +109,11 @@ func TestScheduleSentAgainAfterPromotion(t *testing.T) {
 	require.True(t, hit.Load(), "the call's reply was not lost after its first run: the test tested nothing")
 	assert.Equal(t, delay.Created, res.Outcome)
 
-	time.Sleep(500 * time.Millisecond) // past any due time a second run would set
+	// A second run would have set a due time 50 ms after it ran, before the
+	// call returned: a marker due 100 ms after now is promoted after it.
+	_, err = q.Schedule(ctx, delay.Message{ID: "marker"}, delay.After(100*time.Millisecond))
+	require.NoError(t, err)
+	waitPromoted(ctx, t, ctl, lane.Stream, "marker")
 	entries, err := ctl.XRange(ctx, lane.Stream, "-", "+").Result()
 	require.NoError(t, err)
 	var ours []redis.XMessage
@@ -157,29 +175,44 @@ func TestRescheduleSentAgain(t *testing.T) {
 	lane := keys.Main()
 
 	var armed, hit atomic.Bool
-	rdb := lossyClient(t, addr, &armed, &hit, func() bool { n, _ := ctl.XLen(ctx, lane.Stream).Result(); return n >= 1 })
+	promoted := newTally(1)
+	rdb := lossyClient(t, addr, &armed, &hit, within(promoted.done))
 	q, err := delay.New(rdb, queue, delay.WithPrefix(prefix))
 	require.NoError(t, err)
 	_, err = q.Schedule(ctx, delay.Message{ID: "order:3"}, delay.After(time.Hour))
 	require.NoError(t, err)
 	_, err = q.Reschedule(ctx, "warm-up", delay.After(time.Hour)) // loads the script
 	require.ErrorIs(t, err, delay.ErrNotFound)
-	startMover(t, ctl, prefix, queue)
+	startMover(t, ctl, prefix, queue, mover.WithHooks(promoted.hooks()))
 
 	armed.Store(true)
 	due, err := q.Reschedule(ctx, "order:3", delay.After(20*time.Millisecond))
 	require.NoError(t, err, "the first run moved the message; the call must say so")
 	require.True(t, hit.Load(), "the call's reply was not lost after its first run: the test tested nothing")
-	var entries []redis.XMessage
-	require.Eventually(t, func() bool {
-		entries, err = ctl.XRange(ctx, lane.Stream, "-", "+").Result()
-		return err == nil && len(entries) > 0
-	}, 5*time.Second, 5*time.Millisecond)
-	time.Sleep(100 * time.Millisecond) // a second entry would come now
-	entries, err = ctl.XRange(ctx, lane.Stream, "-", "+").Result()
+	// A second run would have set a due time 20 ms after it ran, before the
+	// call returned: a marker due 100 ms after now is promoted after it.
+	_, err = q.Schedule(ctx, delay.Message{ID: "marker"}, delay.After(100*time.Millisecond))
 	require.NoError(t, err)
-	require.Len(t, entries, 1)
-	assert.Equal(t, strconvMs(due), entries[0].Values["d"])
+	waitPromoted(ctx, t, ctl, lane.Stream, "marker")
+	entries, err := ctl.XRange(ctx, lane.Stream, "-", "+").Result()
+	require.NoError(t, err)
+	var ours []redis.XMessage
+	for _, e := range entries {
+		if e.Values["i"] == "order:3" {
+			ours = append(ours, e)
+		}
+	}
+	require.Len(t, ours, 1, "one Reschedule call, one entry")
+	assert.Equal(t, strconvMs(due), ours[0].Values["d"])
+}
+
+// waitPromoted waits until the message id has an entry in the stream at key.
+func waitPromoted(ctx context.Context, t *testing.T, rdb redis.UniversalClient, key, id string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		entries, err := rdb.XRange(ctx, key, "-", "+").Result()
+		return err == nil && slices.ContainsFunc(entries, func(e redis.XMessage) bool { return e.Values["i"] == id })
+	}, 5*time.Second, 5*time.Millisecond, "%s promoted within 5s", id)
 }
 
 // strconvMs is t as the stream entries' due field: Unix ms.

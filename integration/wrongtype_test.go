@@ -77,11 +77,12 @@ func (l *errLog) dump(t *testing.T) {
 
 // acks counts, per group, the successful handler runs of each message id.
 type acks struct {
-	mu sync.Mutex
-	n  map[string]map[string]int
+	mu      sync.Mutex
+	n       map[string]map[string]int
+	changed chan struct{} // closed, and replaced, at each add
 }
 
-func newAcks() *acks { return &acks{n: map[string]map[string]int{}} }
+func newAcks() *acks { return &acks{n: map[string]map[string]int{}, changed: make(chan struct{})} }
 
 func (a *acks) add(group, id string) {
 	a.mu.Lock()
@@ -90,6 +91,15 @@ func (a *acks) add(group, id string) {
 		a.n[group] = map[string]int{}
 	}
 	a.n[group][id]++
+	close(a.changed)
+	a.changed = make(chan struct{})
+}
+
+// next returns a channel closed at the next add.
+func (a *acks) next() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.changed
 }
 
 // missing returns the ids of want that group has not acknowledged.
@@ -169,17 +179,19 @@ func (w *wtQueue) schedule(ctx context.Context, t *testing.T, ids ...string) {
 // waitAcked waits until group acknowledged every id.
 func (w *wtQueue) waitAcked(t *testing.T, group string, ids []string, limit time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
+	timeout := time.After(limit)
 	for {
+		next := w.acks.next() // before the check: an add in between closes it
 		miss := w.acks.missing(group, ids)
 		if len(miss) == 0 {
 			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-next:
+		case <-timeout:
 			w.log.dump(t)
 			t.Fatalf("group %s of %s: %d of %d not acknowledged within %s: %v", group, w.q.Name(), len(miss), len(ids), limit, miss)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
