@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -69,7 +70,8 @@ func spawnCluster(useTLS bool, masters, replicas int) (*Cluster, error) {
 }
 
 // createCluster starts the servers and joins them. It returns the output
-// of redis-cli when that timed out (then the servers are stopped).
+// of redis-cli when that timed out or found a node already in a cluster
+// (then the servers are stopped, and spawnCluster tries again).
 func createCluster(useTLS bool, tc *tls.Config, cli string, cliTLS []string, masters, replicas int) (*Cluster, []byte, error) {
 	c := &Cluster{tls: tc}
 	for i := 0; i < masters*(1+replicas); i++ {
@@ -96,6 +98,12 @@ func createCluster(useTLS bool, tc *tls.Config, cli string, cliTLS []string, mas
 	}
 	if err != nil {
 		c.Stop()
+		if bytes.Contains(out, []byte("is not empty")) {
+			// A new server took the port of a node killed elsewhere (another
+			// test's cluster, or an attempt stopped above) whose peers still
+			// gossip to it: start again on other ports.
+			return nil, out, fmt.Errorf("redistest: redis-cli --cluster create found a node not empty: %w", err)
+		}
 		return nil, nil, fmt.Errorf("redistest: redis-cli --cluster create: %w\n%s", err, out)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
