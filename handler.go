@@ -8,6 +8,7 @@ import (
 
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/group"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // Delivery is one message as a consumer group's handler receives it.
@@ -24,13 +25,25 @@ type Delivery struct {
 	EntryID    string            // the stream entry id (unique per delivery attempt)
 }
 
+// delivery returns the Delivery of m, built once: the handler and the
+// group's hooks get the same one.
 func delivery(m *group.Message) *Delivery {
 	if m == nil {
 		return nil
 	}
-	return &Delivery{ID: m.ID, Payload: m.Payload, Headers: m.Headers, Attempt: m.Attempt, Deliveries: m.Deliveries,
+	if d, ok := m.View.(*Delivery); ok {
+		return d
+	}
+	d := &Delivery{ID: m.ID, Payload: m.Payload, Headers: m.Headers, Attempt: m.Attempt, Deliveries: m.Deliveries,
 		Due: m.Due, Created: m.Created, Deadline: m.Deadline, Group: m.Group, EntryID: m.EntryID}
+	m.View = d
+	return d
 }
+
+// Appended returns when the message was appended to the stream it was
+// read from (the time part of EntryID, by the Redis clock): Appended
+// minus Due is how late promotion was.
+func (d *Delivery) Appended() time.Time { return stream.EntryTime(d.EntryID) }
 
 // Handler handles one delivery. It returns nil to acknowledge it; an error
 // schedules the next attempt after the group's backoff, or dead-letters the

@@ -142,3 +142,40 @@ func TestDropIsRecognisable(t *testing.T) {
 	assert.NotErrorIs(t, delaystream.DeadLetter(cause), delaystream.ErrDropped)
 	assert.NotErrorIs(t, delaystream.RetryAfter(time.Second, cause), delaystream.ErrDropped)
 }
+
+// The handler and the group's hooks share one Delivery per run, and it
+// says when the message was appended to the stream: not before it was due.
+func TestHooksShareTheDelivery(t *testing.T) {
+	t.Parallel()
+	q := newQueue(t)
+	var inHandler, inDelivered, inHandled *delaystream.Delivery
+	handled := make(chan struct{})
+	g, err := q.Handle("g", func(ctx context.Context, d *delaystream.Delivery) error {
+		inHandler = d
+		return nil
+	}, delaystream.WithHooks(delaystream.Hooks{
+		OnDelivered: func(d *delaystream.Delivery) { inDelivered = d },
+		OnHandled: func(d *delaystream.Delivery, o delaystream.HandlerOutcome, _ time.Duration) {
+			inHandled = d
+			close(handled)
+		},
+	}))
+	require.NoError(t, err)
+	_, err = q.Schedule(context.Background(), delaystream.Message{ID: "m"}, delaystream.After(20*time.Millisecond))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- q.Run(ctx) }()
+	select {
+	case <-handled:
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "not handled")
+	}
+	cancel()
+	require.NoError(t, <-done)
+	require.NotNil(t, inHandler)
+	assert.Same(t, inHandler, inDelivered)
+	assert.Same(t, inHandler, inHandled)
+	assert.False(t, inHandler.Appended().Before(inHandler.Due), "appended %v before due %v", inHandler.Appended(), inHandler.Due)
+	assert.Equal(t, uint64(1), g.Counters().Acked)
+}

@@ -239,7 +239,7 @@ func (s *dsSystem) startConsumer(ctx context.Context, h handler) error {
 		return err
 	}
 	_, err = q.Handle(benchGroup, func(ctx context.Context, d *delaystream.Delivery) error {
-		return h(ctx, delivery{payload: d.Payload, due: d.Due, appended: stream.EntryTime(d.EntryID)})
+		return h(ctx, delivery{payload: d.Payload, due: d.Due, appended: d.Appended()})
 	}, delaystream.WithWorkers(s.cfg.workers))
 	if err != nil {
 		return err

@@ -2,8 +2,6 @@ package dsotel
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -88,26 +86,11 @@ func (g *groupHooks) delivered(d *delaystream.Delivery) {
 		return
 	}
 	if d.Deliveries == 1 {
-		if at := entryTime(d.EntryID); !at.IsZero() {
+		if at := d.Appended(); !at.IsZero() {
 			g.t.promotionLag.Record(ctx, max(at.Sub(d.Due), 0).Seconds(), opts...)
 		}
 	}
 	g.t.deliveryLag.Record(ctx, max(time.Since(d.Due), 0).Seconds(), opts...)
-}
-
-// entryTime returns when Redis appended the stream entry id: the time part
-// of "<ms>-<seq>" (anything after the sequence, such as a shard suffix,
-// is ignored), or the zero time if id has no such part.
-func entryTime(id string) time.Time {
-	ms, _, ok := strings.Cut(id, "-")
-	if !ok {
-		return time.Time{}
-	}
-	n, err := strconv.ParseInt(ms, 10, 64)
-	if err != nil {
-		return time.Time{}
-	}
-	return time.UnixMilli(n)
 }
 
 func (g *groupHooks) handled(_ *delaystream.Delivery, o delaystream.HandlerOutcome, took time.Duration) {

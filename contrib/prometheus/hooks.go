@@ -1,8 +1,6 @@
 package dsprom
 
 import (
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,26 +87,11 @@ func (o *groupObservers) delivered(d *delaystream.Delivery) {
 		return
 	}
 	if d.Deliveries == 1 {
-		if t := entryTime(d.EntryID); !t.IsZero() {
+		if t := d.Appended(); !t.IsZero() {
 			o.promotion[i].Observe(max(t.Sub(d.Due), 0).Seconds())
 		}
 	}
 	o.delivery[i].Observe(max(time.Since(d.Due), 0).Seconds())
-}
-
-// entryTime returns when Redis appended the stream entry id: the time part
-// of "<ms>-<seq>" (anything after the sequence, such as a shard suffix, is
-// ignored), or the zero time if id has no such part.
-func entryTime(id string) time.Time {
-	ms, _, ok := strings.Cut(id, "-")
-	if !ok {
-		return time.Time{}
-	}
-	n, err := strconv.ParseInt(ms, 10, 64)
-	if err != nil {
-		return time.Time{}
-	}
-	return time.UnixMilli(n)
 }
 
 func (o *groupObservers) handled(_ *delaystream.Delivery, oc delaystream.HandlerOutcome, took time.Duration) {

@@ -22,6 +22,11 @@ type Message struct {
 	Group      string            // the consumer group
 	Stream     string            // the stream key it was read from (queue stream or retry lane)
 	EntryID    string            // the stream entry id
+	// View is the front door's view of the message, built by its first
+	// user and kept here so that the handler and every hook share it. It
+	// is written and read on the worker goroutine that handles the
+	// message only; the consumer never reads it.
+	View any
 }
 
 // Handler processes one message. Returning nil acknowledges it. Returning an
