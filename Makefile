@@ -11,7 +11,7 @@ TOOLBIN    := $(shell $(GO) env GOPATH)/bin
 STATICCHECK_VERSION ?= v0.8.2
 GOCYCLO_VERSION     ?= v0.6.0
 
-.PHONY: all test test-newest-go stress lint-tools ensure-tools chaos test-unit test-tls lint vet fmt ensure-redis bench tidy property fuzz fuzz-short
+.PHONY: all test test-integration test-modules test-newest-go stress lint-tools ensure-tools chaos test-unit test-tls lint vet fmt ensure-redis bench tidy property fuzz fuzz-short
 
 # Fuzz targets run one at a time (go test -fuzz takes one target), each
 # for FUZZTIME with `make fuzz` and FUZZTIME_SHORT within `make test`.
@@ -25,12 +25,32 @@ FUZZMINTIME    ?= 5s
 
 all: lint test
 
-## test: vet, then go test -race over every module (integration included; its packages one at a time, so that the chaos short mode's processes do not load the timing tests), what TLS changes (connection set-up, pub/sub, a cluster with tls-cluster) over TLS, the core module's vet and unit tests on the newest Go release, then fuzz-short
+## test: vet, then two lanes side by side: test-integration (real servers and Clusters, mostly waiting on real time) in the background and test-modules (CPU-bound) in the foreground; the integration lane's output is printed after the other's. Either lane failing fails make test.
 test: ensure-redis ensure-tools vet
-	@set -e; for m in $(MODULES); do \
+	@start=$$(date +%s); log=$$(mktemp); \
+	( s=$$(date +%s); rc=0; $(MAKE) --no-print-directory test-integration >$$log 2>&1 || rc=$$?; \
+	  echo "== integration lane: rc=$$rc in $$(( $$(date +%s) - s ))s" >>$$log; exit $$rc ) & ipid=$$!; \
+	s=$$(date +%s); rc=0; $(MAKE) --no-print-directory test-modules || rc=$$?; \
+	echo "== modules lane: rc=$$rc in $$(( $$(date +%s) - s ))s"; \
+	irc=0; wait $$ipid || irc=$$?; \
+	echo "== integration lane output"; cat $$log; rm -f $$log; \
+	echo "== make test: $$(( $$(date +%s) - start ))s (modules lane rc=$$rc, integration lane rc=$$irc)"; \
+	[ $$rc = 0 ] && [ $$irc = 0 ]
+
+# INTEGRATION_PARALLEL is how many integration tests run at once: they
+# mostly wait on real time, each on servers of its own.
+INTEGRATION_PARALLEL ?= 4
+
+## test-integration: the integration module (real servers, Clusters, chaos short mode), -race, its tests INTEGRATION_PARALLEL at a time
+test-integration: ensure-redis
+	@echo "== go test ./integration (-parallel $(INTEGRATION_PARALLEL))"
+	@cd integration && $(GO) test $(GOFLAGS_TEST) -parallel $(INTEGRATION_PARALLEL) ./...
+
+## test-modules: every module but integration -race, the TLS subset, vet and unit tests on the newest Go release, fuzz-short
+test-modules: ensure-redis ensure-tools
+	@set -e; for m in $(filter-out ./integration,$(MODULES)); do \
 		echo "== go test $$m"; \
-		p=""; [ "$$m" = ./integration ] && p="-p 1"; \
-		(cd $$m && $(GO) test $(GOFLAGS_TEST) $$p ./...); \
+		(cd $$m && $(GO) test $(GOFLAGS_TEST) ./...); \
 	done
 	@echo "== go test (TLS): $(TLS_PKGS)"; DELAYSTREAM_TLS=1 $(GO) test $(GOFLAGS_TEST) $(TLS_PKGS)
 	@$(MAKE) --no-print-directory test-newest-go
@@ -70,9 +90,9 @@ test-tls: ensure-redis
 		(cd $$m && DELAYSTREAM_TLS=1 $(GO) test $(GOFLAGS_TEST) ./...); \
 	done
 
-## test-unit: the core module only (miniredis and a local redis-server)
+## test-unit: the core module only (miniredis and a local redis-server), without the race detector: what to run while editing (make test runs it with -race)
 test-unit: ensure-redis
-	$(GO) test $(GOFLAGS_TEST) ./...
+	$(GO) test -count=1 -timeout 15m ./...
 
 ## property: the foreign-member property test at length (make test runs 100 rounds per lane kind)
 property: ensure-redis

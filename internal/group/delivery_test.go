@@ -176,15 +176,18 @@ func TestRetryIsPerGroupAndNeverEarly(t *testing.T) {
 	assert.Zero(t, h.pending(h.mainStream(), "a")+h.pending(h.retryStream("a"), "a")+h.pending(h.mainStream(), "b"))
 }
 
-// A handler running ten times the visibility timeout keeps its entry: the
+// A handler running four times the visibility timeout keeps its entry: the
 // consumer extends its hold, so the other consumer of the group (reclaiming
 // every 20 ms) never takes it, and the message is handled exactly once.
 func TestLongHandlerKeepsItsEntry(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	const n = 4
-	const visibility = 300 * time.Millisecond
-	const work = 10 * visibility
+	// A second is long enough that a loaded machine's scheduling delays do
+	// not stretch one extension interval (a third of it) past it; the work
+	// spans four timeouts, so a lease that is not extended is reclaimed.
+	const visibility = time.Second
+	const work = 4 * visibility
 	h.startMover()
 
 	var mu sync.Mutex

@@ -1,23 +1,25 @@
-// Package harness gives integration tests a real Redis: a single server
-// shared by every test of a package, a dedicated server for tests that
-// measure the server itself, and a local Redis Cluster.
+// Package harness gives integration tests a real Redis: a server of each
+// test's own, and a local Redis Cluster.
 //
-// The shared server comes from, in order:
+// A test's server ([Redis], [Dedicated]) comes from, in order:
 //
-//  1. REDIS_ADDR, when set (host:port of a server the tests may write to);
+//  1. REDIS_ADDR, when set (host:port of a server the tests may write to),
+//     for [Redis] only: then every test shares it and keeps apart by
+//     unique key prefixes ([Prefix]);
 //  2. testcontainers-go (image redis:7.0), when a Docker engine answers a
 //     health check within [DockerProbeTimeout];
 //  3. a throwaway redis-server child process on a free loopback port
-//     (internal/redistest).
+//     (internal/redistest), started in about 0.1 s.
 //
-// When none is possible the test fails with a message naming what to
-// install; it never skips. Tests share the server and keep apart by unique
-// key prefixes ([Prefix]), so they run in parallel without FLUSHDB.
+// A server of its own lets a test run in parallel with the others without
+// their load in its timing, its INFO figures or its memory. When none is
+// possible the test fails with a message naming what to install; it never
+// skips.
 //
 // The Cluster is REDIS_CLUSTER_ADDRS (comma-separated seed addresses) when
-// set, else three local masters started with redistest.SpawnCluster.
-// [ClusterWithReplicas] starts a cluster of three masters and three
-// replicas for one test alone.
+// set, else three local masters started with redistest.SpawnCluster and
+// shared by the package's tests. [ClusterWithReplicas] starts a cluster of
+// three masters and three replicas for one test alone.
 //
 // With DELAYSTREAM_TLS=1 (redistest's TLS mode) every server listens on TLS
 // only and every client the harness hands out uses TLS; the container is
@@ -95,10 +97,6 @@ var (
 	mu      sync.Mutex
 	cleanup []func()
 
-	sharedOnce sync.Once
-	shared     *Server
-	sharedErr  error
-
 	clusterOnce  sync.Once
 	clusterAddrs []string
 	clusterSrc   string
@@ -130,38 +128,36 @@ func atExit(f func()) {
 	cleanup = append(cleanup, f)
 }
 
-// Addr returns the address of the package's shared server, starting it on
-// first use, and logs where it came from.
+// Addr returns REDIS_ADDR, the server every test shares when it is set,
+// and logs it; without it the test fails: use [Redis] or [Dedicated].
 func Addr(tb testing.TB) string {
 	tb.Helper()
-	sharedOnce.Do(func() {
-		if a := os.Getenv("REDIS_ADDR"); a != "" {
-			shared = &Server{Addr: a, Source: FromEnv}
-			return
-		}
-		shared, sharedErr = start()
-		if shared != nil {
-			atExit(shared.Stop)
-		}
-	})
-	if sharedErr != nil {
-		tb.Fatalf("harness: no Redis server: %v", sharedErr)
+	a := os.Getenv("REDIS_ADDR")
+	if a == "" {
+		tb.Fatalf("harness: REDIS_ADDR is not set; use harness.Redis for a server of the test's own")
 	}
-	tb.Logf("redis: %s", shared)
-	return shared.Addr
+	tb.Logf("redis: %s at %s", FromEnv, a)
+	return a
 }
 
-// Redis returns a client of the package's shared server, closed when tb ends.
+// Redis returns a client of a server of tb's own (see [Dedicated]), or of
+// REDIS_ADDR's server when that is set. The client is closed, and the
+// server stopped, when tb ends.
 func Redis(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
-	c := redis.NewClient(redistest.Options(tb, Addr(tb)))
-	tb.Cleanup(func() { _ = c.Close() })
+	if os.Getenv("REDIS_ADDR") != "" {
+		c := redis.NewClient(redistest.Options(tb, Addr(tb)))
+		tb.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	_, c := Dedicated(tb)
 	return c
 }
 
-// Dedicated starts a server used by tb alone (for measurements that other
-// tests would disturb, such as INFO commandstats) and stops it when tb ends.
-// It ignores REDIS_ADDR: it needs a Docker engine or redis-server.
+// Dedicated starts a server used by tb alone and stops it when tb ends. It
+// ignores REDIS_ADDR (for measurements that other tests would disturb, such
+// as INFO commandstats, or servers a test reconfigures): it needs a Docker
+// engine or redis-server.
 func Dedicated(tb testing.TB) (*Server, *redis.Client) {
 	tb.Helper()
 	s, err := start()
