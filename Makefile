@@ -25,12 +25,12 @@ FUZZMINTIME    ?= 5s
 
 all: lint test
 
-## test: vet, then two lanes side by side: test-integration (real servers and Clusters, mostly waiting on real time) in the background and test-modules (CPU-bound) in the foreground; the integration lane's output is printed after the other's. Either lane failing fails make test.
-test: ensure-redis ensure-tools vet
+## test: two lanes side by side, each printing its steps' times: the integration module (real servers and Clusters, mostly waiting on real time) then the core module's vet and tests on the newest Go release, in the background; vet, every other module -race, the TLS subset and fuzz-short in the foreground. The background lane's output is printed after the other's. Either lane failing fails make test.
+test: ensure-redis ensure-tools
 	@start=$$(date +%s); log=$$(mktemp); \
-	( s=$$(date +%s); rc=0; $(MAKE) --no-print-directory test-integration >$$log 2>&1 || rc=$$?; \
+	( s=$$(date +%s); rc=0; $(MAKE) -k --no-print-directory test-integration test-newest-go >$$log 2>&1 || rc=$$?; \
 	  echo "== integration lane: rc=$$rc in $$(( $$(date +%s) - s ))s" >>$$log; exit $$rc ) & ipid=$$!; \
-	s=$$(date +%s); rc=0; $(MAKE) --no-print-directory test-modules || rc=$$?; \
+	s=$$(date +%s); rc=0; $(MAKE) --no-print-directory vet test-modules || rc=$$?; \
 	echo "== modules lane: rc=$$rc in $$(( $$(date +%s) - s ))s"; \
 	irc=0; wait $$ipid || irc=$$?; \
 	echo "== integration lane output"; cat $$log; rm -f $$log; \
@@ -43,17 +43,20 @@ INTEGRATION_PARALLEL ?= 4
 
 ## test-integration: the integration module (real servers, Clusters, chaos short mode), -race, its tests INTEGRATION_PARALLEL at a time
 test-integration: ensure-redis
-	@echo "== go test ./integration (-parallel $(INTEGRATION_PARALLEL))"
-	@cd integration && $(GO) test $(GOFLAGS_TEST) -parallel $(INTEGRATION_PARALLEL) ./...
+	@echo "== go test ./integration (-parallel $(INTEGRATION_PARALLEL))"; s=$$(date +%s); \
+	rc=0; (cd integration && $(GO) test $(GOFLAGS_TEST) -parallel $(INTEGRATION_PARALLEL) ./...) || rc=$$?; \
+	echo "== go test ./integration: rc=$$rc in $$(( $$(date +%s) - s ))s"; exit $$rc
 
-## test-modules: every module but integration -race, the TLS subset, vet and unit tests on the newest Go release, fuzz-short
+## test-modules: every module but integration -race, the TLS subset, fuzz-short
 test-modules: ensure-redis ensure-tools
 	@set -e; for m in $(filter-out ./integration,$(MODULES)); do \
-		echo "== go test $$m"; \
+		echo "== go test $$m"; s=$$(date +%s); \
 		(cd $$m && $(GO) test $(GOFLAGS_TEST) ./...); \
+		echo "== go test $$m: $$(( $$(date +%s) - s ))s"; \
 	done
-	@echo "== go test (TLS): $(TLS_PKGS)"; DELAYSTREAM_TLS=1 $(GO) test $(GOFLAGS_TEST) $(TLS_PKGS)
-	@$(MAKE) --no-print-directory test-newest-go
+	@echo "== go test (TLS): $(TLS_PKGS)"; s=$$(date +%s); \
+	rc=0; DELAYSTREAM_TLS=1 $(GO) test $(GOFLAGS_TEST) $(TLS_PKGS) || rc=$$?; \
+	echo "== go test (TLS): rc=$$rc in $$(( $$(date +%s) - s ))s"; exit $$rc
 	@$(MAKE) --no-print-directory fuzz-short
 
 # TLS_PKGS are the core packages whose tests exercise what TLS changes:
@@ -68,9 +71,10 @@ GO_NEWEST ?= go1.27.1
 
 ## test-newest-go: go vet and the core module's unit tests on the newest Go release (GO_NEWEST)
 test-newest-go: ensure-redis
-	@echo "== $(GO_NEWEST): go vet and go test (core module)"
-	@GOTOOLCHAIN=$(GO_NEWEST) $(GO) vet ./...
-	@GOTOOLCHAIN=$(GO_NEWEST) $(GO) test -count=1 -timeout 15m ./...
+	@echo "== $(GO_NEWEST): go vet and go test (core module)"; s=$$(date +%s); \
+	GOTOOLCHAIN=$(GO_NEWEST) $(GO) vet ./... && \
+	GOTOOLCHAIN=$(GO_NEWEST) $(GO) test -count=1 -timeout 15m ./... && \
+	echo "== $(GO_NEWEST): $$(( $$(date +%s) - s ))s"
 
 ## stress: the core packages -race -count=5 while two CPU-burning processes share the machine, then the integration module twice
 stress: ensure-redis
@@ -80,8 +84,8 @@ stress: ensure-redis
 	echo "== go test -race -count=5 ./... (core) beside two CPU burners"; \
 	$(GO) test -race -count=5 -timeout 30m ./...; \
 	kill $$b1 $$b2; trap - EXIT; \
-	echo "== go test -race -count=2 ./... (integration)"; \
-	cd integration && $(GO) test -race -count=2 -p 1 -timeout 30m ./...
+	echo "== go test -race -count=2 -parallel $(INTEGRATION_PARALLEL) ./... (integration)"; \
+	cd integration && $(GO) test -race -count=2 -parallel $(INTEGRATION_PARALLEL) -timeout 30m ./...
 
 ## test-tls: the core module and integration with every test server on TLS only (DELAYSTREAM_TLS=1)
 test-tls: ensure-redis
