@@ -30,13 +30,13 @@ func ExampleWithPrecision() {
 	defer stop()
 
 	// Five messages due 90, 70, 50, 30 and 10 ms before the end of a bucket
-	// at least 700 ms ahead (buckets are aligned on multiples of 100 ms).
+	// at least 1.5 s ahead (buckets are aligned on multiples of 100 ms).
 	now, err := rdb.Time(ctx).Result()
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	end := time.UnixMilli((now.Add(700*time.Millisecond).UnixMilli()/100 + 1) * 100)
+	end := time.UnixMilli((now.Add(1500*time.Millisecond).UnixMilli()/100 + 1) * 100)
 	for i := range 5 {
 		due := end.Add(-time.Duration(90-20*i) * time.Millisecond)
 		if _, err := q.Schedule(ctx, delaystream.Message{ID: fmt.Sprint("r", i)}, delaystream.At(due)); err != nil {
