@@ -136,10 +136,10 @@ func (p *idleProbes) run(ctx context.Context) error {
 
 // sleepIdle waits, with nothing due within the max idle, until the lane's
 // head entry (due ms; -1 = none) is about to be due (the end of its
-// precision bucket), a wake-up announces an
-// earlier entry, or a probe finds one. A probe is one ZRANGE of the delayed
-// set's head instead of a promote call, taken when the engine's idle probe
-// budget gives the lane its turn (see idleProbes): about once per max idle
+// precision bucket), a wake-up announces an earlier entry, or a probe
+// finds one. A probe is one ZRANGE of the delayed set's head instead of a
+// promote call, taken when the engine's idle probe budget gives the lane
+// its turn (see idleProbes): about once per max idle
 // for an engine with one idle lane. It only catches a lost wake-up, and
 // decides nothing about due-ness (the promote script that follows does).
 // The lease is not renewed meanwhile: it lapses, and whichever mover calls
