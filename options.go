@@ -23,6 +23,7 @@ type config struct {
 	logger   *slog.Logger
 	drain    time.Duration
 	promote  bool
+	prec     time.Duration  // the promotion precision: WithPrecision
 	producer []delay.Option // scheduling options, after prefix, shards and codec
 	mover    []mover.Option // promotion options, after prefix, shards and logger
 }

@@ -143,7 +143,8 @@ func (q *Queue) handle(name string, h Handler, opts []GroupOption) (*Group, erro
 	// The queue runs promotion itself (unless WithoutPromotion): its
 	// consumers do not run their own.
 	gopts := []group.Option{group.WithLogger(q.cfg.logger), group.WithDrainTimeout(q.cfg.drain),
-		group.WithPrefix(q.cfg.prefix), group.WithShards(q.cfg.shards), group.WithoutPromotion()}
+		group.WithPrefix(q.cfg.prefix), group.WithShards(q.cfg.shards), group.WithoutPromotion(),
+		group.WithPrecision(q.cfg.prec)}
 	if gc.hooks != nil {
 		gopts = append(gopts, group.WithHooks(gc.hooks.internal()))
 	}

@@ -57,6 +57,12 @@ func childMain(args []string) int {
 		return ctx.Err()
 	}
 	switch *sys {
+	case sysCrashdup:
+		if err := crashdupChild(ctx, rdb); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 1
+		}
+		select {} // until killed
 	case sysDS:
 		q, err := delay.New(rdb, benchQueue)
 		if err != nil {

@@ -32,10 +32,10 @@ func (r *results) curveValue(sys string, rate int, key, agg string) float64 {
 }
 
 // curveSystems returns the systems that have curve values, delaystream
-// first, rt-floor last.
-func (r *results) curveSystems() []string {
+// first (at each precision), rt-floor last.
+func (r *results) curveSystems(cfg config) []string {
 	var out []string
-	for _, s := range []string{sysDS, sysAsynq, sysFloor} {
+	for _, s := range curveSystemNames(config{curvePrecisions: cfg.curvePrecisions, floor: true}) {
 		if r.vals["curve"][s] != nil {
 			out = append(out, s)
 		}
@@ -46,14 +46,14 @@ func (r *results) curveSystems() []string {
 // printCurveTable prints the curve scenario as one table, rate x system,
 // and where delaystream's Redis CPU per message crosses asynq's.
 func printCurveTable(w io.Writer, r *results, cfg config) {
-	systems := r.curveSystems()
+	systems := r.curveSystems(cfg)
 	if len(systems) == 0 {
 		return
 	}
 	rates := slices.Clone(cfg.curveRates)
 	slices.Sort(rates)
 	both := slices.Contains(systems, sysDS) && slices.Contains(systems, sysAsynq)
-	fmt.Fprintf(w, "\nTrickle curve: at each rate, Schedule one call at a time (one producer goroutine per 1000 msg/s) for %s, delays uniform in [0, 3 s]; costs over the whole run (schedule + delivery + idle), per message; medians of %d runs (%% early, lost, duplicates: worst run). Systems alternate within each rate.\n\n",
+	fmt.Fprintf(w, "\nTrickle curve (delaystream at the default precision 0, and \"p=\" at WithPrecision(p)): at each rate, Schedule one call at a time (one producer goroutine per 1000 msg/s) for %s, delays uniform in [0, 3 s]; costs over the whole run (schedule + delivery + idle), per message; medians of %d runs (%% early, lost, duplicates: worst run). Systems alternate within each rate.\n\n",
 		cfg.curveDuration, cfg.runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	hdr := []string{"rate", "system"}
@@ -65,9 +65,16 @@ func printCurveTable(w io.Writer, r *results, cfg config) {
 		hdr = append(hdr, "Redis CPU: ds / asynq")
 	}
 	fmt.Fprintln(tw, strings.Join(hdr, "\t"))
-	ratios := make([]float64, len(rates))
+	ratios := map[string][]float64{} // by delaystream system, one per rate
+	for _, sys := range systems {
+		if isDS(sys) {
+			ratios[sys] = make([]float64, len(rates))
+			for i := range rates {
+				ratios[sys][i] = math.NaN()
+			}
+		}
+	}
 	for i, rate := range rates {
-		ratios[i] = math.NaN()
 		for j, sys := range systems {
 			row := []string{"", sys}
 			if j == 0 {
@@ -80,12 +87,12 @@ func printCurveTable(w io.Writer, r *results, cfg config) {
 			row = append(row, fmtVal(lost, metricDef{scale: 1})+" / "+fmtVal(dups, metricDef{scale: 1}))
 			if both {
 				cell := ""
-				if sys == sysDS {
-					ds := r.curveValue(sysDS, rate, "redis_cpu_per_msg", "")
+				if isDS(sys) {
+					ds := r.curveValue(sys, rate, "redis_cpu_per_msg", "")
 					as := r.curveValue(sysAsynq, rate, "redis_cpu_per_msg", "")
 					if as > 0 && !math.IsNaN(ds) {
-						ratios[i] = ds / as
-						cell = fmt.Sprintf("%.2f", ratios[i])
+						ratios[sys][i] = ds / as
+						cell = fmt.Sprintf("%.2f", ratios[sys][i])
 					}
 				}
 				row = append(row, cell)
@@ -95,7 +102,12 @@ func printCurveTable(w io.Writer, r *results, cfg config) {
 	}
 	tw.Flush()
 	if both {
-		fmt.Fprintf(w, "\nRedis CPU per message, delaystream / asynq (< 1: delaystream cheaper): %s.\n", crossover(rates, ratios))
+		fmt.Fprintln(w)
+		for _, sys := range systems {
+			if isDS(sys) {
+				fmt.Fprintf(w, "Redis CPU per message, %s / asynq (< 1: delaystream cheaper): %s.\n", sys, crossover(rates, ratios[sys]))
+			}
+		}
 	}
 	printNotes(w, r, func(sc string) bool { return sc == "curve" })
 }
@@ -136,7 +148,7 @@ func crossover(rates []int, ratios []float64) string {
 // printCurveJSON prints one JSON line per rate, system and curve figure.
 func printCurveJSON(w io.Writer, r *results, cfg config) {
 	enc := json.NewEncoder(w)
-	for _, sys := range r.curveSystems() {
+	for _, sys := range r.curveSystems(cfg) {
 		for _, rate := range cfg.curveRates {
 			for _, k := range curveKeys {
 				agg := ""
@@ -157,3 +169,6 @@ func printCurveJSON(w io.Writer, r *results, cfg config) {
 		}
 	}
 }
+
+// isDS reports whether sys is delaystream (at any precision).
+func isDS(sys string) bool { return sys == sysDS || strings.HasPrefix(sys, sysDS+" p=") }

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,18 +67,22 @@ type config struct {
 	// backlogElsewhere fills the backlog into another queue of the same
 	// Redis: same memory, the trickle's own delayed set small (a control).
 	backlogElsewhere bool
-	backlogSettle    time.Duration // backlog: pause between the fill and the trickle
-	bigN             int           // burst1m size
-	trimWait         time.Duration // burst1m: how long to wait for trimming after delivery
-	curveRates       []int         // curve: trickle rates, msg/s
-	curveDuration    time.Duration // curve: trickle duration per rate and system
+	backlogSettle    time.Duration   // backlog: pause between the fill and the trickle
+	bigN             int             // burst1m size
+	trimWait         time.Duration   // burst1m: how long to wait for trimming after delivery
+	curveRates       []int           // curve: trickle rates, msg/s
+	curveDuration    time.Duration   // curve: trickle duration per rate and system
+	curvePrecisions  []time.Duration // curve: delaystream also at these precisions (WithPrecision)
+	crashdupDuration time.Duration   // crashdup: length of one run
+	crashdupKills    int             // crashdup: kills per run
+	crashdupRate     int             // crashdup: messages per second, over the child and the survivor
 }
 
-var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "queues", "cluster", "backlog", "burst1m", "curve"}
+var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "queues", "cluster", "backlog", "burst1m", "curve", "crashdup"}
 
 // optIn are the scenarios a run without -only leaves out: each takes
 // minutes at its real size.
-var optIn = map[string]bool{"backlog": true, "burst1m": true, "curve": true}
+var optIn = map[string]bool{"backlog": true, "burst1m": true, "curve": true, "crashdup": true}
 
 func main() {
 	if len(os.Args) > 2 && os.Args[1] == childFlag {
@@ -118,8 +123,16 @@ func main() {
 	flag.DurationVar(&cfg.trimWait, "trim-wait", 90*time.Second, "burst1m: longest wait, after all is delivered, for the stream to be trimmed below 1 % of n")
 	curveRates := flag.String("curve-rates", "50,500,5000", "curve: trickle rates in msg/s, comma-separated")
 	flag.DurationVar(&cfg.curveDuration, "curve-duration", 10*time.Second, "curve: trickle duration per rate and system")
+	curvePrecisions := flag.String("curve-precisions", "10ms,100ms", "curve: delaystream also runs at these precisions (WithPrecision), comma-separated; empty: only the default (0)")
+	flag.DurationVar(&cfg.crashdupDuration, "crashdup-duration", 12*time.Second, "crashdup: length of one run")
+	flag.IntVar(&cfg.crashdupKills, "crashdup-kills", 5, "crashdup: child consumers killed (SIGKILL) per run")
+	flag.IntVar(&cfg.crashdupRate, "crashdup-rate", 1500, "crashdup: messages per second, shared by the child and the survivor (8 workers, 10 ms handlers each)")
 	flag.Parse()
 	var err error
+	if cfg.curvePrecisions, err = parsePrecisions(*curvePrecisions); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
 	if cfg.curveRates, err = parseRates(*curveRates); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
@@ -275,11 +288,13 @@ func run(cfg config) error {
 		case "burst1m":
 			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.burstBig)
 		case "curve":
-			sys := systems
-			if cfg.floor {
-				sys = append(append([]string(nil), systems...), sysFloor)
+			sys := curveSystemNames(cfg)
+			if !cfg.asynq {
+				sys = slices.DeleteFunc(sys, func(s string) bool { return s == sysAsynq })
 			}
 			b.curve(ctx, sys)
+		case "crashdup":
+			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.crashdup)
 		case "cluster":
 			// delaystream only: the same queue unsharded and sharded, each
 			// with 1 mover + 1 consumer and 2 + 2 (clusterSpecs), on a
@@ -300,6 +315,7 @@ func run(cfg config) error {
 	fmt.Println()
 	printTable(os.Stdout, b.res, cfg)
 	printCurveTable(os.Stdout, b.res, cfg)
+	printCrashdupTable(os.Stdout, b.res)
 	printClusterTable(os.Stdout, b.res, cfg)
 	fmt.Printf("\nload average at end: %s\n", loadAvg())
 	if cfg.json {

@@ -453,7 +453,7 @@ func printTable(w io.Writer, r *results, cfg config) {
 }
 
 // ownTable are the scenarios printed by a table of their own.
-var ownTable = map[string]bool{"cluster": true, "curve": true}
+var ownTable = map[string]bool{"cluster": true, "curve": true, "crashdup": true}
 
 func printNotes(w io.Writer, r *results, keep func(scenario string) bool) {
 	head := false

@@ -20,6 +20,8 @@ type bench struct {
 	admin *redis.Client
 	res   *results
 	cl    *clusterEnv // the cluster scenario's cluster, while it runs
+	// crashdupKilled are the children killed in the crashdup run going on.
+	crashdupKilled []killedChild
 }
 
 type scenarioFunc func(ctx context.Context, sys string, run int) (map[string]float64, error)

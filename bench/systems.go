@@ -66,6 +66,17 @@ type system interface {
 }
 
 func newSystem(name, addr string, cfg config) (system, error) {
+	if p, ok, err := precisionOf(name); err != nil || ok {
+		if err != nil {
+			return nil, err
+		}
+		s, err := newDS(addr, cfg, false)
+		if err != nil {
+			return nil, err
+		}
+		s.precision = p
+		return s, nil
+	}
 	switch name {
 	case sysDS, sysRaw:
 		return newDS(addr, cfg, name == sysRaw)
@@ -112,8 +123,10 @@ type dsSystem struct {
 	shards int
 	cfg    config
 	raw    bool
-	stops  []func()
-	timer  *scriptTimer // round trips of the library's script calls, once timeScripts is called
+	// precision is the mover's (delaystream.WithPrecision); 0 = the default.
+	precision time.Duration
+	stops     []func()
+	timer     *scriptTimer // round trips of the library's script calls, once timeScripts is called
 }
 
 // timeScripts starts recording the round trip of every library script
@@ -149,7 +162,7 @@ func (s *dsSystem) Name() string {
 	if s.raw {
 		return sysRaw
 	}
-	return sysDS
+	return dsPrecisionName(s.precision)
 }
 
 func (w when) ds() delaystream.When {
@@ -212,7 +225,7 @@ func (s *dsSystem) Start(ctx context.Context, h handler) error {
 
 // startMoverOnly runs the queue's mover until Stop.
 func (s *dsSystem) startMoverOnly(ctx context.Context) error {
-	opts := []mover.Option{mover.WithShards(s.shards)}
+	opts := []mover.Option{mover.WithShards(s.shards), mover.WithPrecision(s.precision)}
 	if s.cfg.moverBatch > 0 {
 		opts = append(opts, mover.WithBatchSize(s.cfg.moverBatch))
 	}

@@ -135,10 +135,11 @@ func (p *idleProbes) run(ctx context.Context) error {
 }
 
 // sleepIdle waits, with nothing due within the max idle, until the lane's
-// head entry (due ms; -1 = none) is about to be due, a wake-up announces an
-// earlier entry, or a probe finds one. A probe is one ZRANGE of the delayed
-// set's head instead of a promote call, taken when the engine's idle probe
-// budget gives the lane its turn (see idleProbes): about once per max idle
+// head entry (due ms; -1 = none) is about to be due (the end of its
+// precision bucket), a wake-up announces an earlier entry, or a probe
+// finds one. A probe is one ZRANGE of the delayed set's head instead of a
+// promote call, taken when the engine's idle probe budget gives the lane
+// its turn (see idleProbes): about once per max idle
 // for an engine with one idle lane. It only catches a lost wake-up, and
 // decides nothing about due-ness (the promote script that follows does).
 // The lease is not renewed meanwhile: it lapses, and whichever mover calls
@@ -153,8 +154,9 @@ func (l *lane) sleepIdle(ctx context.Context, timer *time.Timer, head int64, red
 		if head < 0 {
 			l.until.Store(noDue)
 		} else {
+			head = l.bucket(head)
 			l.until.Store(head)
-			// Local time at which the head is due on the Redis clock.
+			// Local time at which the head's bucket ends on the Redis clock.
 			left := time.Until(time.UnixMilli(head).Add(-redisAhead))
 			if left <= maxIdle {
 				l.m.probes.leave(l) // not idle any more

@@ -65,7 +65,7 @@ func (l *lane) awaitOwnership(ctx context.Context) bool {
 // notify wakes the lane when due is earlier than what it sleeps until, or
 // when a lease was released (due 0). It never blocks.
 func (l *lane) notify(due int64) {
-	if due != 0 && due >= l.until.Load() && l.until.Load() != noDue {
+	if due != 0 && l.bucket(due) >= l.until.Load() && l.until.Load() != noDue {
 		return
 	}
 	if due == 0 {
@@ -82,6 +82,18 @@ func (l *lane) notify(due int64) {
 	}
 }
 
+// bucket returns the due ms a lane sleeps until for an entry due at due
+// ms: the end of due's precision bucket, the first multiple of the
+// precision at or after due (never before it), or due itself at a
+// precision of 0 or 1 ms, and for noDue.
+func (l *lane) bucket(due int64) int64 {
+	p := l.m.cfg.precision
+	if p <= 1 || due <= 0 || due > noDue-p {
+		return due
+	}
+	return (due + p - 1) / p * p
+}
+
 // noDue stands for "nothing due": later than any due time.
 const noDue = 1<<63 - 1
 
@@ -90,7 +102,8 @@ const noDue = 1<<63 - 1
 // only wakes for a released lease, ignores it.
 const resubscribed = 1
 
-// wait returns how long to sleep after r, and the due ms being waited for.
+// wait returns how long to sleep after r, and the due ms being waited for:
+// the end of the precision bucket of the next due time (see bucket).
 func (l *lane) wait(r result) (time.Duration, int64) {
 	cfg := &l.m.cfg
 	if r.leaseTTL >= 0 { // standby: check again when the holder's lease would lapse
@@ -103,8 +116,9 @@ func (l *lane) wait(r result) (time.Duration, int64) {
 	if r.next < 0 {
 		return cfg.maxIdle, -1
 	}
-	d := time.Duration(r.next*1000-r.nowUs) * time.Microsecond
-	return max(0, min(d, cfg.maxIdle)), r.next
+	until := l.bucket(r.next)
+	d := time.Duration(until*1000-r.nowUs) * time.Microsecond
+	return max(0, min(d, cfg.maxIdle)), until
 }
 
 // firstBackoff is a lane's pause after a failed call that follows a
@@ -247,7 +261,7 @@ func (lr *laneRun) pause(ctx context.Context, r result) {
 
 // idle reports whether nothing is due within the max idle after r.
 func (l *lane) idle(r result) bool {
-	return r.next < 0 || time.Duration(r.next*1000-r.nowUs)*time.Microsecond > l.m.cfg.maxIdle
+	return r.next < 0 || time.Duration(l.bucket(r.next)*1000-r.nowUs)*time.Microsecond > l.m.cfg.maxIdle
 }
 
 // sleep waits for d, a wake-up or ctx, and reports whether a wake-up ended

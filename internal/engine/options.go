@@ -34,6 +34,7 @@ type Config struct {
 	callLimit time.Duration
 	retryOf   string // "" = main lane; else the group whose retry lane to promote
 	shards    int    // the queue's shard count; one lane per shard
+	precision int64  // bucket width in ms; 0 or 1 = every due ms its own target
 }
 
 // Defaults and bounds of the options.
@@ -42,6 +43,7 @@ const (
 	MaxBatchSize     = 1000                    // WithBatchSize upper bound
 	DefaultMaxIdle   = time.Second             // idle probe interval; longest sleep without a check
 	DefaultLeaseTTL  = 1250 * time.Millisecond // how long a lease outlives its last renewal
+	MaxPrecision     = time.Second             // WithPrecision upper bound
 )
 
 // Hooks are optional callbacks. They run on the mover's goroutines and must
@@ -186,6 +188,34 @@ func WithShards(n int) Option {
 		c.shards = n
 		return optcheck.Range(ErrInvalidOption, "shard count", n, 1, stream.MaxShards)
 	}
+}
+
+// WithPrecision sets how late promotion may be, to gather messages into
+// fewer promote calls (0 to [MaxPrecision], whole milliseconds). Default 0:
+// every due time is its own target. With d > 0 due times fall in buckets d
+// wide on the Redis clock (aligned to multiples of d since the Unix epoch,
+// so every engine and shard shares them); a lane sleeps until the end of
+// the bucket of its next due time and then promotes everything due, so a
+// message is never early and at most about d late, and the messages of one
+// bucket cost one call. A wake-up for a due time in the bucket the lane
+// already sleeps for wakes nothing.
+func WithPrecision(d time.Duration) Option {
+	return func(c *Config) error {
+		c.precision = d.Milliseconds()
+		return CheckPrecision(d)
+	}
+}
+
+// CheckPrecision returns an error wrapping [ErrInvalidOption] unless d is
+// a valid precision: 0 to [MaxPrecision], whole milliseconds.
+func CheckPrecision(d time.Duration) error {
+	if err := optcheck.Range(ErrInvalidOption, "precision", d, 0, MaxPrecision); err != nil {
+		return err
+	}
+	if d%time.Millisecond != 0 {
+		return fmt.Errorf("%w: precision must be whole milliseconds, got %s", ErrInvalidOption, d)
+	}
+	return nil
 }
 
 // WithLogger sets the logger for background failures. Default slog.Default().

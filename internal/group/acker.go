@@ -12,8 +12,12 @@ import (
 )
 
 // ackBatch is how many queued acknowledgements make the acker send at once,
-// without waiting for the ack delay.
-const ackBatch = 512
+// without waiting for the ack delay or a read. It bounds what a crash
+// leaves handled but unacknowledged (redelivered after the visibility
+// timeout): about ackBatch entries, plus those queued during one XACK
+// round trip, where a full ack delay at a high rate would leave many
+// more. At a trickle fewer wait, and they still ride with reads.
+const ackBatch = 16
 
 // acker batches acknowledgements: an ack waits at most the ack delay (50
 // ms, less under a short visibility timeout: ackDelayFor) or until

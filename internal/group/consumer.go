@@ -64,7 +64,8 @@ func New(rdb redis.UniversalClient, queue, group string, h Handler, opts ...Opti
 	// becomes its head, so it polls rarely: idle it probes once per 30 s,
 	// and a crashed lease holder delays retries by at most the lease TTL.
 	mv, err := engine.New(rdb, queue, engine.WithPrefix(cfg.prefix), engine.WithRetryLaneOf(group), engine.WithLogger(cfg.logger),
-		engine.WithMaxIdle(retryLaneMaxIdle), engine.WithIdleProbe(idleProbe), engine.WithLeaseTTL(retryLaneLease), engine.WithShards(cfg.shards))
+		engine.WithMaxIdle(retryLaneMaxIdle), engine.WithIdleProbe(idleProbe), engine.WithLeaseTTL(retryLaneLease), engine.WithShards(cfg.shards),
+		engine.WithPrecision(cfg.precision))
 	if err != nil {
 		return nil, fmt.Errorf("%w: retry lane: %w", ErrInvalidOption, err)
 	}

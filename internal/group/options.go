@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delaystream/delaystream/internal/engine"
 	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/internal/stream"
 )
@@ -52,6 +53,7 @@ type config struct {
 	membersEvery  time.Duration // read affinity's membership period; 0: membersEvery (tests shorten it)
 	logger        *slog.Logger
 	hooks         Hooks
+	precision     time.Duration // the promotion precision of the retry lanes and of the group's mover
 
 	// loopTick, when set (by tests only), is called at the end of every
 	// iteration of the reclaim and trim loops with "reclaim" or "trim":
@@ -398,6 +400,18 @@ func WithStaleConsumerAfter(d time.Duration) Option {
 		}
 		c.staleConsumer = d
 		return nil
+	}
+}
+
+// WithPrecision sets the promotion precision of the group's retry lanes
+// and, unless [WithoutPromotion], of the mover its consumers run (0 to
+// engine.MaxPrecision, whole milliseconds; default 0): messages due within
+// d share a promote call, never early and at most about d late (see
+// engine.WithPrecision).
+func WithPrecision(d time.Duration) Option {
+	return func(c *config) error {
+		c.precision = d
+		return engine.CheckPrecision(d)
 	}
 }
 

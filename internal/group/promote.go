@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -34,6 +35,7 @@ type promoterKey struct {
 	prefix string
 	queue  string
 	shards int
+	prec   time.Duration
 }
 
 // promoter is one shared mover and the consumers running on it.
@@ -48,7 +50,7 @@ type promoter struct {
 // acquirePromoter returns the shared mover of c's queue, started if c is
 // its first user; release it with releasePromoter when c's Run ends.
 func acquirePromoter(c *Consumer, log *slog.Logger) (*promoter, error) {
-	k := promoterKey{rdb: c.rdb, prefix: c.cfg.prefix, queue: c.queue, shards: c.cfg.shards}
+	k := promoterKey{rdb: c.rdb, prefix: c.cfg.prefix, queue: c.queue, shards: c.cfg.shards, prec: c.cfg.precision}
 	promoters.Lock()
 	defer promoters.Unlock()
 	if p := promoters.m[k]; p != nil {
@@ -56,7 +58,7 @@ func acquirePromoter(c *Consumer, log *slog.Logger) (*promoter, error) {
 		return p, nil
 	}
 	eng, err := engine.New(c.rdb, c.queue, engine.WithPrefix(c.cfg.prefix), engine.WithShards(c.cfg.shards),
-		engine.WithLogger(c.cfg.logger), engine.WithIdleProbe(idleProbe))
+		engine.WithLogger(c.cfg.logger), engine.WithIdleProbe(idleProbe), engine.WithPrecision(c.cfg.precision))
 	if err != nil {
 		return nil, err
 	}

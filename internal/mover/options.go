@@ -22,6 +22,7 @@ const (
 	MaxBatchSize     = engine.MaxBatchSize     // WithBatchSize upper bound (1000)
 	DefaultMaxIdle   = engine.DefaultMaxIdle   // idle probe interval; longest sleep without a check (1 s)
 	DefaultLeaseTTL  = engine.DefaultLeaseTTL  // how long a lease outlives its last renewal (1.25 s)
+	MaxPrecision     = engine.MaxPrecision     // WithPrecision upper bound (1 s)
 )
 
 // Hooks are optional callbacks. They run on the mover's goroutines and must
@@ -108,6 +109,13 @@ func WithoutLease() Option { return Option(engine.WithoutLease()) }
 // registry of live movers in Redis and promote their shares without
 // leases; see "Sharded queues" in the package doc.
 func WithShards(n int) Option { return Option(engine.WithShards(n)) }
+
+// WithPrecision sets how late promotion may be, to gather the messages
+// due within d into one promote call (0 to [MaxPrecision], whole
+// milliseconds; default 0, every due time its own call). A message is
+// never promoted before its due time, and at most about d after it. See
+// engine.WithPrecision.
+func WithPrecision(d time.Duration) Option { return Option(engine.WithPrecision(d)) }
 
 // WithLogger sets the logger for background failures. Default slog.Default().
 func WithLogger(l *slog.Logger) Option { return Option(engine.WithLogger(l)) }

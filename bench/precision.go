@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// dsPrecisionName is the system name of delaystream at precision p
+// (delaystream.WithPrecision); sysDS at 0.
+func dsPrecisionName(p time.Duration) string {
+	if p == 0 {
+		return sysDS
+	}
+	return fmt.Sprintf("%s p=%s", sysDS, p)
+}
+
+// precisionOf returns the precision a system name asks for, and whether it
+// names delaystream at a precision above 0.
+func precisionOf(name string) (time.Duration, bool, error) {
+	s, ok := strings.CutPrefix(name, sysDS+" p=")
+	if !ok {
+		return 0, false, nil
+	}
+	p, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, false, fmt.Errorf("system %q: %w", name, err)
+	}
+	return p, true, nil
+}
+
+// parsePrecisions parses -curve-precisions: durations, comma-separated,
+// each 1 ms to 1 s (0 is always run).
+func parsePrecisions(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		p, err := time.ParseDuration(f)
+		if err != nil || p < time.Millisecond || p > time.Second || p%time.Millisecond != 0 {
+			return nil, fmt.Errorf("bad precision %q in -curve-precisions %q (whole ms, 1ms to 1s)", f, s)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// curveSystemNames lists the curve's systems in the order they run and
+// print: delaystream at 0 and at each precision, asynq, rt-floor.
+func curveSystemNames(cfg config) []string {
+	out := []string{sysDS}
+	for _, p := range cfg.curvePrecisions {
+		out = append(out, dsPrecisionName(p))
+	}
+	out = append(out, sysAsynq)
+	if cfg.floor {
+		out = append(out, sysFloor)
+	}
+	return out
+}
