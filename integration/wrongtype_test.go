@@ -458,10 +458,7 @@ func wrongTypeCase(t *testing.T, tc wtCase) {
 			handled = append(handled, id)
 		}
 	}
-	// An entry whose failure could not be settled while the key was broken
-	// stays pending, and is taken back by the reclaimer; a stream it found
-	// quiet is checked again at the latest at its minute sweep.
-	env.a.waitAcked(t, "g1", handled, 75*time.Second)
+	env.a.waitAcked(t, "g1", handled, 30*time.Second)
 	env.a.waitAcked(t, "g2", all, 30*time.Second)
 	if len(dead) > 0 {
 		require.Eventually(t, func() bool {

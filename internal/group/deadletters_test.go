@@ -303,3 +303,24 @@ func TestRedriveForeignDeadLetters(t *testing.T) {
 	}
 	assert.Equal(t, int64(4), dlLen(t, dl), "nothing purged by a refused call")
 }
+
+// A redrive that meets the retry lane's envelopes hash holding another
+// type fails having written nothing: no retry-lane member without its
+// envelope (the mover would quarantine it, and its due time, never
+// announced, would hide later retries' wake-ups), the dead letter kept.
+func TestRedriveWrongTypeWritesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	dl, err := group.NewDeadLetters(h.rdb, h.queue, "g", group.WithPrefix(h.prefix))
+	require.NoError(t, err)
+	id := h.addEntry(dl.Key(), envEntry("m1", "p")...)
+	require.NoError(t, h.rdb.Set(ctx, h.keys.Retry("g").Envelopes, "foreign", 0).Err())
+
+	_, err = dl.Redrive(ctx, 0, id)
+	require.ErrorIs(t, err, stream.ErrWrongType)
+	n, err := h.rdb.ZCard(ctx, h.retryDelayed("g")).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "retry-lane members written by the failed redrive")
+	assert.Equal(t, int64(1), dlLen(t, dl), "the dead letter stays")
+}

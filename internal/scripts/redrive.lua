@@ -56,8 +56,14 @@ for i = 4, #ARGV, 2 do
       out[#out + 1] = -1
     else
       local member = mid .. '\031' .. id
-      redis.call('ZADD', KEYS[2], due, member)
+      -- Envelope first, dead letter last: a command that fails midway (a
+      -- key of the wrong type) stops the script with what it wrote kept,
+      -- so it must leave no member without its envelope (which the mover
+      -- would quarantine, and whose due time, never announced, would
+      -- hide later retries' wake-ups behind it) and the dead letter in
+      -- place.
       redis.call('HSET', KEYS[3], member, env)
+      redis.call('ZADD', KEYS[2], due, member)
       redis.call('XDEL', KEYS[1], id)
       earliest = true
       out[#out + 1] = 1
