@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	"io"
@@ -537,8 +538,12 @@ func TestShardsNothingLostNothingTwice(t *testing.T) {
 	}
 	errMu.Lock()
 	for _, err := range errs {
-		// A stop cancels the call in flight; nothing else failed.
-		assert.ErrorIs(t, err, context.Canceled)
+		// A stop cancels the call in flight, and on a loaded machine a
+		// call may run out of its time limit (the movers call again);
+		// nothing else failed.
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("a mover's call failed: %v", err)
+		}
 	}
 	errMu.Unlock()
 	// A call cut short by a stop may have moved its batch without its
