@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"net/url"
+	"regexp"
 	"testing"
 	"time"
 
@@ -59,4 +62,43 @@ func mustZone(t *testing.T, name string) *time.Location {
 	loc, err := time.LoadLocation(name)
 	require.NoError(t, err)
 	return loc
+}
+
+// The web view lists a queue's recurring schedules and pauses, resumes
+// and deletes them.
+func TestServeRecurring(t *testing.T) {
+	t.Parallel()
+	tg := single(t)
+	seed(t, tg)
+	tg.ok(t, "recurring", "define", "orders", "poll", "--every", "1m")
+	s := startServe(t, tg, nil)
+	page := s.url + "/p/" + url.PathEscape(tg.prefix) + "/q/orders"
+	code, body := get(t, page, "", "")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, `data-schedule="poll"`)
+	assert.Contains(t, body, `<code>every 1m0s</code>`)
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)
+	require.NotNil(t, m, "a CSRF token on the page")
+
+	post := func(action string) {
+		form := url.Values{"csrf": {m[1]}, "return": {"/p/" + url.PathEscape(tg.prefix) + "/q/orders"}}
+		c := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := c.PostForm(page+"/r/poll/"+action, form)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, action)
+	}
+	post("pause")
+	code, body = get(t, page+"?recurring=pause&schedule=poll", "", "")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "Paused recurring schedule poll.")
+	assert.Regexp(t, `class="state">paused<`, body)
+	assert.Contains(t, body, `class="recurring-resume"`)
+	post("resume")
+	_, body = get(t, page, "", "")
+	assert.Regexp(t, `class="state">active<`, body)
+	post("delete")
+	_, body = get(t, page, "", "")
+	assert.NotContains(t, body, `data-schedule="poll"`)
+	s.stop(t)
 }
