@@ -174,10 +174,11 @@ func (q *Queue) handle(name string, h Handler, opts []GroupOption) (*Group, erro
 
 // Run runs the promotion of due messages (unless [WithoutPromotion]) and one consumer
 // of every group added with [Queue.Handle], until ctx is cancelled or one
-// of them fails, and tops up the queue's recurring schedules (see
-// [Queue.DefineRecurring]): every running Queue does, with no leader. It first creates every group (see
-// it waits while Redis is unreachable), so
-// that each group gets every message the mover then promotes. On cancellation every group stops reading at once and
+// of them fails. With promotion it also tops up the queue's recurring
+// schedules (see [Queue.DefineRecurring]): every promoting process does,
+// with no leader. It first creates every group (see it waits while Redis
+// is unreachable), so that each group gets every message the mover then
+// promotes. On cancellation every group stops reading at once and
 // lets its in-flight handlers finish within the drain timeout (see
 // [WithDrainTimeout]); Run then returns nil. It returns the first real
 // failure of a part (the others are stopped and drained first), and
@@ -227,8 +228,8 @@ func (q *Queue) Run(ctx context.Context) error {
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return q.recur.Serve(gctx) }) // every running process tops schedules up
 	if q.mover != nil {
+		g.Go(func() error { return q.recur.Serve(gctx) }) // every promoting process tops schedules up
 		g.Go(func() error { return wrapPart("mover", q.mover.Run(gctx)) })
 	}
 	for _, p := range groups {
