@@ -155,9 +155,10 @@ func WithSpecParser(kind string, parse func(text string) (Spec, error)) Option {
 // WithRecurringHorizon sets how far ahead the occurrences of recurring
 // schedules are written to the queue (1 s to 24 h; default 1 min; always
 // at least the next occurrence). Every running Queue that promotes (not
-// built [WithoutPromotion]) tops the schedules up when less than half of
-// it is left, so a schedule keeps firing while at least one such process
-// runs, and up to a horizon after the last one stopped. A change of a schedule removes its waiting occurrences due
+// built [WithoutPromotion]) checks the schedules every quarter of it (at
+// most 15 s apart) and tops up those whose next unwritten occurrence has
+// come within it, so a schedule keeps firing while at least one such
+// process runs, and up to a horizon after the last one stopped. A change of a schedule removes its waiting occurrences due
 // after the change.
 func WithRecurringHorizon(d time.Duration) Option {
 	return func(c *config) error {

@@ -74,11 +74,12 @@ type progress struct {
 	through int64 // ms: the latest occurrence added or skipped
 	fenced  bool
 	state   byte
+	next    int64 // ms: when the next top-up is due (0: at once)
 }
 
 func parseProgress(s string) (progress, bool) {
 	f := strings.Split(s, "|")
-	if len(f) != 4 || len(f[3]) != 1 {
+	if (len(f) != 4 && len(f) != 5) || len(f[3]) != 1 {
 		return progress{}, false
 	}
 	rev, err1 := strconv.ParseInt(f[0], 10, 64)
@@ -86,7 +87,28 @@ func parseProgress(s string) (progress, bool) {
 	if err1 != nil || err2 != nil || (f[2] != "0" && f[2] != "1") {
 		return progress{}, false
 	}
-	return progress{rev: rev, through: th, fenced: f[2] == "1", state: f[3][0]}, true
+	p := progress{rev: rev, through: th, fenced: f[2] == "1", state: f[3][0]}
+	if len(f) == 5 && f[4] != "" {
+		var err error
+		if p.next, err = strconv.ParseInt(f[4], 10, 64); err != nil {
+			return progress{}, false
+		}
+	}
+	return p, true
+}
+
+// neverMs is the next top-up of a schedule with no occurrence left.
+const neverMs = 253402300799999 // 9999-12-31T23:59:59.999Z
+
+// nextTopUp returns when a schedule whose occurrences are written through
+// (ms) needs its next top-up: when its next occurrence comes within the
+// horizon.
+func nextTopUp(sp Spec, through int64, horizon time.Duration) int64 {
+	t := sp.Next(time.UnixMilli(through))
+	if t.IsZero() {
+		return neverMs
+	}
+	return t.UnixMilli() - horizon.Milliseconds()
 }
 
 // shardRecord is one shard's occurrence record (see recur_add.lua).

@@ -150,13 +150,17 @@ func (s *Store) TopUp(ctx context.Context, sid string) error {
 		return nil
 	}
 	occ, through := plan(sp, d.Missed, p.through, now, s.cfg.Horizon)
+	next := nextTopUp(sp, max(through, p.through), s.cfg.Horizon)
 	if through <= p.through {
-		return nil
+		if next == p.next {
+			return nil
+		}
+		return s.advance(ctx, sid, p.rev, p.through, next)
 	}
 	if done, err := s.add(ctx, sid, p.rev, d, occ); err != nil || !done {
 		return err
 	}
-	return s.advance(ctx, sid, p.rev, through)
+	return s.advance(ctx, sid, p.rev, through, next)
 }
 
 // spec decodes a definition and its spec; it warns once (per kind, or per
@@ -199,7 +203,7 @@ func (s *Store) fence(ctx context.Context, sid string, p progress) (bool, error)
 			return false, err
 		}
 	}
-	r, err := scripts.RecurAdvance.Run(ctx, s.rdb, []string{s.layout.RecurringProgress()}, sid, p.rev, p.through, "1").Int()
+	r, err := scripts.RecurAdvance.Run(ctx, s.rdb, []string{s.layout.RecurringProgress()}, sid, p.rev, p.through, "1", 0).Int()
 	if err != nil {
 		return false, fmt.Errorf("schedule %s: fence: %w", sid, scripts.Explain(err))
 	}
@@ -253,19 +257,22 @@ func (s *Store) addShard(ctx context.Context, i int, sid string, rev int64, pair
 	return v[0] < 0, v[0], nil
 }
 
-func (s *Store) advance(ctx context.Context, sid string, rev, through int64) error {
-	_, err := scripts.RecurAdvance.Run(ctx, s.rdb, []string{s.layout.RecurringProgress()}, sid, rev, through, "1").Result()
+// advance records that revision rev is written through (ms) on every
+// shard and fenced, and when its next top-up is due.
+func (s *Store) advance(ctx context.Context, sid string, rev, through, next int64) error {
+	_, err := scripts.RecurAdvance.Run(ctx, s.rdb, []string{s.layout.RecurringProgress()}, sid, rev, through, "1", next).Result()
 	if err != nil {
 		return fmt.Errorf("schedule %s: progress: %w", sid, scripts.Explain(err))
 	}
 	return nil
 }
 
-// TopUpDue tops up every schedule whose added occurrences end within half
-// the horizon, or whose fence is unfinished, and returns how many it
-// topped up. A schedule that fails is logged and the others go on.
+// TopUpDue tops up every schedule whose next occurrence not yet written
+// has come within the horizon (by this host's clock), or whose fence is
+// unfinished, and returns how many it topped up. A schedule that fails is
+// logged and the others go on.
 func (s *Store) TopUpDue(ctx context.Context) (int, error) {
-	due := time.Now().Add(s.cfg.Horizon / 2).UnixMilli()
+	now := time.Now().UnixMilli()
 	var cursor uint64
 	n := 0
 	for {
@@ -275,7 +282,7 @@ func (s *Store) TopUpDue(ctx context.Context) (int, error) {
 		}
 		for i := 0; i+1 < len(kv); i += 2 {
 			p, ok := parseProgress(kv[i+1])
-			if !ok || (p.fenced && (p.state != stateActive || p.through > due)) {
+			if !ok || (p.fenced && (p.state != stateActive || p.next > now)) {
 				continue
 			}
 			if err := s.TopUp(ctx, kv[i]); err != nil {

@@ -3,8 +3,9 @@
 --
 -- KEYS[1]  HASH  the queue's schedules (schedule id -> definition body)
 -- KEYS[2]  HASH  their progress (schedule id ->
---                "<revision>|<through ms>|<fenced 0/1>|<state>", state
---                "a" active, "p" paused, "x" deleted)
+--                "<revision>|<through ms>|<fenced 0/1>|<state>|<next ms>",
+--                state "a" active, "p" paused, "x" deleted; next: when the
+--                next top-up is due, 0 for at once)
 -- ARGV[1]  schedule id
 -- ARGV[2]  operation: "d" define, "p" pause, "r" resume, "x" delete
 -- ARGV[3]  the definition body (define only)
@@ -12,7 +13,7 @@
 -- A definition equal to the stored one, a pause of a paused schedule and
 -- a resume of an active one change nothing. Any other change writes the
 -- next revision, "through" = now (the new revision's occurrences come
--- after it) and "fenced" = 0 (the shards still hold the old revision's
+-- after it), "next" = 0 (top it up at once) and "fenced" = 0 (the shards still hold the old revision's
 -- occurrences; the caller, or any process after it, fences them). A
 -- progress record of another form counts as none.
 --
@@ -24,7 +25,7 @@ local sid, op = ARGV[1], ARGV[2]
 local rev, state = 0, 'x'
 local p = redis.call('HGET', KEYS[2], sid)
 if p then
-  local r, s = string.match(p, '^(%d+)|%d+|[01]|([apx])$')
+  local r, s = string.match(p, '^(%d+)|%d+|[01]|([apx])|?%d*$')
   if r then
     rev, state = tonumber(r), s
   end
@@ -63,5 +64,5 @@ local fenced = '0'
 if rev == 1 then
   fenced = '1' -- no earlier revision: nothing to fence
 end
-redis.call('HSET', KEYS[2], sid, string.format('%d|%d|%s|%s', rev, now, fenced, state))
+redis.call('HSET', KEYS[2], sid, string.format('%d|%d|%s|%s|0', rev, now, fenced, state))
 return {code, rev, now}

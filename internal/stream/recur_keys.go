@@ -6,7 +6,7 @@ package stream
 func (l *Layout) Recurring() string { return l.home.base + ":e" }
 
 // RecurringProgress returns the key of the schedules' progress: a HASH of
-// schedule id -> "<revision>|<through ms>|<fenced 0/1>|<state a/p/x>",
+// schedule id -> "<revision>|<through ms>|<fenced 0/1>|<state a/p/x>|<next top-up ms>",
 // under the queue's own hash tag. It outlives a deleted schedule, whose
 // revision a later definition continues.
 func (l *Layout) RecurringProgress() string { return l.home.base + ":e:p" }
