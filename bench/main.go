@@ -73,11 +73,11 @@ type config struct {
 	curveDuration    time.Duration // curve: trickle duration per rate and system
 }
 
-var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "queues", "cluster", "backlog", "burst1m", "curve"}
+var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "queues", "cluster", "backlog", "burst1m", "curve", "recurring"}
 
 // optIn are the scenarios a run without -only leaves out: each takes
 // minutes at its real size.
-var optIn = map[string]bool{"backlog": true, "burst1m": true, "curve": true}
+var optIn = map[string]bool{"backlog": true, "burst1m": true, "curve": true, "recurring": true}
 
 func main() {
 	if len(os.Args) > 2 && os.Args[1] == childFlag {
@@ -274,6 +274,8 @@ func run(cfg config) error {
 			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.backlog)
 		case "burst1m":
 			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.burstBig)
+		case "recurring":
+			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.recurringCost)
 		case "curve":
 			sys := systems
 			if cfg.floor {
