@@ -3,6 +3,7 @@ package recur
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -245,4 +246,48 @@ func futureOccurrences(t *testing.T, rdb redis.UniversalClient, s *Store) []stri
 		}
 	}
 	return out
+}
+
+// A process without the parser of a schedule's spec kind warns once and
+// leaves the schedule to the processes that have it: it writes nothing.
+func TestUnknownKindLeftToOthers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	l, err := stream.NewLayout(prefix, "q", 2)
+	require.NoError(t, err)
+	// The definer knows "hourly" (every hour, as Every).
+	hourly := func(string) (Spec, error) { return Every{D: time.Hour}, nil }
+	definer := New(rdb, l, Config{Parsers: map[string]Parser{"hourly": hourly}})
+	_, err = definer.Define(ctx, "h", Def{Kind: "hourly", Spec: "-"})
+	require.NoError(t, err)
+	before := waitingOccurrences(t, rdb, definer)
+	require.Len(t, before, 1, "the definer wrote the next occurrence")
+
+	var logs strings.Builder
+	var mu sync.Mutex
+	other := New(rdb, l, Config{Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))})
+	// Its progress says a top-up is due: the other process looks at it.
+	require.NoError(t, rdb.HSet(ctx, l.RecurringProgress(), "h", "1|0|1|a|0").Err())
+	for range 3 {
+		_, err := other.TopUpDue(ctx)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, before, waitingOccurrences(t, rdb, definer), "nothing written")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 1, strings.Count(logs.String(), "cannot compute"), "warned once: %s", logs.String())
+	assert.Contains(t, logs.String(), "kind=hourly")
+}
+
+type lockedWriter struct {
+	w  *strings.Builder
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
