@@ -32,7 +32,7 @@ import (
 const (
 	queueName = "recurring"
 	groupName = "worker"
-	beats     = 6 // heartbeats to see before stopping
+	beatCount = 6 // heartbeats to see before stopping
 )
 
 func main() {
@@ -68,82 +68,127 @@ type replica struct {
 func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	digest, err := cron.New("0 9 * * MON", "Europe/Berlin")
+	schedules, err := definitions()
 	if err != nil {
 		return nil, err
 	}
-	schedules := []delaystream.Recurring{
-		{ID: "heartbeat", Spec: delaystream.Every(time.Second), Payload: []byte("ping")},
-		{ID: "weekly-digest", Spec: digest, Payload: []byte("digest"), Missed: delaystream.FireMissedOnce},
-	}
-
-	var (
-		mu     sync.Mutex
-		beatAt []string
-		enough = make(chan struct{})
-	)
+	var b beats
+	b.enough = make(chan struct{})
 	replicas := make([]*replica, 2)
 	for i := range replicas {
-		r := &replica{name: fmt.Sprintf("replica-%d", i+1)}
-		// Every process that serves the queue registers the cron kind,
-		// so that any of them can compute the digest's occurrences.
-		if r.q, err = delaystream.New(rdb, queueName, cron.Option(), delaystream.WithDrainTimeout(time.Second)); err != nil {
+		if replicas[i], err = newReplica(ctx, rdb, fmt.Sprintf("replica-%d", i+1), schedules, &b, out); err != nil {
 			return nil, err
 		}
-		for _, s := range schedules {
-			outcome, err := r.q.DefineRecurring(ctx, s)
-			if err != nil {
-				return nil, err
-			}
-			fmt.Fprintf(out, "%s: defined %s: %s\n", r.name, s.ID, outcome)
-		}
-		_, err := r.q.Handle(groupName, func(_ context.Context, d *delaystream.Delivery) error {
-			if d.Headers[delaystream.HeaderSchedule] != "heartbeat" {
-				return nil
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			beatAt = append(beatAt, d.Headers[delaystream.HeaderOccurrence])
-			fmt.Fprintf(out, "%s: heartbeat of %s (message %s)\n", r.name, d.Headers[delaystream.HeaderOccurrence], d.ID)
-			if len(beatAt) == beats {
-				close(enough)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		replicas[i] = r
 	}
 	for _, r := range replicas {
-		runCtx, stop := context.WithCancel(ctx)
-		r.stop, r.done = stop, make(chan error, 1)
-		go func() { r.done <- r.q.Run(runCtx) }()
+		r.start(ctx)
 	}
 
 	// Halfway, replica-1 stops (a deploy, a crash); replica-2 goes on.
-	halfway := time.NewTimer(beats / 2 * time.Second)
+	halfway := time.NewTimer(beatCount / 2 * time.Second)
 	defer halfway.Stop()
 	select {
 	case <-halfway.C:
 	case <-ctx.Done():
 	}
-	replicas[0].stop()
-	if err := <-replicas[0].done; err != nil {
+	if err := replicas[0].halt(); err != nil {
 		return nil, err
 	}
 	fmt.Fprintln(out, "replica-1 stopped")
 	select {
-	case <-enough:
+	case <-b.enough:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("fewer than %d heartbeats: %w", beats, ctx.Err())
+		return nil, fmt.Errorf("fewer than %d heartbeats: %w", beatCount, ctx.Err())
 	}
+	if err := list(ctx, replicas[1].q, out); err != nil {
+		return nil, err
+	}
+	if err := replicas[1].q.DeleteRecurring(ctx, "heartbeat"); err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(out, "heartbeat deleted")
+	if err := replicas[1].halt(); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.at, nil
+}
 
-	list, err := replicas[1].q.ListRecurring(ctx)
+// definitions are the two schedules.
+func definitions() ([]delaystream.Recurring, error) {
+	digest, err := cron.New("0 9 * * MON", "Europe/Berlin")
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range list {
+	return []delaystream.Recurring{
+		{ID: "heartbeat", Spec: delaystream.Every(time.Second), Payload: []byte("ping")},
+		{ID: "weekly-digest", Spec: digest, Payload: []byte("digest"), Missed: delaystream.FireMissedOnce},
+	}, nil
+}
+
+// beats records the heartbeats handled, by either replica.
+type beats struct {
+	mu     sync.Mutex
+	at     []string
+	enough chan struct{} // closed at beatCount
+}
+
+// newReplica builds a replica: its Queue (with the cron kind registered,
+// so that any replica can compute the digest's occurrences), the
+// schedules defined (kept when another replica defined them first) and
+// its group's handler.
+func newReplica(ctx context.Context, rdb redis.UniversalClient, name string, schedules []delaystream.Recurring, b *beats, out io.Writer) (*replica, error) {
+	q, err := delaystream.New(rdb, queueName, cron.Option(), delaystream.WithDrainTimeout(time.Second))
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range schedules {
+		outcome, err := q.DefineRecurring(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "%s: defined %s: %s\n", name, s.ID, outcome)
+	}
+	_, err = q.Handle(groupName, func(_ context.Context, d *delaystream.Delivery) error {
+		if d.Headers[delaystream.HeaderSchedule] != "heartbeat" {
+			return nil
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.at = append(b.at, d.Headers[delaystream.HeaderOccurrence])
+		fmt.Fprintf(out, "%s: heartbeat of %s (message %s)\n", name, d.Headers[delaystream.HeaderOccurrence], d.ID)
+		if len(b.at) == beatCount {
+			close(b.enough)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &replica{name: name, q: q}, nil
+}
+
+// start runs the replica's Queue until halt.
+func (r *replica) start(ctx context.Context) {
+	runCtx, stop := context.WithCancel(ctx)
+	r.stop, r.done = stop, make(chan error, 1)
+	go func() { r.done <- r.q.Run(runCtx) }()
+}
+
+// halt stops the replica and waits for its Run.
+func (r *replica) halt() error {
+	r.stop()
+	return <-r.done
+}
+
+// list prints every schedule with its next and last occurrence.
+func list(ctx context.Context, q *delaystream.Queue, out io.Writer) error {
+	all, err := q.ListRecurring(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range all {
 		late := "unknown"
 		if d, ok := s.Lateness(); ok {
 			late = d.Round(time.Millisecond).String()
@@ -151,17 +196,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer) ([]strin
 		fmt.Fprintf(out, "%s (%s %s): next %s, last %s, fired late by %s\n", s.ID, s.SpecKind, s.SpecText,
 			s.Next.UTC().Format(time.RFC3339), orNone(s.Last), late)
 	}
-	if err := replicas[1].q.DeleteRecurring(ctx, "heartbeat"); err != nil {
-		return nil, err
-	}
-	fmt.Fprintln(out, "heartbeat deleted")
-	replicas[1].stop()
-	if err := <-replicas[1].done; err != nil {
-		return nil, err
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return beatAt, nil
+	return nil
 }
 
 func orNone(t time.Time) string {

@@ -27,7 +27,7 @@ func TestRun(t *testing.T) {
 	assert.Contains(t, out.String(), "replica-1: defined heartbeat: created")
 	assert.Contains(t, out.String(), "replica-2: defined heartbeat: kept")
 	// Every heartbeat once, one second apart, across the stop.
-	require.GreaterOrEqual(t, len(got), beats)
+	require.GreaterOrEqual(t, len(got), beatCount)
 	var at []time.Time
 	for _, s := range got {
 		ts, err := time.Parse(time.RFC3339Nano, s)
