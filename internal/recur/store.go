@@ -2,6 +2,7 @@ package recur
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -36,6 +37,7 @@ type Store struct {
 	layout *stream.Layout
 	cfg    Config
 	warned sync.Map // kind or schedule id -> struct{}: warned once
+	defs   sync.Map // schedule id -> cachedDef: definitions already read
 }
 
 // The outcomes of [Store.Define] and [Store.Change].
@@ -137,15 +139,26 @@ func (s *Store) TopUp(ctx context.Context, sid string) error {
 	if err != nil || !ok {
 		return err
 	}
+	return s.topUp(ctx, sid, p, now, func(context.Context) (string, error) { return body, nil })
+}
+
+// topUp is TopUp with schedule sid's progress p read at now (Redis clock,
+// ms) and its definition from body ("" when none).
+func (s *Store) topUp(ctx context.Context, sid string, p progress, now int64, body func(context.Context) (string, error)) error {
 	if !p.fenced {
 		if done, err := s.fence(ctx, sid, p); err != nil || !done {
 			return err
 		}
 	}
-	if p.state != stateActive || body == "" {
+	if p.state != stateActive {
+		s.defs.Delete(sid)
 		return nil
 	}
-	d, sp, ok := s.spec(sid, body)
+	b, err := body(ctx)
+	if err != nil || b == "" {
+		return err
+	}
+	d, sp, ok := s.spec(sid, b)
 	if !ok {
 		return nil
 	}
@@ -161,6 +174,32 @@ func (s *Store) TopUp(ctx context.Context, sid string) error {
 		return err
 	}
 	return s.advance(ctx, sid, p.rev, through, next)
+}
+
+// cachedDef is a schedule's definition as of a revision.
+type cachedDef struct {
+	rev  int64
+	body string
+}
+
+// bodyOf returns schedule sid's definition for revision rev: from the
+// cache, or read (and cached) when the revision is new to this process.
+// The definition and the revision are written together, so a definition
+// read after its revision was seen is of that revision or a later one,
+// whose occurrences the shards then refuse or fence.
+func (s *Store) bodyOf(ctx context.Context, sid string, rev int64) (string, error) {
+	if c, ok := s.defs.Load(sid); ok && c.(cachedDef).rev == rev {
+		return c.(cachedDef).body, nil
+	}
+	b, err := s.rdb.HGet(ctx, s.layout.Recurring(), sid).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("schedule %s: %w", sid, err)
+	}
+	s.defs.Store(sid, cachedDef{rev: rev, body: b})
+	return b, nil
 }
 
 // spec decodes a definition and its spec; it warns once (per kind, or per
@@ -268,11 +307,21 @@ func (s *Store) advance(ctx context.Context, sid string, rev, through, next int6
 }
 
 // TopUpDue tops up every schedule whose next occurrence not yet written
-// has come within the horizon (by this host's clock), or whose fence is
-// unfinished, and returns how many it topped up. A schedule that fails is
+// has come within the horizon, or whose fence is unfinished, and returns
+// how many it topped up: one TIME and one HSCAN of the progress per 500
+// schedules, then, per schedule due, its definition when its revision is
+// new to this process, a script call per shard it writes to and one to
+// record its progress. A schedule that fails is
 // logged and the others go on.
 func (s *Store) TopUpDue(ctx context.Context) (int, error) {
-	now := time.Now().UnixMilli()
+	if err := s.cfg.Check(ctx); err != nil {
+		return 0, err
+	}
+	rnow, err := s.rdb.Time(ctx).Result()
+	if err != nil {
+		return 0, fmt.Errorf("schedules: %w", err)
+	}
+	now := rnow.UnixMilli()
 	var cursor uint64
 	n := 0
 	for {
@@ -285,7 +334,9 @@ func (s *Store) TopUpDue(ctx context.Context) (int, error) {
 			if !ok || (p.fenced && (p.state != stateActive || p.next > now)) {
 				continue
 			}
-			if err := s.TopUp(ctx, kv[i]); err != nil {
+			sid := kv[i]
+			body := func(ctx context.Context) (string, error) { return s.bodyOf(ctx, sid, p.rev) }
+			if err := s.topUp(ctx, sid, p, now, body); err != nil {
 				if ctx.Err() != nil {
 					return n, nil
 				}
