@@ -308,21 +308,14 @@ func (s *Store) advance(ctx context.Context, sid string, rev, through, next int6
 
 // TopUpDue tops up every schedule whose next occurrence not yet written
 // has come within the horizon, or whose fence is unfinished, and returns
-// how many it topped up: one TIME and one HSCAN of the progress per 500
-// schedules, then, per schedule due, its definition when its revision is
+// how many it topped up: one HSCAN of the progress per 500 schedules
+// (and one TIME when any is active or unfenced), then, per schedule due, its definition when its revision is
 // new to this process, a script call per shard it writes to and one to
 // record its progress. A schedule that fails is
 // logged and the others go on.
 func (s *Store) TopUpDue(ctx context.Context) (int, error) {
-	if err := s.cfg.Check(ctx); err != nil {
-		return 0, err
-	}
-	rnow, err := s.rdb.Time(ctx).Result()
-	if err != nil {
-		return 0, fmt.Errorf("schedules: %w", err)
-	}
-	now := rnow.UnixMilli()
 	var cursor uint64
+	var now int64 // the Redis clock, read once a pass when a schedule needs it
 	n := 0
 	for {
 		kv, next, err := s.rdb.HScan(ctx, s.layout.RecurringProgress(), cursor, "*", 500).Result()
@@ -330,26 +323,46 @@ func (s *Store) TopUpDue(ctx context.Context) (int, error) {
 			return n, fmt.Errorf("schedules: %w", err)
 		}
 		for i := 0; i+1 < len(kv); i += 2 {
-			p, ok := parseProgress(kv[i+1])
-			if !ok || (p.fenced && (p.state != stateActive || p.next > now)) {
-				continue
-			}
-			sid := kv[i]
-			body := func(ctx context.Context) (string, error) { return s.bodyOf(ctx, sid, p.rev) }
-			if err := s.topUp(ctx, sid, p, now, body); err != nil {
-				if ctx.Err() != nil {
-					return n, nil
-				}
+			done, err := s.visit(ctx, kv[i], kv[i+1], &now)
+			switch {
+			case ctx.Err() != nil:
+				return n, nil
+			case err != nil:
 				s.cfg.Logger.WarnContext(ctx, "recurring schedule top-up failed; retried at the next pass",
 					slog.String("schedule", kv[i]), slog.Any("err", err))
-				continue
+			case done:
+				n++
 			}
-			n++
 		}
 		if cursor = next; cursor == 0 {
 			return n, nil
 		}
 	}
+}
+
+// visit tops up schedule sid, of progress record rec, if it is due at
+// *now (read from Redis, and the shard count checked, at the first
+// schedule of the pass that may need it), and reports whether it did.
+func (s *Store) visit(ctx context.Context, sid, rec string, now *int64) (bool, error) {
+	p, ok := parseProgress(rec)
+	if !ok || (p.fenced && p.state != stateActive) {
+		return false, nil
+	}
+	if *now == 0 {
+		if err := s.cfg.Check(ctx); err != nil {
+			return false, err
+		}
+		t, err := s.rdb.Time(ctx).Result()
+		if err != nil {
+			return false, fmt.Errorf("schedules: %w", err)
+		}
+		*now = t.UnixMilli()
+	}
+	if p.fenced && p.next > *now {
+		return false, nil
+	}
+	body := func(ctx context.Context) (string, error) { return s.bodyOf(ctx, sid, p.rev) }
+	return true, s.topUp(ctx, sid, p, *now, body)
 }
 
 // Interval returns the pause between two passes of [Store.Serve]: a
