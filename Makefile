@@ -3,10 +3,10 @@
 # missing and apt-get is usable.
 
 GO       ?= go
-MODULES  := . ./examples ./integration ./bench ./cmd/delaystream ./contrib/prometheus ./contrib/otel
+MODULES  := . ./examples ./integration ./bench ./cmd/delaystream ./contrib/prometheus ./contrib/otel ./contrib/cron
 GOFLAGS_TEST ?= -race -count=1 -timeout 15m
 # Library code, held to staticcheck and gocyclo by make lint.
-LIBMODULES := . ./contrib/prometheus ./contrib/otel
+LIBMODULES := . ./contrib/prometheus ./contrib/otel ./contrib/cron
 TOOLBIN    := $(shell $(GO) env GOPATH)/bin
 STATICCHECK_VERSION ?= v0.8.2
 GOCYCLO_VERSION     ?= v0.6.0

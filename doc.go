@@ -21,6 +21,10 @@
 // timeouts and [Middleware]. [Schedule], [Get] and [HandleTyped] carry typed
 // payloads through the queue's codec.
 //
+// [Queue.DefineRecurring] stores a recurring schedule ([Every], or cron
+// from the contrib/cron module) in Redis; every promoting process fires
+// it, once per occurrence, with no leader.
+//
 // Run as many processes with the same queue as you like: one of them
 // promotes at a time, and each adds a consumer to every group it handles.
 // A Cluster spreads a queue over its masters with [WithShards].

@@ -9,6 +9,7 @@ import (
 	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/optcheck"
+	"github.com/delaystream/delaystream/internal/recur"
 )
 
 // Option configures a [Queue]: its keys, its codec, how it schedules and
@@ -23,9 +24,11 @@ type config struct {
 	logger   *slog.Logger
 	drain    time.Duration
 	promote  bool
-	prec     time.Duration  // the promotion precision: WithPrecision
-	producer []delay.Option // scheduling options, after prefix, shards and codec
-	mover    []mover.Option // promotion options, after prefix, shards and logger
+	prec     time.Duration           // the promotion precision: WithPrecision
+	producer []delay.Option          // scheduling options, after prefix, shards and codec
+	mover    []mover.Option          // promotion options, after prefix, shards and logger
+	parsers  map[string]recur.Parser // recurring spec kinds besides "every"
+	horizon  time.Duration           // recurring schedules' horizon; 0: the default
 }
 
 // The defaults of the queue options.

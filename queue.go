@@ -16,6 +16,7 @@ import (
 	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/optcheck"
+	"github.com/delaystream/delaystream/internal/recur"
 	"github.com/delaystream/delaystream/internal/stream"
 )
 
@@ -31,6 +32,7 @@ type Queue struct {
 	cfg      config
 	producer *delay.Queue
 	mover    *mover.Mover // nil WithoutPromotion
+	recur    *recur.Store // recurring schedules
 
 	mu      sync.Mutex
 	running bool
@@ -60,6 +62,7 @@ func New(rdb redis.UniversalClient, name string, opts ...Option) (*Queue, error)
 	if q.producer, err = delay.New(rdb, name, popts...); err != nil {
 		return nil, partError("scheduling", err)
 	}
+	q.recur = recur.New(rdb, layout, recur.Config{Horizon: cfg.horizon, Parsers: cfg.parsers, Logger: cfg.logger, Check: q.producer.CheckShards})
 	if cfg.promote {
 		mopts := append([]mover.Option{mover.WithLogger(cfg.logger), mover.WithPrefix(cfg.prefix), mover.WithShards(cfg.shards)}, cfg.mover...)
 		if q.mover, err = mover.New(rdb, name, mopts...); err != nil {
@@ -73,11 +76,16 @@ func New(rdb redis.UniversalClient, name string, opts ...Option) (*Queue, error)
 func (q *Queue) Name() string { return q.name }
 
 // Stats returns the figures of the waiting messages (waiting, overdue,
-// next due, by the Redis clock), over every shard. Each group's figures
-// come from [Group.Stats].
+// next due, by the Redis clock), over every shard, and the number of
+// recurring schedules. Each group's figures come from [Group.Stats].
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	s, err := q.producer.Stats(ctx)
-	return Stats(s), err
+	out := Stats{Waiting: s.Waiting, Overdue: s.Overdue, NextDue: s.NextDue, Now: s.Now}
+	if err != nil {
+		return out, err
+	}
+	out.Recurring, err = q.recur.Count(ctx)
+	return out, err
 }
 
 // Quarantine returns up to count entries of the queue's quarantine, oldest
@@ -167,9 +175,11 @@ func (q *Queue) handle(name string, h Handler, opts []GroupOption) (*Group, erro
 
 // Run runs the promotion of due messages (unless [WithoutPromotion]) and one consumer
 // of every group added with [Queue.Handle], until ctx is cancelled or one
-// of them fails. It first creates every group (see
-// it waits while Redis is unreachable), so
-// that each group gets every message the mover then promotes. On cancellation every group stops reading at once and
+// of them fails. With promotion it also tops up the queue's recurring
+// schedules (see [Queue.DefineRecurring]): every promoting process does,
+// with no leader. It first creates every group (see it waits while Redis
+// is unreachable), so that each group gets every message the mover then
+// promotes. On cancellation every group stops reading at once and
 // lets its in-flight handlers finish within the drain timeout (see
 // [WithDrainTimeout]); Run then returns nil. It returns the first real
 // failure of a part (the others are stopped and drained first), and
@@ -220,6 +230,7 @@ func (q *Queue) Run(ctx context.Context) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	if q.mover != nil {
+		g.Go(func() error { return q.recur.Serve(gctx) }) // every promoting process tops schedules up
 		g.Go(func() error { return wrapPart("mover", q.mover.Run(gctx)) })
 	}
 	for _, p := range groups {

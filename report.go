@@ -133,6 +133,9 @@ type Stats struct {
 	Overdue int64     // waiting past their due time (promotion is late or absent)
 	NextDue time.Time // earliest waiting due time; zero when none
 	Now     time.Time // the Redis clock when the figures were taken
+	// Recurring is the number of recurring schedules defined (see
+	// [Queue.DefineRecurring]).
+	Recurring int64
 }
 
 // GroupStats are a group's figures from Redis ([Group.Stats]).

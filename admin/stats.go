@@ -25,6 +25,7 @@ type QueueReport struct {
 	StreamLength int64         `json:"stream_length"`     // entries in the queue stream(s)
 	Quarantined  int64         `json:"quarantined"`       // entries in the quarantine stream(s) of the main lanes
 	Groups       []GroupReport `json:"groups"`            // every consumer group, by name, summed over the shards
+	Recurring    int64         `json:"recurring"`         // recurring schedules defined
 	// PerShard are the same figures shard by shard, in shard order.
 	PerShard []ShardReport `json:"per_shard,omitempty"`
 }
@@ -147,6 +148,9 @@ func (in *Inspector) stats(ctx context.Context, h *handle) (QueueReport, error) 
 		if !s.NextDue.IsZero() && (r.NextDue.IsZero() || s.NextDue.Before(r.NextDue)) {
 			r.NextDue = s.NextDue
 		}
+	}
+	if r.Recurring, err = in.rdb.HLen(ctx, h.layout.Recurring()).Result(); err != nil {
+		return QueueReport{}, fmt.Errorf("stats %s: recurring schedules: %w", h.info.Name, err)
 	}
 	names, err := in.groupNames(ctx, h)
 	if err != nil {

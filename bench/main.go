@@ -78,11 +78,11 @@ type config struct {
 	crashdupRate     int             // crashdup: messages per second, over the child and the survivor
 }
 
-var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "queues", "cluster", "backlog", "burst1m", "curve", "crashdup"}
+var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "queues", "cluster", "backlog", "burst1m", "curve", "crashdup", "recurring"}
 
 // optIn are the scenarios a run without -only leaves out: each takes
 // minutes at its real size.
-var optIn = map[string]bool{"backlog": true, "burst1m": true, "curve": true, "crashdup": true}
+var optIn = map[string]bool{"backlog": true, "burst1m": true, "curve": true, "crashdup": true, "recurring": true}
 
 func main() {
 	if len(os.Args) > 2 && os.Args[1] == childFlag {
@@ -287,6 +287,8 @@ func run(cfg config) error {
 			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.backlog)
 		case "burst1m":
 			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.burstBig)
+		case "recurring":
+			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.recurringCost)
 		case "curve":
 			sys := curveSystemNames(cfg)
 			if !cfg.asynq {

@@ -113,6 +113,16 @@ var metrics = []metricDef{
 	{scenario: "idle", key: "fleet_client_cmds_per_s", label: "  of which sent by clients (MONITOR)", unit: "/s", scale: 1, better: -1},
 	{scenario: "idle", key: "fleet_redis_cpu_per_s", label: "  Redis CPU while idle (3 × 3 consumers)", unit: "ms/s", scale: 1e3, better: -1},
 
+	// recurring: 1,000 schedules every minute, 2 processes (recurring.go).
+	{scenario: "recurring", key: "define_per_s", label: "1,000 schedules every minute, 2 processes: DefineRecurring calls/s (one caller)", unit: "/s", scale: 1, better: +1},
+	{scenario: "recurring", key: "minute_cmds_per_s", label: "  Redis commands/s over a minute (incl. in scripts)", unit: "/s", scale: 1, better: -1},
+	{scenario: "recurring", key: "minute_redis_cpu_per_s", label: "  Redis CPU over a minute", unit: "ms/s", scale: 1e3, better: -1},
+	{scenario: "recurring", key: "idle_cmds_per_s", label: "  Redis commands/s between occurrences (10 s to 50 s past the minute)", unit: "/s", scale: 1, better: -1},
+	{scenario: "recurring", key: "idle_redis_cpu_per_s", label: "  Redis CPU between occurrences", unit: "ms/s", scale: 1e3, better: -1},
+	{scenario: "recurring", key: "fired_per_min", label: "  occurrences handled in the minute", unit: "", scale: 1},
+	{scenario: "recurring", key: "late_p50", label: "  occurrence -> handler p50", unit: "ms", scale: 1e3, better: -1},
+	{scenario: "recurring", key: "late_p99", label: "  occurrence -> handler p99", unit: "ms", scale: 1e3, better: -1},
+
 	{scenario: "queues", key: "cmds_per_s", label: "many queues idle (one client, a consumer each): Redis commands/s", unit: "/s", scale: 1},
 	{scenario: "queues", key: "cmds_per_s_per_queue", label: "  per queue", unit: "/s", scale: 1, better: -1},
 	{scenario: "queues", key: "redis_cpu_per_s", label: "  Redis CPU while idle", unit: "ms/s", scale: 1e3},

@@ -68,6 +68,14 @@ func TestACL(t *testing.T) {
 			})
 		}
 	})
+	t.Run("recurring", func(t *testing.T) {
+		for _, shards := range []int{1, 4} {
+			t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
+				t.Parallel()
+				e.recurring(t, fmt.Sprintf("rec%d", shards), shards)
+			})
+		}
+	})
 	// The users of the flows made no refused call, whatever they ran.
 	for _, u := range []string{aclProducer, aclMover, aclBilling, "ds-consumer-audit", aclOperator} {
 		assert.Empty(t, e.denials(t, u), "ACL LOG entries of %s: the rules of %s miss a permission", u, aclDoc)
@@ -893,4 +901,48 @@ func (e *aclEnv) missing(t *testing.T) {
 		require.Error(t, err)
 		e.refused(t, "o-new", err.Error(), aclDenial{"command", "lua", "hset"})
 	})
+}
+
+// recurring defines a schedule as the producer, tops it up as the mover
+// (a Queue with no groups, whose Run promotes and tops up) and reads it as
+// the operator.
+func (e *aclEnv) recurring(t *testing.T, queue string, shards int) {
+	ctx := t.Context()
+	prod, err := delaystream.New(e.client(t, aclProducer), queue, delaystream.WithShards(shards))
+	require.NoError(t, err)
+	out, err := prod.DefineRecurring(ctx, delaystream.Recurring{ID: "tick", Spec: delaystream.Every(time.Second)})
+	require.NoError(t, err)
+	require.Equal(t, delaystream.Created, out)
+	mov, err := delaystream.New(e.client(t, aclMover), queue, delaystream.WithShards(shards),
+		delaystream.WithRecurringHorizon(time.Second))
+	require.NoError(t, err)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mov.Run(runCtx) }()
+	op, err := delaystream.New(e.client(t, aclOperator), queue, delaystream.WithShards(shards))
+	require.NoError(t, err)
+	layout, err := stream.NewLayout(stream.DefaultPrefix, queue, shards)
+	require.NoError(t, err)
+	// Occurrences beyond the definer's first horizon were written by the
+	// mover's top-ups and promoted.
+	require.Eventually(t, func() bool {
+		var n int64
+		for i := range shards {
+			l, err := e.admin.XLen(ctx, layout.Shard(i).Main().Stream).Result()
+			if err != nil {
+				return false
+			}
+			n += l
+		}
+		return n >= 4
+	}, 30*time.Second, 50*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+	list, err := op.ListRecurring(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.False(t, list[0].Last.IsZero())
+	st, err := op.Stats(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, st.Recurring)
 }

@@ -30,7 +30,7 @@ const childEnv = "DELAYSTREAM_INTEGRATION_CHILD"
 
 // childSpec configures what a child process runs.
 type childSpec struct {
-	Role   string   // "mover" or "consumer"
+	Role   string   // "mover", "consumer" or "recurring" (see recurring_children_test.go)
 	Addrs  []string // Cluster seed addresses
 	Prefix string
 	Queue  string
@@ -96,6 +96,11 @@ func childMain(spec string) int {
 			return 2
 		}
 		run = m.Run
+	case "recurring":
+		if run, err = recurringChild(cfg, tc, logger); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 2
+		}
 	case "consumer":
 		c, err := group.New(rdb, cfg.Queue, cfg.Group, func(ctx context.Context, m *group.Message) error {
 			say(strings.Join([]string{lineHeld, m.ID, m.Stream, m.EntryID}, " "))

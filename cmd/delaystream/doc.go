@@ -30,6 +30,10 @@
 //	dlq ls|show|redrive|purge       a group's dead letters; redrive and purge by id, by --from/--to/--since
 //	                                and --reason with --all, or all; --dry-run writes nothing
 //	quarantine ls <queue>           members the mover could not promote, with their reason
+//	recurring ls <queue>            recurring schedules: spec, state, next and last occurrence, how late it fired
+//	recurring define <queue> <id>   --every 30s or --cron "0 9 * * MON" --zone Europe/Berlin, --payload,
+//	                                --header k=v, --missed skip|fire-once; the same definition again is kept
+//	recurring pause|resume|rm <queue> <id>   pause, resume or delete a schedule (rm asks for confirmation)
 //	watch [queue...]                a live view refreshing every --interval, with depth and lag bars
 //	serve                           the web view (loopback by default): queues, groups, dead letters
 //	                                with redrive and purge buttons; see internal/web
@@ -39,7 +43,8 @@
 // payload preview added where there is a payload; snake_case fields, times
 // in RFC 3339, ages in milliseconds) and nothing else on stdout.
 //
-// Destructive commands (cancel, reschedule, dlq redrive, dlq purge) ask for
+// Destructive commands (cancel, reschedule, dlq redrive, dlq purge,
+// recurring rm) ask for
 // confirmation when stdin is a terminal; otherwise they need --yes, and
 // without it refuse with exit code 4, having written nothing.
 //

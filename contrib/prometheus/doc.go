@@ -59,6 +59,11 @@
 //	group_lag_messages              gauge      queue, group           scrape: stream entries not yet delivered to the group
 //	group_retry_waiting_messages    gauge      queue, group           scrape: messages waiting in the retry lane
 //	group_dead_letters              gauge      queue, group           scrape: entries in the dead-letter stream
+//	queue_recurring_schedules       gauge      queue                  scrape: recurring schedules defined
+//	recurring_next_occurrence_timestamp_seconds  gauge  queue, schedule  scrape: Unix time of the next occurrence (absent when paused)
+//	recurring_last_occurrence_timestamp_seconds  gauge  queue, schedule  scrape: Unix time of the latest occurrence due so far
+//	recurring_last_lateness_seconds              gauge  queue, schedule  scrape: how late the latest occurrence was appended to the stream
+//	recurring_paused                             gauge  queue, schedule  scrape: 1 when paused
 //	stats_errors_total              counter    queue                  scrape: reads of a queue's figures that failed or timed out
 //
 // The mover_* series of a queue exist, at 0, from its MoverHooks call, the

@@ -25,10 +25,12 @@ type watch struct {
 type statDescs struct {
 	waiting, overdue, overdueAge, streamLen, quarantined       *prometheus.Desc // queue
 	consumers, pending, oldest, lag, retryWaiting, deadLetters *prometheus.Desc // queue, group
+	recurring                                                  *prometheus.Desc // queue
+	recNext, recLast, recLate, recPaused                       *prometheus.Desc // queue, schedule
 }
 
 func newStatDescs(ns string) statDescs {
-	q, g := []string{"queue"}, []string{"queue", "group"}
+	q, g, sch := []string{"queue"}, []string{"queue", "group"}, []string{"queue", "schedule"}
 	d := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName(ns, "", name), help, labels, nil)
 	}
@@ -44,12 +46,18 @@ func newStatDescs(ns string) statDescs {
 		lag:          d("group_lag_messages", "Queue stream entries not yet delivered to the group; absent when Redis cannot tell.", g),
 		retryWaiting: d("group_retry_waiting_messages", "Messages waiting in the group's retry lane for their backoff.", g),
 		deadLetters:  d("group_dead_letters", "Entries in the group's dead-letter stream.", g),
+		recurring:    d("queue_recurring_schedules", "Recurring schedules defined on the queue.", q),
+		recNext:      d("recurring_next_occurrence_timestamp_seconds", "Unix time of the schedule's next occurrence; absent when paused or none.", sch),
+		recLast:      d("recurring_last_occurrence_timestamp_seconds", "Unix time of the schedule's latest occurrence due so far; absent when none.", sch),
+		recLate:      d("recurring_last_lateness_seconds", "How late the latest occurrence was appended to the stream (Redis clock); absent when unknown.", sch),
+		recPaused:    d("recurring_paused", "1 when the schedule is paused, else 0.", sch),
 	}
 }
 
 func (s statDescs) describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.waiting, s.overdue, s.overdueAge, s.streamLen, s.quarantined,
-		s.consumers, s.pending, s.oldest, s.lag, s.retryWaiting, s.deadLetters} {
+		s.consumers, s.pending, s.oldest, s.lag, s.retryWaiting, s.deadLetters,
+		s.recurring, s.recNext, s.recLast, s.recLate, s.recPaused} {
 		ch <- d
 	}
 }
@@ -65,6 +73,7 @@ func (s statDescs) send(ch chan<- prometheus.Metric, r admin.QueueReport) {
 	gauge(s.overdueAge, r.OverdueBy().Seconds(), q)
 	gauge(s.streamLen, float64(r.StreamLength), q)
 	gauge(s.quarantined, float64(r.Quarantined), q)
+	gauge(s.recurring, float64(r.Recurring), q)
 	for _, g := range r.Groups {
 		gauge(s.consumers, float64(g.Consumers), q, g.Group)
 		gauge(s.pending, float64(g.Pending), q, g.Group)
@@ -77,10 +86,36 @@ func (s statDescs) send(ch chan<- prometheus.Metric, r admin.QueueReport) {
 	}
 }
 
+// sendRecurring sends the gauges of queue's recurring schedules.
+func (s statDescs) sendRecurring(ch chan<- prometheus.Metric, queue string, list []delaystream.RecurringStatus) {
+	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+	}
+	unix := func(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
+	for _, r := range list {
+		if !r.Next.IsZero() {
+			gauge(s.recNext, unix(r.Next), queue, r.ID)
+		}
+		if !r.Last.IsZero() {
+			gauge(s.recLast, unix(r.Last), queue, r.ID)
+		}
+		if late, ok := r.Lateness(); ok {
+			gauge(s.recLate, late.Seconds(), queue, r.ID)
+		}
+		paused := 0.0
+		if r.Paused {
+			paused = 1
+		}
+		gauge(s.recPaused, paused, queue, r.ID)
+	}
+}
+
 // Watch makes every scrape read, from Redis through rdb, the figures of
 // the named queues under key prefix ("" for the default, as with
 // delaystream.WithPrefix), with admin.Inspector.Stats: waiting, overdue,
-// stream length and quarantine of each queue, and pending entries and
+// stream length, quarantine and recurring schedules of each queue (with
+// each schedule's next and last occurrence, lateness and pause: a few
+// commands per schedule), and pending entries and
 // their oldest age, lag, retry lane, dead letters and consumers of every
 // consumer group found on its streams. The queues need not be built in
 // this process: any queue under the prefix can be watched by name. A queue
@@ -160,6 +195,15 @@ func (m *Metrics) collectStats(ch chan<- prometheus.Metric) {
 			continue
 		}
 		m.stats.send(ch, r)
+		if r.Recurring == 0 {
+			continue
+		}
+		list, err := w.in.Recurring(ctx, w.queue)
+		if err != nil {
+			m.statsErrors.WithLabelValues(w.queue).Inc()
+			continue
+		}
+		m.stats.sendRecurring(ch, w.queue, list)
 	}
 }
 

@@ -42,6 +42,9 @@ type Summary struct {
 	// nothing. Not a loss (the message was cancelled), but Cancel's answer
 	// was wrong.
 	RetriedCancelFalse int
+	// Occurrences is how many occurrences of the recurring schedule every
+	// group must handle, each from one stream entry (see recurring.go).
+	Occurrences int
 
 	Groups []GroupFigures
 
@@ -221,6 +224,7 @@ func judge(recs []record, torn int, faults []fault, final *finalRedis, fsync str
 		return t
 	}
 	var hs []handling
+	var occ occurrences                    // the recurring schedule's, see recurring.go
 	dead := map[string]map[string]string{} // group -> token -> reason, from the hook
 	for _, g := range groups {
 		dead[g] = map[string]string{}
@@ -270,6 +274,8 @@ func judge(recs []record, torn int, faults []fault, final *finalRedis, fsync str
 			if dead[r.str(1)] != nil {
 				dead[r.str(1)][r.str(3)] = r.str(5)
 			}
+		case recOccurrence, recSchedule:
+			occ.add(r)
 		case recDataLoss:
 			s.DataLoss++
 			if everysec {
@@ -279,6 +285,7 @@ func judge(recs []record, torn int, faults []fault, final *finalRedis, fsync str
 			}
 		}
 	}
+	s.Occurrences = occ.judge(violate)
 	for name, t := range toks {
 		if t.acked {
 			s.Scheduled++

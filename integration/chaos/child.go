@@ -404,6 +404,9 @@ func runConsumer(ctx context.Context, rdb redis.UniversalClient, spec childSpec,
 		return err
 	}
 	h := func(ctx context.Context, m *delaystream.Delivery) error {
+		if m.Headers[delaystream.HeaderSchedule] != "" {
+			return handleOccurrence(m, spec, led)
+		}
 		token, poison, ok := parsePayload(m.Payload)
 		if !ok {
 			token = "-"
@@ -450,4 +453,27 @@ func runConsumer(ctx context.Context, rdb redis.UniversalClient, spec childSpec,
 		return err
 	}
 	return q.Run(ctx)
+}
+
+// handleOccurrence records a recurring occurrence's handling. It fails at
+// the consumers' rate on its first two attempts only, so that occurrences
+// take the retry lane too and are never dead-lettered.
+func handleOccurrence(m *delaystream.Delivery, spec childSpec, led *ledger) error {
+	at, err := time.Parse(time.RFC3339Nano, m.Headers[delaystream.HeaderOccurrence])
+	if err != nil {
+		return delaystream.DeadLetter(err)
+	}
+	fail := m.Attempt < 3 && rand.Float64() < spec.FailRate
+	lane, res := "q", "ok"
+	if m.Attempt > 1 {
+		lane = "r"
+	}
+	if fail {
+		res = "fail"
+	}
+	led.write(recOccurrence, spec.Group, spec.Name, itoa(at.UnixMilli()), m.ID, lane, m.EntryID, res, itoa(time.Now().UnixNano()))
+	if fail {
+		return errors.New("chaos: induced failure")
+	}
+	return nil
 }

@@ -106,6 +106,13 @@
 //     restart, the larger of the pending entries before the kill and after
 //     the restart. A duplicate needs an entry that was pending when a fault
 //     struck, so the sum is a bound; it is printed per group.
+//   - Once per occurrence: the parent defines a recurring schedule firing
+//     every second before the movers start (the movers' Run tops it up;
+//     they are killed along the run) and deletes it before the drain. In
+//     every group each occurrence from the first after the definition to
+//     the last a second before the deletion is handled, each from one
+//     queue stream entry (a second entry would be an occurrence created
+//     twice), and none after the deletion is delivered.
 //   - Unexpected: nothing is delivered that no producer sent; nothing is
 //     quarantined; no consumer reports data loss; no ledger line is torn.
 //

@@ -141,6 +141,11 @@ func parentMain(p plan, fsync, dir string, seed uint64, out io.Writer) (*Summary
 	if err := c.waitGroups(30 * time.Second); err != nil {
 		return nil, err
 	}
+	defined, err := c.defineSchedule(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	c.logf("recurring schedule %s defined", recurID)
 	for i := 1; i <= movers; i++ {
 		s := &slot{ps: ps, base: fmt.Sprintf("mover-%d", i), spec: childSpec{Role: "mover", Addr: c.srv.addr}}
 		if err := s.launch(); err != nil {
@@ -211,6 +216,9 @@ func parentMain(p plan, fsync, dir string, seed uint64, out io.Writer) (*Summary
 			pr.kill()
 			harness = append(harness, fmt.Sprintf("%s did not finish by the drain deadline", pr.name))
 		}
+	}
+	if err := c.deleteSchedule(context.Background(), dir, defined); err != nil {
+		harness = append(harness, err.Error())
 	}
 	drained, drainErr := c.waitDrained(deadline)
 	c.logf("drained: %v (%v)", drained, drainErr)

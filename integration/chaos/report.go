@@ -18,6 +18,7 @@ func printTable(w io.Writer, s *Summary) {
 	fmt.Fprintf(tw, "  rescheduled\t%d\ttwice %d; not found (promoted already) %d, failed %d\n", s.Rescheduled, s.RescheduledTwice, s.RescheduleNotFound, s.RescheduleUnknown)
 	fmt.Fprintf(tw, "  poison (dead letters due)\t%d\t\n", s.Poison)
 	fmt.Fprintf(tw, "  expected per group\t%d\tacknowledged, not cancelled, no failed Cancel\n", s.Expected)
+	fmt.Fprintf(tw, "  recurring occurrences per group\t%d\tevery second from definition to deletion, each created once\n", s.Occurrences)
 	tw.Flush()
 
 	fmt.Fprintln(w)

@@ -1,8 +1,8 @@
 package engine
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"

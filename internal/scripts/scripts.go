@@ -51,6 +51,14 @@ var (
 	metaSrc string
 	//go:embed movers.lua
 	moversSrc string
+	//go:embed recur_define.lua
+	recurDefineSrc string
+	//go:embed recur_read.lua
+	recurReadSrc string
+	//go:embed recur_advance.lua
+	recurAdvanceSrc string
+	//go:embed recur_add.lua
+	recurAddSrc string
 )
 
 // The scripts. Those that read or write a delayed set by message id start
@@ -78,6 +86,12 @@ var (
 	Meta        = newScript("meta.lua", metaSrc)
 	// Movers keeps the registry of a sharded queue's live movers.
 	Movers = newScript("movers.lua", moversSrc)
+
+	// The scripts of recurring schedules.
+	RecurDefine  = newScript("recur_define.lua", recurDefineSrc)
+	RecurRead    = newScript("recur_read.lua", recurReadSrc)
+	RecurAdvance = newScript("recur_advance.lua", recurAdvanceSrc)
+	RecurAdd     = newScript("publish.lua", publishSrc, "recur_add.lua", recurAddSrc)
 )
 
 // newScript returns the script made of the files given as name, source

@@ -14,7 +14,9 @@
 //	/p/<prefix>/q/<queue>          one queue: its figures, a chart of waiting and overdue over time,
 //	                               each group's consumers, pending, oldest pending age, lag, retry lane
 //	                               and dead letters; the next due messages; the first dead letters of
-//	                               each group with redrive and purge buttons; the quarantine
+//	                               each group with redrive and purge buttons; the recurring schedules
+//	                               (next and last occurrence, how late it fired) with pause, resume and
+//	                               delete buttons; the quarantine
 //	/p/<prefix>/q/<queue>/g/<group> one group: its figures, its consumers, its dead letters page by page
 //
 // The JSON API under /api/ serves admin's documents (the CLI's --json
@@ -36,7 +38,8 @@
 //
 // # Safety
 //
-//   - Actions (redrive, purge; one dead letter or all of a group) are POSTs
+//   - Actions (redrive, purge; one dead letter or all of a group; pause,
+//     resume, delete a recurring schedule) are POSTs
 //     only. Each form carries a random token made when the process starts,
 //     checked in constant time; and net/http's CrossOriginProtection
 //     refuses cross-site browser requests (Sec-Fetch-Site / Origin). A

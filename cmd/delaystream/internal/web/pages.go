@@ -86,7 +86,7 @@ func (s *Server) base(r *http.Request, title string) base {
 func flash(q url.Values) string {
 	did := q.Get("did")
 	if did != "redrive" && did != "purge" {
-		return ""
+		return recurringFlash(q)
 	}
 	n, _ := strconv.Atoi(q.Get("n"))
 	verb := map[string]string{"redrive": "Redrove", "purge": "Purged"}[did]
@@ -190,6 +190,7 @@ type queuePage struct {
 	Next        []nextRow
 	Groups      []groupSection
 	Quarantine  []quarantineRow
+	Recurring   []recurringRow
 	PeekCount   int
 	QuarCount   int
 	SampleSince time.Time
@@ -254,6 +255,12 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 			sec.Dead = s.deadRows(dls)
 		}
 		p.Groups = append(p.Groups, sec)
+	}
+	if st.Recurring > 0 {
+		if p.Recurring, err = recurringRows(ctx, in, queue); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 	}
 	if st.Quarantined > 0 {
 		qs, err := in.Quarantine(ctx, queue, admin.ListOptions{Limit: queueDeadCount})
