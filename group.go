@@ -180,7 +180,12 @@ func (g *Group) Counters() Counters { return Counters(g.c.Counters()) }
 // shard.
 func (g *Group) Stats(ctx context.Context) (GroupStats, error) {
 	s, err := g.c.Stats(ctx)
-	return groupStats(s), err
+	gs := groupStats(s)
+	if err != nil {
+		return gs, err
+	}
+	gs.PausedSince, err = g.c.PausedSince(ctx)
+	return gs, err
 }
 
 // DeadLetters returns up to count of the group's dead letters, oldest

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/flow"
 	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/optcheck"
@@ -73,11 +74,16 @@ func New(rdb redis.UniversalClient, name string, opts ...Option) (*Queue, error)
 func (q *Queue) Name() string { return q.name }
 
 // Stats returns the figures of the waiting messages (waiting, overdue,
-// next due, by the Redis clock), over every shard. Each group's figures
-// come from [Group.Stats].
+// next due, by the Redis clock), over every shard, and since when the
+// queue is paused. Each group's figures come from [Group.Stats].
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	s, err := q.producer.Stats(ctx)
-	return Stats(s), err
+	st := Stats{Waiting: s.Waiting, Overdue: s.Overdue, NextDue: s.NextDue, Now: s.Now}
+	if err != nil {
+		return st, err
+	}
+	st.PausedSince, _, err = flow.QueueSince(ctx, q.rdb, q.layout)
+	return st, err
 }
 
 // Quarantine returns up to count entries of the queue's quarantine, oldest
@@ -216,6 +222,7 @@ func (q *Queue) Run(ctx context.Context) error {
 	if err := create.Wait(); err != nil || ctx.Err() != nil {
 		return err
 	}
+	q.reportPause(ctx)
 
 	g, gctx := errgroup.WithContext(ctx)
 	if q.mover != nil {

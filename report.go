@@ -133,6 +133,9 @@ type Stats struct {
 	Overdue int64     // waiting past their due time (promotion is late or absent)
 	NextDue time.Time // earliest waiting due time; zero when none
 	Now     time.Time // the Redis clock when the figures were taken
+	// PausedSince is when the queue's promotion was paused ([Queue.Pause]),
+	// by the Redis clock; zero when it is not.
+	PausedSince time.Time
 }
 
 // GroupStats are a group's figures from Redis ([Group.Stats]).
@@ -144,6 +147,9 @@ type GroupStats struct {
 	Lag           int64         // entries due and not yet delivered to the group (-1 unknown)
 	RetryWaiting  int64         // messages waiting for their next attempt
 	DeadLetters   int64         // entries in the group's dead letters
+	// PausedSince is when the group was paused ([Group.Pause]), by the
+	// Redis clock; zero when it is not.
+	PausedSince time.Time
 }
 
 func groupStats(s group.Stats) GroupStats {

@@ -134,7 +134,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 	// what it settled; the extender keeps held entries from being reclaimed.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	r := &runState{c: &c.core, log: log, workCtx: workCtx, opCtx: context.WithoutCancel(workCtx)}
+	r := &runState{c: &c.core, log: log, workCtx: workCtx, opCtx: context.WithoutCancel(workCtx), pause: newPauseState()}
+	// A pause in place is obeyed (and reported) before anything is read.
+	var pauseFails failures
+	r.readPause(ctx, true, &pauseFails)
 	trim := newTrimmer(r)
 	ack := newAcker(r, trim)
 	settle := &settler{r: r, ack: ack, trim: trim}
@@ -162,6 +165,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	})
 	ext := &extender{r: r}
 	g.Go(func() error { return ext.loop(gctx) })
+	g.Go(func() error { return r.watchPause(gctx) })
 	if !c.cfg.noTrim {
 		g.Go(func() error { return trim.loop(gctx) })
 	}

@@ -155,7 +155,7 @@ func (rd *reader) enqueue(ctx context.Context, streamKey string, es []redis.XMes
 		for j := i; j < len(b.flights); j++ {
 			rest = append(rest, &b.flights[j])
 		}
-		rd.giveBack(rest)
+		rd.giveBack(rest, false)
 		return
 	}
 }
@@ -163,16 +163,28 @@ func (rd *reader) enqueue(ctx context.Context, streamKey string, es []redis.XMes
 // giveBack releases entries that will not be handled and hands them back,
 // one call per stream; an entry the drain timeout handed back already is
 // only released.
-func (rd *reader) giveBack(fs []*flight) {
-	byStream := map[string][]string{}
+//
+// With keep (the group was paused), each entry's delivery count is set
+// back by one, so that the reclaim after the resume leaves it as it was:
+// pauses do not bring entries nearer the max deliveries.
+func (rd *reader) giveBack(fs []*flight, keep bool) {
+	type batchKey struct {
+		stream  string
+		retries int64
+	}
+	by := map[batchKey][]string{}
 	for _, f := range fs {
 		if f.takeBack() {
-			byStream[f.b.stream] = append(byStream[f.b.stream], f.x.ID)
+			k := batchKey{stream: f.b.stream, retries: -1}
+			if keep {
+				k.retries = max(f.deliveries-1, 0)
+			}
+			by[k] = append(by[k], f.x.ID)
 		}
 		rd.release(f)
 	}
-	for s, ids := range byStream {
-		rd.settle.handBack(rd.r.opCtx, s, ids)
+	for k, ids := range by {
+		rd.settle.handBack(rd.r.opCtx, k.stream, ids, k.retries)
 	}
 }
 

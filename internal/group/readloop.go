@@ -114,6 +114,11 @@ func (l *readLoop) close(ctx context.Context) {
 // run reads rounds of dirty streams while there is room, until ctx ends.
 func (l *readLoop) run(ctx context.Context) error {
 	for ctx.Err() == nil {
+		if ok, waited := l.rd.r.pause.await(ctx); !ok {
+			return nil
+		} else if waited {
+			l.dirty.markAll() // resumed: read whatever arrived meanwhile
+		}
 		n := l.rd.waitRoom(ctx)
 		if n == 0 || !l.event(ctx, false) {
 			return nil

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/delaystream/delaystream/internal/flow"
 	"github.com/delaystream/delaystream/internal/shardsub"
 )
 
@@ -139,7 +140,11 @@ func (rd *reader) listen(ctx context.Context, a *arrivals, f *affinity, lost *lo
 
 	cfg := shardsub.Config{
 		Groups: groups,
-		OnMessage: func(ch, _ string) {
+		OnMessage: func(ch, payload string) {
+			if payload == flow.Notice {
+				rd.r.pause.poke() // the group's pause may have changed
+				return
+			}
 			if i, ok := byChan[ch]; ok {
 				if f.owns(i / 2) {
 					a.mark(i)
@@ -150,6 +155,7 @@ func (rd *reader) listen(ctx context.Context, a *arrivals, f *affinity, lost *lo
 			}
 		},
 		OnReset: func() {
+			rd.r.pause.poke() // a notice may have been lost
 			a.markAll()
 			rd.act.touchAll()
 		},

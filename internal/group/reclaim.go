@@ -54,7 +54,7 @@ func (rc *reclaimer) loop(ctx context.Context) error {
 // entries to other consumers of the group, or to its next pass.
 func (rc *reclaimer) claimFrom(ctx context.Context, streamKey, cursor string, full bool) error {
 	c, rd := rc.r.c, rc.rd
-	for scans := 0; scans < maxScans && ctx.Err() == nil; {
+	for scans := 0; scans < maxScans && ctx.Err() == nil && !rc.r.pause.paused(); {
 		n := rd.free()
 		if full && !rd.roomy(n) {
 			n = rc.waitRoom(ctx, c.cfg.reclaimEvery)

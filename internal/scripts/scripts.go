@@ -51,6 +51,10 @@ var (
 	metaSrc string
 	//go:embed movers.lua
 	moversSrc string
+	//go:embed pause.lua
+	pauseSrc string
+	//go:embed flow.lua
+	flowSrc string
 )
 
 // The scripts. Those that read or write a delayed set by message id start
@@ -78,6 +82,11 @@ var (
 	Meta        = newScript("meta.lua", metaSrc)
 	// Movers keeps the registry of a sharded queue's live movers.
 	Movers = newScript("movers.lua", moversSrc)
+	// Pause sets or clears a field of a shard's pause record.
+	Pause = newScript("publish.lua", publishSrc, "pause.lua", pauseSrc)
+	// Flow grants a limited group's consumer concurrency slots and rate
+	// permits.
+	Flow = newScript("publish.lua", publishSrc, "flow.lua", flowSrc)
 )
 
 // newScript returns the script made of the files given as name, source

@@ -35,7 +35,10 @@ func TestNewKeysLayout(t *testing.T) {
 		Lease:      "ds:1:{orders}:l",
 		Wake:       "ds:1:{orders}:w",
 		Arrivals:   "ds:1:{orders}:n",
+		Pause:      "ds:1:{orders}:p",
 	}, k.Main())
+	assert.Equal(t, "ds:1:{orders}:p", k.Pause())
+	assert.Equal(t, "ds:1:{orders}:f:billing", k.Flow("billing"))
 	assert.Equal(t, stream.Lane{
 		Delayed:    "ds:1:{orders}:r:billing:z",
 		Envelopes:  "ds:1:{orders}:r:billing:m",
