@@ -10,21 +10,26 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/flow"
 	"github.com/delaystream/delaystream/internal/group"
 )
 
 // QueueReport are the figures of one queue, of each of its consumer
 // groups and of each of its shards.
 type QueueReport struct {
-	Queue        string        `json:"queue"`
-	Shards       int           `json:"shards"`
-	Now          time.Time     `json:"now"`               // the Redis clock when read (the latest of the shards')
-	Waiting      int64         `json:"waiting"`           // scheduled, not yet promoted
-	Overdue      int64         `json:"overdue"`           // waiting past their due time: a mover is late or absent
-	NextDue      time.Time     `json:"next_due,omitzero"` // earliest waiting due time; absent when none
-	StreamLength int64         `json:"stream_length"`     // entries in the queue stream(s)
-	Quarantined  int64         `json:"quarantined"`       // entries in the quarantine stream(s) of the main lanes
-	Groups       []GroupReport `json:"groups"`            // every consumer group, by name, summed over the shards
+	Queue        string    `json:"queue"`
+	Shards       int       `json:"shards"`
+	Now          time.Time `json:"now"`               // the Redis clock when read (the latest of the shards')
+	Waiting      int64     `json:"waiting"`           // scheduled, not yet promoted
+	Overdue      int64     `json:"overdue"`           // waiting past their due time: a mover is late or absent
+	NextDue      time.Time `json:"next_due,omitzero"` // earliest waiting due time; absent when none
+	StreamLength int64     `json:"stream_length"`     // entries in the queue stream(s)
+	Quarantined  int64     `json:"quarantined"`       // entries in the quarantine stream(s) of the main lanes
+	// PausedSince is when the queue's promotion was paused (Redis clock);
+	// absent when it is not. A pause of some shards only (one under way,
+	// or one that failed part way) counts.
+	PausedSince time.Time     `json:"paused_since,omitzero"`
+	Groups      []GroupReport `json:"groups"` // every consumer group, by name, summed over the shards
 	// PerShard are the same figures shard by shard, in shard order.
 	PerShard []ShardReport `json:"per_shard,omitempty"`
 }
@@ -63,6 +68,9 @@ type GroupReport struct {
 	Lag             int64 `json:"lag"`           // stream entries not yet delivered to the group; -1 when Redis cannot tell
 	RetryWaiting    int64 `json:"retry_waiting"` // failed messages waiting in the group's retry lane
 	DeadLetters     int64 `json:"dead_letters"`  // entries in the group's dead letters
+	// PausedSince is when the group was paused (Redis clock); absent when
+	// it is not. Per-shard reports leave it out.
+	PausedSince time.Time `json:"paused_since,omitzero"`
 	// ConsumerList is filled in by [Inspector.Groups] only.
 	ConsumerList []ConsumerInfo `json:"consumer_list,omitempty"`
 }
@@ -148,6 +156,9 @@ func (in *Inspector) stats(ctx context.Context, h *handle) (QueueReport, error) 
 			r.NextDue = s.NextDue
 		}
 	}
+	if r.PausedSince, _, err = flow.QueueSince(ctx, in.rdb, h.layout); err != nil {
+		return QueueReport{}, err
+	}
 	names, err := in.groupNames(ctx, h)
 	if err != nil {
 		return QueueReport{}, err
@@ -157,7 +168,11 @@ func (in *Inspector) stats(ctx context.Context, h *handle) (QueueReport, error) 
 		if err != nil {
 			return QueueReport{}, fmt.Errorf("stats %s group %s: %w", h.info.Name, g, err)
 		}
-		r.Groups = append(r.Groups, sumGroup(g, gs, shards))
+		sum := sumGroup(g, gs, shards)
+		if sum.PausedSince, err = flow.GroupSince(ctx, in.rdb, h.layout, g); err != nil {
+			return QueueReport{}, err
+		}
+		r.Groups = append(r.Groups, sum)
 	}
 	return r, nil
 }

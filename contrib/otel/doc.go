@@ -60,6 +60,8 @@
 //	delaystream.group.lag                 Int64ObservableGauge    {message}   queue, group           collection: stream entries not yet delivered to the group
 //	delaystream.group.retry_waiting       Int64ObservableGauge    {message}   queue, group           collection: messages waiting in the retry lane
 //	delaystream.group.dead_letters        Int64ObservableGauge    {message}   queue, group           collection: entries in the dead-letter stream
+//	delaystream.queue.paused              Float64ObservableGauge  s           queue                  collection: how long the queue's promotion has been paused; 0 when not
+//	delaystream.group.paused              Float64ObservableGauge  s           queue, group           collection: how long the group has been paused; 0 when not
 //	delaystream.stats.errors              Int64Counter            {error}     queue                  collection: figures that could not be read in time
 //
 // Histogram bucket boundaries are [LagBuckets] (1 ms to 5 min) for lags,

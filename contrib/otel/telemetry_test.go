@@ -241,6 +241,8 @@ func TestWorkload(t *testing.T) {
 	assert.Zero(t, value("delaystream.group.lag", orders, billing))
 	assert.Zero(t, value("delaystream.group.retry_waiting", orders, billing))
 	assert.Equal(t, 1.0, value("delaystream.group.dead_letters", orders, billing))
+	assert.Zero(t, value("delaystream.queue.paused", orders), "not paused")
+	assert.Zero(t, value("delaystream.group.paused", orders, billing), "not paused")
 	idleQ := attribute.String("messaging.destination.name", "idle")
 	assert.Equal(t, 3.0, value("delaystream.queue.waiting", idleQ))
 	assert.Equal(t, 3.0, value("delaystream.queue.overdue", idleQ))

@@ -59,6 +59,8 @@
 //	group_lag_messages              gauge      queue, group           scrape: stream entries not yet delivered to the group
 //	group_retry_waiting_messages    gauge      queue, group           scrape: messages waiting in the retry lane
 //	group_dead_letters              gauge      queue, group           scrape: entries in the dead-letter stream
+//	queue_paused_seconds            gauge      queue                  scrape: how long the queue's promotion has been paused; 0 when not
+//	group_paused_seconds            gauge      queue, group           scrape: how long the group has been paused; 0 when not
 //	stats_errors_total              counter    queue                  scrape: reads of a queue's figures that failed or timed out
 //
 // The mover_* series of a queue exist, at 0, from its MoverHooks call, the

@@ -25,6 +25,7 @@ type watch struct {
 type statDescs struct {
 	waiting, overdue, overdueAge, streamLen, quarantined       *prometheus.Desc // queue
 	consumers, pending, oldest, lag, retryWaiting, deadLetters *prometheus.Desc // queue, group
+	flowDescs                                                                   // flow.go
 }
 
 func newStatDescs(ns string) statDescs {
@@ -44,6 +45,7 @@ func newStatDescs(ns string) statDescs {
 		lag:          d("group_lag_messages", "Queue stream entries not yet delivered to the group; absent when Redis cannot tell.", g),
 		retryWaiting: d("group_retry_waiting_messages", "Messages waiting in the group's retry lane for their backoff.", g),
 		deadLetters:  d("group_dead_letters", "Entries in the group's dead-letter stream.", g),
+		flowDescs:    newFlowDescs(d),
 	}
 }
 
@@ -52,6 +54,7 @@ func (s statDescs) describe(ch chan<- *prometheus.Desc) {
 		s.consumers, s.pending, s.oldest, s.lag, s.retryWaiting, s.deadLetters} {
 		ch <- d
 	}
+	s.flowDescs.describe(ch)
 }
 
 // send sends the gauges of report r.
@@ -75,6 +78,7 @@ func (s statDescs) send(ch chan<- prometheus.Metric, r admin.QueueReport) {
 		gauge(s.retryWaiting, float64(g.RetryWaiting), q, g.Group)
 		gauge(s.deadLetters, float64(g.DeadLetters), q, g.Group)
 	}
+	s.flowDescs.send(gauge, r)
 }
 
 // Watch makes every scrape read, from Redis through rdb, the figures of

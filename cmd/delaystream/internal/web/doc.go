@@ -36,7 +36,8 @@
 //
 // # Safety
 //
-//   - Actions (redrive, purge; one dead letter or all of a group) are POSTs
+//   - Actions (redrive, purge: one dead letter or all of a group; pause and
+//     resume of a queue or a group) are POSTs
 //     only. Each form carries a random token made when the process starts,
 //     checked in constant time; and net/http's CrossOriginProtection
 //     refuses cross-site browser requests (Sec-Fetch-Site / Origin). A

@@ -23,6 +23,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /p/{prefix}/q/{queue}/chart", s.handleChart)
 	mux.HandleFunc("GET /p/{prefix}/q/{queue}/g/{group}", s.handleGroup)
 	mux.HandleFunc("POST /p/{prefix}/q/{queue}/g/{group}/{action}", s.handleAction)
+	for _, a := range []string{"pause", "resume"} {
+		mux.HandleFunc("POST /p/{prefix}/q/{queue}/"+a, s.handlePause)
+		mux.HandleFunc("POST /p/{prefix}/q/{queue}/g/{group}/"+a, s.handlePause)
+	}
 
 	mux.HandleFunc("GET /api/p/{prefix}/queues", s.apiQueues)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}", s.apiQueue)
