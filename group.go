@@ -34,7 +34,7 @@ func WithWorkers(n int) GroupOption { return groupOption(group.WithWorkers(n)) }
 // in 100 ms, at least 4 × workers. Entries read ahead are held by this
 // consumer until a worker takes them: with slow handlers and several
 // processes, a smaller value spreads the work more evenly; 0 reads only for
-// free workers.
+// free workers. A group with flow limits reads none ahead.
 func WithPrefetch(n int) GroupOption { return groupOption(group.WithPrefetch(n)) }
 
 // WithMaxAttempts sets how many times a message is handled before a

@@ -46,3 +46,17 @@ func (in *Inspector) setPause(ctx context.Context, queue, group string, on bool)
 	}
 	return flow.SetGroup(ctx, in.rdb, h.layout, group, on)
 }
+
+// flowState fills in the pause and flow limits of group report g of h.
+func (in *Inspector) flowState(ctx context.Context, h *handle, g *GroupReport) error {
+	var err error
+	if g.PausedSince, err = flow.GroupSince(ctx, in.rdb, h.layout, g.Group); err != nil {
+		return err
+	}
+	st, err := flow.Read(ctx, in.rdb, h.layout, g.Group)
+	if err != nil {
+		return err
+	}
+	g.ConcurrencyLimit, g.RatePerSecond, g.RateBurst, g.SlotsHeld = st.Limits.Concurrency, st.Limits.PerSecond(), st.Limits.Burst, st.Held
+	return nil
+}

@@ -71,6 +71,14 @@ type GroupReport struct {
 	// PausedSince is when the group was paused (Redis clock); absent when
 	// it is not. Per-shard reports leave it out.
 	PausedSince time.Time `json:"paused_since,omitzero"`
+	// The group's flow limits, as its consumer started last recorded them
+	// (absent when none; per-shard reports leave them out): the
+	// concurrency cap, the rate in messages per second and its burst, and
+	// the concurrency slots its live consumers hold now.
+	ConcurrencyLimit int     `json:"concurrency_limit,omitempty"`
+	RatePerSecond    float64 `json:"rate_per_second,omitempty"`
+	RateBurst        int     `json:"rate_burst,omitempty"`
+	SlotsHeld        int64   `json:"slots_held,omitempty"`
 	// ConsumerList is filled in by [Inspector.Groups] only.
 	ConsumerList []ConsumerInfo `json:"consumer_list,omitempty"`
 }
@@ -169,7 +177,7 @@ func (in *Inspector) stats(ctx context.Context, h *handle) (QueueReport, error) 
 			return QueueReport{}, fmt.Errorf("stats %s group %s: %w", h.info.Name, g, err)
 		}
 		sum := sumGroup(g, gs, shards)
-		if sum.PausedSince, err = flow.GroupSince(ctx, in.rdb, h.layout, g); err != nil {
+		if err := in.flowState(ctx, h, &sum); err != nil {
 			return QueueReport{}, err
 		}
 		r.Groups = append(r.Groups, sum)

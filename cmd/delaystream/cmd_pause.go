@@ -2,9 +2,13 @@ package main
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/delaystream/delaystream/admin"
 )
 
 func (a *app) pauseCmd() *cobra.Command {
@@ -83,4 +87,20 @@ func paused(since time.Time) string {
 		return "-"
 	}
 	return "since " + roundDur(time.Since(since))
+}
+
+// limits renders a group's flow limits for a LIMITS column: "-", or
+// "3 at once (2 held), 200/s burst 20".
+func limits(g admin.GroupReport) string {
+	var parts []string
+	if g.ConcurrencyLimit > 0 {
+		parts = append(parts, fmt.Sprintf("%d at once (%d held)", g.ConcurrencyLimit, g.SlotsHeld))
+	}
+	if g.RatePerSecond > 0 {
+		parts = append(parts, fmt.Sprintf("%s/s burst %d", strconv.FormatFloat(g.RatePerSecond, 'g', 4, 64), g.RateBurst))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }

@@ -163,10 +163,10 @@ func (a *app) printGroups(gs []admin.GroupReport, consumers bool) {
 		return
 	}
 	w := a.table()
-	fmt.Fprintln(w, "GROUP\tCONSUMERS\tPENDING\tOLDEST PENDING\tLAG\tRETRY WAITING\tDEAD LETTERS\tPAUSED")
+	fmt.Fprintln(w, "GROUP\tCONSUMERS\tPENDING\tOLDEST PENDING\tLAG\tRETRY WAITING\tDEAD LETTERS\tPAUSED\tLIMITS")
 	for _, g := range gs {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%d\t%d\t%s\n", g.Group, g.Consumers, g.Pending, age(g.OldestPendingMs),
-			lag(g.Lag), g.RetryWaiting, g.DeadLetters, paused(g.PausedSince))
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", g.Group, g.Consumers, g.Pending, age(g.OldestPendingMs),
+			lag(g.Lag), g.RetryWaiting, g.DeadLetters, paused(g.PausedSince), limits(g))
 	}
 	_ = w.Flush()
 	if !consumers {

@@ -28,8 +28,8 @@ func TestPauseResume(t *testing.T) {
 
 	assert.Regexp(t, `(?m)^\s+PAUSED\s+since .*: nothing is promoted`, tg.ok(t, "stats", "jobs"))
 	groups := tg.ok(t, "groups", "jobs")
-	assert.Regexp(t, `(?m)^audit\s.*\s-$`, groups)
-	assert.Regexp(t, `(?m)^billing\s.*\ssince \S+$`, groups)
+	assert.Regexp(t, `(?m)^audit\s.*\s-\s+-$`, groups)
+	assert.Regexp(t, `(?m)^billing\s.*\ssince \S+\s+-$`, groups)
 	assert.Regexp(t, `(?m)^jobs\s.*\ssince \S+$`, tg.ok(t, "queues"))
 
 	assert.Regexp(t, `^resumed group billing of jobs \(paused for .*\)\n$`, tg.ok(t, "resume", "jobs", "billing"))
@@ -49,4 +49,12 @@ func TestPauseResume(t *testing.T) {
 	assert.Equal(t, exitNotFound, r.code, r.stderr)
 	r = tg.run(t, "pause", "jobs", "bad group")
 	assert.Equal(t, exitUsage, r.code, r.stderr)
+}
+
+func TestLimitsColumn(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, "-", limits(admin.GroupReport{}))
+	assert.Equal(t, "3 at once (2 held), 200/s burst 20",
+		limits(admin.GroupReport{ConcurrencyLimit: 3, SlotsHeld: 2, RatePerSecond: 200, RateBurst: 20}))
+	assert.Equal(t, "0.5/s burst 1", limits(admin.GroupReport{RatePerSecond: 0.5, RateBurst: 1}))
 }

@@ -38,6 +38,7 @@ type reader struct {
 	handled, busy      atomic.Int64 // entries handled and the time they took (ns), for adapt
 	act                *activity    // the streams that may have pending entries (reclaimshards.go)
 	seenN, seenBusy    int64        // handled and busy at the last adapt; the reader's
+	lim                *limiter     // the group's flow limits; nil without (limit.go)
 }
 
 // newReader returns the intake of one Run, its read-ahead set from the
@@ -50,7 +51,13 @@ func newReader(r *runState, settle *settler) *reader {
 		rd.minAhead = 4 * rd.workers
 		rd.maxAhead = max(maxReadAhead, rd.minAhead)
 	}
+	if !c.cfg.limits.Zero() {
+		// A limited consumer reads only what its workers can start.
+		rd.minAhead, rd.maxAhead = 0, 0
+		rd.lim = newLimiter(r, rd)
+	}
 	rd.ahead.Store(rd.minAhead)
+
 	rd.jobs = make(chan *flight, rd.workers+rd.maxAhead)
 	rd.act = newActivity(2 * len(c.shards))
 	return rd
@@ -193,6 +200,9 @@ func (rd *reader) release(f *flight) {
 	f.settled.Store(true)
 	if f.b.left.Add(-1) == 0 {
 		rd.r.c.held.remove(f.b)
+	}
+	if rd.lim != nil && rd.lim.lim.Concurrency > 0 {
+		rd.lim.released()
 	}
 	if rd.roomy(rd.capacity() - rd.held.Add(-1)) {
 		select {

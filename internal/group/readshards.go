@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -143,6 +144,12 @@ func (rd *reader) listen(ctx context.Context, a *arrivals, f *affinity, lost *lo
 		OnMessage: func(ch, payload string) {
 			if payload == flow.Notice {
 				rd.r.pause.poke() // the group's pause may have changed
+				return
+			}
+			if g, ok := strings.CutPrefix(payload, flow.SlotsNotice); ok {
+				if g == c.group && rd.lim != nil {
+					rd.lim.poke() // another consumer freed slots
+				}
 				return
 			}
 			if i, ok := byChan[ch]; ok {

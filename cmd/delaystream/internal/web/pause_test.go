@@ -64,6 +64,7 @@ func TestPauseButtons(t *testing.T) {
 	}
 	page := get(ts, base)
 	assert.Contains(t, page, "Promoting.")
+	assert.Contains(t, page, `<td class="limits">none</td>`)
 	assert.Contains(t, page, `action="`+base+`/pause"`)
 	assert.Contains(t, page, `action="`+base+`/g/billing/pause"`)
 	token := regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`).FindStringSubmatch(page)
