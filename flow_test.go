@@ -242,3 +242,55 @@ func TestRateLimit(t *testing.T) {
 	assert.Positive(t, waited)
 }
 
+// Slow work spreads over the group: two processes of 8 workers each and
+// 24 messages whose handlers run until released. 16 run at once, one per
+// worker across both processes, and the other 8 stay unread in the stream
+// (no consumer holds them queued behind its busy workers); when the first
+// 16 finish, the other 8 start, and everything is handled once.
+func TestSlowWorkSpreads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	const workers, n = 8, 24
+	var run running
+	h := &handled{}
+	release := make(chan struct{})
+	handler := func(ctx context.Context, d *delaystream.Delivery) error {
+		run.enter()
+		defer run.leave()
+		h.add(d)
+		select {
+		case <-release:
+		case <-ctx.Done(): // the drain timeout, when the test failed
+		}
+		return nil
+	}
+	a := startFlowProc(t, rdb, prefix, handler, delaystream.WithWorkers(workers))
+	b := startFlowProc(t, rdb, prefix, handler, delaystream.WithWorkers(workers))
+	scheduleN(t, a.q, "m", n, 0)
+
+	require.Eventually(t, func() bool { return run.now.Load() == 2*workers }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		st, err := a.g.Stats(ctx)
+		return err == nil && st.Lag == n-2*workers
+	}, 10*time.Second, 10*time.Millisecond, "the rest stays unread")
+	st, err := a.g.Stats(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2*workers, st.Pending, "only the running entries are taken")
+	assert.EqualValues(t, workers, a.g.Counters().Delivered)
+	assert.EqualValues(t, workers, b.g.Counters().Delivered)
+
+	for i := range 2 * workers { // the first round ends
+		select {
+		case release <- struct{}{}:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no handler to release after %d", i)
+		}
+	}
+	require.Eventually(t, func() bool { return h.count("m") == n && run.now.Load() == n-2*workers }, 10*time.Second, 10*time.Millisecond,
+		"the second round runs at once")
+	close(release)
+	require.Eventually(t, func() bool { return run.now.Load() == 0 }, 10*time.Second, 10*time.Millisecond)
+	h.checkOnce(t, "m", n)
+}

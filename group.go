@@ -31,10 +31,12 @@ func WithWorkers(n int) GroupOption { return groupOption(group.WithWorkers(n)) }
 
 // WithPrefetch sets how many entries a consumer reads ahead of its free
 // workers (0 to 100000). Default: adaptive, about what the workers handle
-// in 100 ms, at least 4 × workers. Entries read ahead are held by this
-// consumer until a worker takes them: with slow handlers and several
-// processes, a smaller value spreads the work more evenly; 0 reads only for
-// free workers. A group with flow limits reads none ahead.
+// in 100 ms, from 4 × workers to 256; none until the handlers' pace is
+// measured, and none while handlers take 100 ms or more, so that slow work
+// spreads over the group's consumers instead of waiting behind a busy one.
+// Entries read ahead are held by this consumer until a worker takes them;
+// 0 reads only for free workers. A group with flow limits reads none
+// ahead.
 func WithPrefetch(n int) GroupOption { return groupOption(group.WithPrefetch(n)) }
 
 // WithMaxAttempts sets how many times a message is handled before a

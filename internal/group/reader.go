@@ -10,10 +10,14 @@ import (
 )
 
 // Default read-ahead bounds: the workers' queue holds about what they
-// handle in readAheadHorizon, between 4 × workers and maxReadAhead entries.
+// handle in readAheadHorizon, between 4 × workers and maxReadAhead
+// entries; none until the pace is measured, and none while handlers take
+// slowHandler or longer, when an entry read ahead would wait for a worker
+// while another consumer of the group may have one free.
 const (
 	readAheadHorizon = 100 * time.Millisecond
 	maxReadAhead     = 256
+	slowHandler      = readAheadHorizon
 )
 
 // reader is the intake: it reads the queue stream and the retry lane with
@@ -56,7 +60,9 @@ func newReader(r *runState, settle *settler) *reader {
 		rd.minAhead, rd.maxAhead = 0, 0
 		rd.lim = newLimiter(r, rd)
 	}
-	rd.ahead.Store(rd.minAhead)
+	if rd.minAhead == rd.maxAhead {
+		rd.ahead.Store(rd.minAhead)
+	} // adaptive: none until the pace is measured
 
 	rd.jobs = make(chan *flight, rd.workers+rd.maxAhead)
 	rd.act = newActivity(2 * len(c.shards))
@@ -97,7 +103,9 @@ func (rd *reader) waitRoom(ctx context.Context) int64 {
 // least one entry per worker was handled), within its bounds. Fast
 // handlers get large reads, which cost Redis and the client much less per
 // entry; slow handlers get a short queue, so one consumer does not sit on
-// work other consumers of the group could do, and a crash strands little.
+// work other consumers of the group could do, and a crash strands little;
+// handlers slower than slowHandler get none, so the consumer reads only
+// for its free workers.
 func (rd *reader) adapt() {
 	if rd.minAhead == rd.maxAhead {
 		return
@@ -111,10 +119,14 @@ func (rd *reader) adapt() {
 }
 
 // readAheadFor returns how many entries workers handling one entry in
-// each take within readAheadHorizon, bounded by lo and hi.
+// each take within readAheadHorizon, bounded by lo and hi; none when each
+// is slowHandler or longer.
 func readAheadFor(workers int64, each time.Duration, lo, hi int64) int64 {
-	if each <= 0 {
+	switch {
+	case each <= 0:
 		return hi
+	case each >= slowHandler:
+		return 0
 	}
 	return min(max(workers*int64(readAheadHorizon/each), lo), hi)
 }
