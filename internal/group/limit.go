@@ -32,9 +32,11 @@ import (
 //     one HGET and one HSET per call whatever the burst, nothing to refill
 //     on a timer, and a refusal that knows the exact time of the next
 //     permit: a consumer told to wait sleeps until then instead of polling.
-//     It waits for a quarter of the burst at once (rateNeed), so that
-//     consumers waiting on a busy limit wake once per few permits, not once
-//     per permit.
+//     A consumer asks for at least a quarter of the burst at a time; when
+//     fewer are free, it reserves them for the time they will be (within
+//     rateReserve) and waits until then before it reads: consumers of a
+//     busy limit take turns, each call a grant, instead of racing for each
+//     permit.
 //
 // A limited consumer reads no entries ahead of its workers (it could not
 // start them), gives back the permits a read did not use at its next call,
@@ -44,6 +46,7 @@ import (
 const (
 	slotPoll      = time.Second           // a consumer refused a slot asks again at least this often
 	flushCoalesce = 20 * time.Millisecond // slots freed by workers are reported together after this
+	rateReserve   = time.Second           // rate permits due within this are granted ahead (flow.lua ARGV[12])
 )
 
 // limiter is a limited consumer's side of flow.lua. Its methods are safe
@@ -84,7 +87,7 @@ func newLimiter(r *runState, rd *reader) *limiter {
 // grant is the reply of one flow.lua call.
 type grant struct {
 	n       int64
-	wait    time.Duration // blocked by the rate: until need permits are free
+	wait    time.Duration // granted: until the permits are due; refused by the rate: until need can be reserved
 	blocker int64         // 0 none, 1 slots, 2 rate
 }
 
@@ -101,7 +104,7 @@ func (l *limiter) call(ctx context.Context, want int64) (grant, error) {
 	defer cancel()
 	reply, err := scripts.Flow.Run(ctx, c.rdb, []string{l.key},
 		c.cfg.consumer, held, want, l.need, l.lim.Concurrency, l.lim.Interval().Microseconds(), l.lim.Burst,
-		c.cfg.visibility.Milliseconds(), back, l.channel, l.payload).Result()
+		c.cfg.visibility.Milliseconds(), back, l.channel, l.payload, rateReserve.Microseconds()).Result()
 	var v []int64
 	if err == nil {
 		v, err = scripts.Ints(reply)
@@ -142,6 +145,16 @@ func (l *limiter) acquire(ctx context.Context, want int64) int64 {
 			continue
 		}
 		l.readFails.succeeded(ctx, l.r.log, "flow limit calls recovered")
+		if g.n > 0 && g.wait > 0 {
+			// Reserved: due after wait. Given back if the wait is cut.
+			if since.IsZero() {
+				since = time.Now()
+			}
+			if !l.sleep(ctx, g.wait, false) {
+				l.settle(g.n, 0)
+				return 0
+			}
+		}
 		if g.n > 0 {
 			return g.n
 		}
@@ -158,8 +171,8 @@ func (l *limiter) acquire(ctx context.Context, want int64) int64 {
 }
 
 // sleep waits d, or less: until ctx ends, the group is paused or (slots)
-// another consumer announces freed slots.
-func (l *limiter) sleep(ctx context.Context, d time.Duration, slots bool) {
+// another consumer announces freed slots. It reports whether d passed.
+func (l *limiter) sleep(ctx context.Context, d time.Duration, slots bool) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	var kick <-chan struct{}
@@ -172,17 +185,24 @@ func (l *limiter) sleep(ctx context.Context, d time.Duration, slots bool) {
 	select {
 	case <-ctx.Done():
 	case <-t.C:
+		return true
 	case <-kick:
 	case <-changed:
 	}
+	return false
 }
 
 // try asks once, without waiting, for up to want permits (for entries
-// already claimed) and returns how many were granted.
+// already claimed) and returns how many were granted; permits reserved
+// for later are given back.
 func (l *limiter) try(ctx context.Context, want int64) int64 {
 	g, err := l.call(ctx, want)
 	if err != nil {
 		l.claimFails.failed(ctx, l.r.log, "flow limit call failed", err)
+		return 0
+	}
+	if g.n > 0 && g.wait > 0 {
+		l.settle(g.n, 0)
 		return 0
 	}
 	return g.n

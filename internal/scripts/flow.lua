@@ -27,17 +27,22 @@
 --          given back to the limiter
 -- ARGV[10] optional: a channel on which ARGV[11] is published when this
 --          call freed slots and a consumer was refused one
+-- ARGV[12] reservation horizon, µs: when fewer than need rate permits are
+--          free but need will be within it, they are granted now for then
+--          (the caller waits until then before it reads), so that waiting
+--          consumers take turns instead of racing for each permit
 --
 -- Returns {granted, wait_us, blocker}
---          granted  permits and slots granted now (0..want)
---          wait_us  when blocked by the rate: µs until need permits are
---                   free; else -1
+--          granted  permits and slots granted (0..want)
+--          wait_us  with a grant: µs until the permits are due (0: now);
+--                   refused by the rate: µs until need permits could be
+--                   reserved; else -1
 --          blocker  0 none, 1 the concurrency cap, 2 the rate
 --
 -- GCRA: a permit is free while tat - now <= (burst - 1) * interval, and
 -- taking k moves tat to max(tat, now) + k * interval. So in any window of
--- length w at most burst + w / interval permits are granted, and the time
--- to the next free permit is exact, so nothing polls.
+-- length w at most burst + w / interval permits are due, and the time to
+-- the next free permit is exact, so nothing polls.
 -- Numbers are written with string.format: Lua turns a number into a
 -- string with 14 significant digits, fewer than a time in µs has.
 local t = redis.call('TIME')
@@ -52,6 +57,7 @@ local interval = tonumber(ARGV[6]) or 0
 local burst = tonumber(ARGV[7]) or 1
 local lease = (tonumber(ARGV[8]) or 1000) * 1000
 local back = tonumber(ARGV[9]) or 0
+local reserve = tonumber(ARGV[12]) or 0
 
 local granted, wait, blocker = want, -1, 0
 local freed = false
@@ -92,10 +98,17 @@ if interval > 0 then
     local least = math.min(need, granted)
     if free < least then
       wait = math.ceil(base + least * interval - burst * interval - now)
-      granted, blocker = 0, 2
+      if wait <= reserve then
+        granted = least
+        tat = base + least * interval
+      else
+        wait = wait - reserve
+        granted, blocker = 0, 2
+      end
     else
       granted = math.min(granted, free)
       tat = base + granted * interval
+      wait = 0
     end
   end
   redis.call('HSET', key, 'tat', string.format('%.0f', tat))
