@@ -71,13 +71,17 @@ type config struct {
 	trimWait         time.Duration // burst1m: how long to wait for trimming after delivery
 	curveRates       []int         // curve: trickle rates, msg/s
 	curveDuration    time.Duration // curve: trickle duration per rate and system
+
+	// limit: a rate-limited group over several consumers (limit.go).
+	limitRate, limitBurst, limitConsumers int
+	limitDuration                         time.Duration
 }
 
-var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "queues", "cluster", "backlog", "burst1m", "curve"}
+var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "queues", "cluster", "backlog", "burst1m", "curve", "limit"}
 
 // optIn are the scenarios a run without -only leaves out: each takes
 // minutes at its real size.
-var optIn = map[string]bool{"backlog": true, "burst1m": true, "curve": true}
+var optIn = map[string]bool{"backlog": true, "burst1m": true, "curve": true, "limit": true}
 
 func main() {
 	if len(os.Args) > 2 && os.Args[1] == childFlag {
@@ -118,6 +122,10 @@ func main() {
 	flag.DurationVar(&cfg.trimWait, "trim-wait", 90*time.Second, "burst1m: longest wait, after all is delivered, for the stream to be trimmed below 1 % of n")
 	curveRates := flag.String("curve-rates", "50,500,5000", "curve: trickle rates in msg/s, comma-separated")
 	flag.DurationVar(&cfg.curveDuration, "curve-duration", 10*time.Second, "curve: trickle duration per rate and system")
+	flag.IntVar(&cfg.limitRate, "limit-rate", 200, "limit: the group's rate limit, messages per second")
+	flag.IntVar(&cfg.limitBurst, "limit-burst", 20, "limit: the rate limit's burst")
+	flag.IntVar(&cfg.limitConsumers, "limit-consumers", 3, "limit: consumers of the group, each a Queue with its own client")
+	flag.DurationVar(&cfg.limitDuration, "limit-duration", 60*time.Second, "limit: the measurement window")
 	flag.Parse()
 	var err error
 	if cfg.curveRates, err = parseRates(*curveRates); err != nil {
@@ -274,6 +282,8 @@ func run(cfg config) error {
 			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.backlog)
 		case "burst1m":
 			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.burstBig)
+		case "limit":
+			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.limitRun)
 		case "curve":
 			sys := systems
 			if cfg.floor {
