@@ -150,11 +150,19 @@ func scheduleN(t *testing.T, q *delaystream.Queue, prefix string, n int, in time
 // none early.
 func TestGroupPause(t *testing.T) {
 	t.Parallel()
-	for _, shards := range []int{1, 4} {
+	for _, shards := range []int{1, 4, 8} {
 		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			rdb := redistest.Client(t)
+			var rdb redis.UniversalClient = redistest.Client(t)
+			if shards == 8 { // on a Cluster of 3 masters: the notice is a shard channel's
+				cl, err := redistest.SpawnCluster(3, 0)
+				require.NoError(t, err)
+				t.Cleanup(cl.Stop)
+				cc := cl.Client()
+				t.Cleanup(func() { _ = cc.Close() })
+				rdb = cc
+			}
 			prefix := redistest.Prefix(t)
 			h := &handled{}
 			release := make(chan struct{})
