@@ -44,6 +44,7 @@
 //	delaystream.reclaimed                 Int64Counter            {message}   queue, group           pending entries taken over from other consumers
 //	delaystream.deleted_while_pending     Int64Counter            {message}   queue, group           pending entries found deleted from the stream
 //	delaystream.group.data_loss           Int64Counter            {event}     queue, group           Redis lost the queue's data (seen by a consumer)
+//	delaystream.group.limit_wait          Float64Counter          s           queue, group           time waited, workers free, for the group's flow limits
 //	delaystream.mover.promoted            Int64Counter            {message}   queue                  due messages appended to the queue stream
 //	delaystream.mover.quarantined         Int64Counter            {message}   queue                  unreadable waiting members set aside
 //	delaystream.mover.batch_size          Int64Histogram          {message}   queue                  entries appended per promote call

@@ -55,6 +55,10 @@ func collect(t *testing.T, reader sdkmetric.Reader) map[string][]point {
 				for _, p := range d.DataPoints {
 					ps = append(ps, point{value: float64(p.Value), attributes: p.Attributes})
 				}
+			case metricdata.Sum[float64]:
+				for _, p := range d.DataPoints {
+					ps = append(ps, point{value: p.Value, attributes: p.Attributes})
+				}
 			case metricdata.Gauge[int64]:
 				for _, p := range d.DataPoints {
 					ps = append(ps, point{value: float64(p.Value), attributes: p.Attributes})
@@ -339,6 +343,7 @@ func TestHooks(t *testing.T) {
 	gh.OnDeadLettered(first, "some new reason")
 	gh.OnReclaimed("stream", 3, 1)
 	gh.OnDataLoss(errors.New("lost"))
+	gh.OnLimitWait(1500 * time.Millisecond)
 	mh.OnPromote("lane", 10, 2, 3*time.Millisecond)
 	mh.OnPromote("lane", 0, 1, time.Millisecond)
 	mh.OnError("lane", errors.New("x"), true)
@@ -369,6 +374,7 @@ func TestHooks(t *testing.T) {
 	assert.Equal(t, 3.0, get("delaystream.reclaimed", ga).value)
 	assert.Equal(t, 1.0, get("delaystream.deleted_while_pending", ga).value)
 	assert.Equal(t, 1.0, get("delaystream.group.data_loss", ga).value)
+	assert.Equal(t, 1.5, get("delaystream.group.limit_wait", ga).value)
 	assert.Equal(t, 10.0, get("delaystream.mover.promoted").value)
 	assert.Equal(t, 3.0, get("delaystream.mover.quarantined").value)
 	assert.EqualValues(t, 1, get("delaystream.mover.batch_size").count)
