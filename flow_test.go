@@ -214,6 +214,10 @@ func TestRateLimit(t *testing.T) {
 	assert.InDelta(t, rate, gs[0].RatePerSecond, 1e-9, "the limits are recorded")
 	assert.Equal(t, burst, gs[0].RateBurst)
 	assert.Zero(t, gs[0].ConcurrencyLimit)
+	require.Eventually(t, func() bool { // reported with each consumer's next call (or its stale-state flush)
+		gs, err := in.Groups(context.Background(), "jobs")
+		return err == nil && gs[0].LimitWaitMs > 0
+	}, 10*time.Second, 20*time.Millisecond, "the time waited is recorded for the views")
 	h.checkOnce(t, "m", n)
 
 	mu.Lock()

@@ -58,5 +58,6 @@ func (in *Inspector) flowState(ctx context.Context, h *handle, g *GroupReport) e
 		return err
 	}
 	g.ConcurrencyLimit, g.RatePerSecond, g.RateBurst, g.SlotsHeld = st.Limits.Concurrency, st.Limits.PerSecond(), st.Limits.Burst, st.Held
+	g.LimitWaitMs = st.Waited.Milliseconds()
 	return nil
 }

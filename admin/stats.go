@@ -74,11 +74,13 @@ type GroupReport struct {
 	// The group's flow limits, as its consumer started last recorded them
 	// (absent when none; per-shard reports leave them out): the
 	// concurrency cap, the rate in messages per second and its burst, and
-	// the concurrency slots its live consumers hold now.
+	// the concurrency slots its live consumers hold now, and how long its
+	// consumers waited for them in all (ms, summed over consumers).
 	ConcurrencyLimit int     `json:"concurrency_limit,omitempty"`
 	RatePerSecond    float64 `json:"rate_per_second,omitempty"`
 	RateBurst        int     `json:"rate_burst,omitempty"`
 	SlotsHeld        int64   `json:"slots_held,omitempty"`
+	LimitWaitMs      int64   `json:"limit_wait_ms,omitempty"`
 	// ConsumerList is filled in by [Inspector.Groups] only.
 	ConsumerList []ConsumerInfo `json:"consumer_list,omitempty"`
 }

@@ -90,7 +90,8 @@ func paused(since time.Time) string {
 }
 
 // limits renders a group's flow limits for a LIMITS column: "-", or
-// "3 at once (2 held), 200/s burst 20".
+// "3 at once (2 held), 200/s burst 20, waited 1m3s" (the consumers' time
+// waiting for them, in all).
 func limits(g admin.GroupReport) string {
 	var parts []string
 	if g.ConcurrencyLimit > 0 {
@@ -101,6 +102,9 @@ func limits(g admin.GroupReport) string {
 	}
 	if len(parts) == 0 {
 		return "-"
+	}
+	if g.LimitWaitMs > 0 {
+		parts = append(parts, "waited "+age(g.LimitWaitMs))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -56,5 +56,6 @@ func TestLimitsColumn(t *testing.T) {
 	assert.Equal(t, "-", limits(admin.GroupReport{}))
 	assert.Equal(t, "3 at once (2 held), 200/s burst 20",
 		limits(admin.GroupReport{ConcurrencyLimit: 3, SlotsHeld: 2, RatePerSecond: 200, RateBurst: 20}))
+	assert.Equal(t, "3 at once (0 held), waited 1m3s", limits(admin.GroupReport{ConcurrencyLimit: 3, LimitWaitMs: 63000}))
 	assert.Equal(t, "0.5/s burst 1", limits(admin.GroupReport{RatePerSecond: 0.5, RateBurst: 1}))
 }

@@ -44,6 +44,7 @@ func (l Limits) PerSecond() float64 {
 // reads and writes; scripts/flow.lua owns the others.
 const (
 	fieldLimits = "limits"
+	fieldWaited = "waited"
 	slotPrefix  = "c:"
 )
 
@@ -74,7 +75,8 @@ func Record(ctx context.Context, rdb redis.UniversalClient, layout *stream.Layou
 // concurrency slots its consumers hold now.
 type State struct {
 	Limits Limits
-	Held   int64 // slots held by live consumers (lapsed ones not counted)
+	Held   int64         // slots held by live consumers (lapsed ones not counted)
+	Waited time.Duration // how long its consumers waited for permits, in all, since the state was created
 }
 
 // Read returns group's flow state. A record of another form (written by
@@ -95,6 +97,9 @@ func Read(ctx context.Context, rdb redis.UniversalClient, layout *stream.Layout,
 	}
 	var st State
 	st.Limits = parseLimits(fields[fieldLimits])
+	if us, err := strconv.ParseInt(fields[fieldWaited], 10, 64); err == nil && us > 0 {
+		st.Waited = time.Duration(us) * time.Microsecond
+	}
 	nowUs := now.Val().UnixMicro()
 	for f, v := range fields {
 		if !strings.HasPrefix(f, slotPrefix) {

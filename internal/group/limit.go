@@ -68,9 +68,9 @@ type limiter struct {
 	// Each goroutine that calls logs its own failures.
 	readFails, claimFails, loopFails failures
 
-	freed  chan struct{} // a token: a worker finished (slots to report)
-	kick   chan struct{} // a token: another consumer freed slots
-	waited atomic.Int64  // ns waited for permits
+	freed      chan struct{} // a token: a worker finished (slots to report)
+	kick       chan struct{} // a token: another consumer freed slots
+	unreported atomic.Int64  // ns waited for permits, not yet added to the group's total in Redis
 }
 
 func newLimiter(r *runState, rd *reader) *limiter {
@@ -100,11 +100,13 @@ func (l *limiter) call(ctx context.Context, want int64) (grant, error) {
 	c := l.r.c
 	held := l.rd.held.Load() + l.outstanding
 	back := l.back
+	waited := l.unreported.Swap(0)
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	reply, err := scripts.Flow.Run(ctx, c.rdb, []string{l.key},
 		c.cfg.consumer, held, want, l.need, l.lim.Concurrency, l.lim.Interval().Microseconds(), l.lim.Burst,
-		c.cfg.visibility.Milliseconds(), back, l.channel, l.payload, rateReserve.Microseconds()).Result()
+		c.cfg.visibility.Milliseconds(), back, l.channel, l.payload, rateReserve.Microseconds(),
+		time.Duration(waited).Microseconds()).Result()
 	var v []int64
 	if err == nil {
 		v, err = scripts.Ints(reply)
@@ -113,6 +115,7 @@ func (l *limiter) call(ctx context.Context, want int64) (grant, error) {
 		err = errors.New("flow script: unexpected reply")
 	}
 	if err != nil {
+		l.unreported.Add(waited) // the next call reports it
 		return grant{}, err
 	}
 	l.back -= back
@@ -243,7 +246,7 @@ func (l *limiter) poke() {
 
 // count adds a wait to the counters and the hook.
 func (l *limiter) count(d time.Duration) {
-	l.waited.Add(int64(d))
+	l.unreported.Add(int64(d))
 	l.r.c.ctr.limitWait.Add(int64(d))
 	if h := l.r.c.cfg.hooks.OnLimitWait; h != nil {
 		h(d)
@@ -255,7 +258,7 @@ func (l *limiter) count(d time.Duration) {
 func (l *limiter) stale() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.back > 0 || l.lim.Concurrency > 0 && l.reported != l.rd.held.Load()+l.outstanding
+	return l.back > 0 || l.unreported.Load() > 0 || l.lim.Concurrency > 0 && l.reported != l.rd.held.Load()+l.outstanding
 }
 
 // holding reports whether Redis counts slots of this consumer.

@@ -11,6 +11,7 @@
 --                "tat"          -> the rate limiter's theoretical arrival
 --                                   time, µs (GCRA: the one number of state)
 --                "waiting"      -> set when a consumer was refused a slot
+--                "waited"       -> µs the group's consumers waited for permits, in all
 --                "limits"       -> written by consumers at start, not here
 -- ARGV[1]  the consumer's name
 -- ARGV[2]  held: slots the consumer holds now (entries queued or handled)
@@ -31,6 +32,8 @@
 --          free but need will be within it, they are granted now for then
 --          (the caller waits until then before it reads), so that waiting
 --          consumers take turns instead of racing for each permit
+-- ARGV[13] µs the caller waited for permits since its last call, added to
+--          "waited"
 --
 -- Returns {granted, wait_us, blocker}
 --          granted  permits and slots granted (0..want)
@@ -58,6 +61,10 @@ local burst = tonumber(ARGV[7]) or 1
 local lease = (tonumber(ARGV[8]) or 1000) * 1000
 local back = tonumber(ARGV[9]) or 0
 local reserve = tonumber(ARGV[12]) or 0
+local waited = tonumber(ARGV[13]) or 0
+if waited > 0 then
+  redis.call('HINCRBY', key, 'waited', math.floor(waited))
+end
 
 local granted, wait, blocker = want, -1, 0
 local freed = false
