@@ -106,3 +106,47 @@ func ExampleWithRateLimit() {
 	// [a b c]
 	// true
 }
+
+// At most 20 messages per second for each customer, over every process:
+// one customer's burst waits for its permits (snoozed, not held) while the
+// other customers' messages go on.
+func ExampleWithKeyRateLimit() {
+	rdb, done := exampleClient()
+	defer done()
+	q, err := delaystream.New(rdb, "notifications", quiet)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	for i, customer := range []string{"acme", "acme", "acme", "globex"} {
+		msg := delaystream.Message{ID: fmt.Sprintf("n%d", i), Headers: map[string]string{"customer": customer}}
+		if _, err := q.Schedule(ctx, msg, delaystream.After(0)); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	var mu sync.Mutex
+	var got []string
+	_, err = q.Handle("push", func(ctx context.Context, d *delaystream.Delivery) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if got = append(got, d.Headers["customer"]+" "+d.ID); len(got) == 4 {
+			stop()
+		}
+		return nil
+	}, delaystream.WithKeyRateLimit(func(d *delaystream.Delivery) string { return d.Headers["customer"] },
+		20, time.Second, 1))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := q.Run(ctx); err != nil {
+		fmt.Println(err)
+	}
+	sort.Strings(got)
+	fmt.Println(got)
+	// Output:
+	// [acme n0 acme n1 acme n2 globex n3]
+}

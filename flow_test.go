@@ -298,3 +298,56 @@ func TestSlowWorkSpreads(t *testing.T) {
 	require.Eventually(t, func() bool { return run.now.Load() == 0 }, 10*time.Second, 10*time.Millisecond)
 	h.checkOnce(t, "m", n)
 }
+
+// A per-key rate limit spaces the starts of each key's messages by its
+// interval (burst 1), keys apart from one another, and handles every
+// message once; a message without a key is not limited.
+func TestKeyRateLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	const perKey = 3
+	interval := 400 * time.Millisecond
+	var mu sync.Mutex
+	starts := map[string][]time.Time{}
+	h := &handled{}
+	p := startFlowProc(t, rdb, prefix, func(_ context.Context, d *delaystream.Delivery) error {
+		mu.Lock()
+		starts[d.Headers["customer"]] = append(starts[d.Headers["customer"]], time.Now())
+		mu.Unlock()
+		h.add(d)
+		return nil
+	}, delaystream.WithWorkers(8), delaystream.WithKeyRateLimit(func(d *delaystream.Delivery) string { return d.Headers["customer"] },
+		1, interval, 1))
+	var items []delaystream.Item
+	for _, c := range []string{"a", "b"} {
+		for i := range perKey {
+			items = append(items, delaystream.Item{Message: delaystream.Message{ID: fmt.Sprintf("m%s%d", c, i),
+				Headers: map[string]string{"customer": c}}, When: delaystream.After(0)})
+		}
+	}
+	items = append(items, delaystream.Item{Message: delaystream.Message{ID: "free"}, When: delaystream.After(0)})
+	_, err := p.q.ScheduleBatch(ctx, items)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return h.count("m") == 2*perKey && h.count("free") == 1 }, 20*time.Second, 10*time.Millisecond)
+	for _, c := range []string{"a", "b"} {
+		for i := range perKey {
+			assert.Len(t, h.at[fmt.Sprintf("m%s%d", c, i)], 1)
+		}
+	}
+	assert.Empty(t, h.early)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, c := range []string{"a", "b"} {
+		ts := starts[c]
+		require.Len(t, ts, perKey)
+		slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+		for i := 1; i < len(ts); i++ {
+			// The permits are interval apart by the Redis clock; the
+			// snooze's promotion may add lateness, never earliness.
+			assert.GreaterOrEqual(t, ts[i].Sub(ts[i-1]), interval*3/4, "customer %s: start %d after %d", c, i, i-1)
+		}
+	}
+	assert.Less(t, starts["a"][0].Sub(starts["b"][0]).Abs(), interval, "keys are limited apart")
+}

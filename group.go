@@ -16,6 +16,7 @@ type groupConfig struct {
 	middleware []Middleware
 	timeout    time.Duration
 	hooks      *Hooks
+	keyLimit   *keyLimit // WithKeyRateLimit (flow.go)
 }
 
 func groupOption(o group.Option) GroupOption {

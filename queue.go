@@ -153,7 +153,11 @@ func (q *Queue) handle(name string, h Handler, opts []GroupOption) (*Group, erro
 	if gc.hooks != nil {
 		gopts = append(gopts, group.WithHooks(gc.hooks.internal()))
 	}
-	c, err := group.New(q.rdb, q.name, name, internalHandler(chain(h, gc.middleware, gc.timeout)), append(gopts, gc.opts...)...)
+	mw := gc.middleware
+	if gc.keyLimit != nil { // outermost: a snoozed delivery reaches no middleware
+		mw = append([]Middleware{q.keyLimited(name, gc.keyLimit)}, mw...)
+	}
+	c, err := group.New(q.rdb, q.name, name, internalHandler(chain(h, mw, gc.timeout)), append(gopts, gc.opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: group %s: %w", ErrInvalidOption, name, err)
 	}

@@ -55,6 +55,8 @@ var (
 	pauseSrc string
 	//go:embed flow.lua
 	flowSrc string
+	//go:embed keyrate.lua
+	keyRateSrc string
 )
 
 // The scripts. Those that read or write a delayed set by message id start
@@ -87,6 +89,8 @@ var (
 	// Flow grants a limited group's consumer concurrency slots and rate
 	// permits.
 	Flow = newScript("publish.lua", publishSrc, "flow.lua", flowSrc)
+	// KeyRate takes a permit of a group's per-key rate limit for a message.
+	KeyRate = newScript("keyrate.lua", keyRateSrc)
 )
 
 // newScript returns the script made of the files given as name, source

@@ -134,6 +134,15 @@ const PauseQueueField = "queue"
 // pauses group's consumers.
 func PauseGroupField(group string) string { return "group:" + group }
 
+// KeyRate returns the key of the rate state of key under group's per-key
+// rate limit, and the key of message id's reservation of a permit of it,
+// on the shard whose keys hold them (the shard of key). The key's length
+// leads it, so that no key and message id make another pair's names.
+func (k Keys) KeyRate(group, key, id string) (state, reservation string) {
+	state = k.base + ":f:" + group + ":k:" + strconv.Itoa(len(key)) + ":" + key
+	return state, state + ":" + id
+}
+
 // Flow returns the key of group's flow-control state (on shard 0): a
 // HASH of the limits its consumers run with, the rate limiter's state and
 // the concurrency slots each consumer holds (see scripts/flow.lua).
