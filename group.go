@@ -16,6 +16,7 @@ type groupConfig struct {
 	middleware []Middleware
 	timeout    time.Duration
 	hooks      *Hooks
+	keyLimit   *keyLimit // WithKeyRateLimit (flow.go)
 }
 
 func groupOption(o group.Option) GroupOption {
@@ -31,10 +32,12 @@ func WithWorkers(n int) GroupOption { return groupOption(group.WithWorkers(n)) }
 
 // WithPrefetch sets how many entries a consumer reads ahead of its free
 // workers (0 to 100000). Default: adaptive, about what the workers handle
-// in 100 ms, at least 4 × workers. Entries read ahead are held by this
-// consumer until a worker takes them: with slow handlers and several
-// processes, a smaller value spreads the work more evenly; 0 reads only for
-// free workers.
+// in 100 ms, from 4 × workers to 256; none until the handlers' pace is
+// measured, and none while handlers take 100 ms or more, so that slow work
+// spreads over the group's consumers instead of waiting behind a busy one.
+// Entries read ahead are held by this consumer until a worker takes them;
+// 0 reads only for free workers. A group with flow limits reads none
+// ahead.
 func WithPrefetch(n int) GroupOption { return groupOption(group.WithPrefetch(n)) }
 
 // WithMaxAttempts sets how many times a message is handled before a
@@ -180,7 +183,12 @@ func (g *Group) Counters() Counters { return Counters(g.c.Counters()) }
 // shard.
 func (g *Group) Stats(ctx context.Context) (GroupStats, error) {
 	s, err := g.c.Stats(ctx)
-	return groupStats(s), err
+	gs := groupStats(s)
+	if err != nil {
+		return gs, err
+	}
+	gs.PausedSince, err = g.c.PausedSince(ctx)
+	return gs, err
 }
 
 // DeadLetters returns up to count of the group's dead letters, oldest

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/flow"
 	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/optcheck"
@@ -76,12 +77,16 @@ func New(rdb redis.UniversalClient, name string, opts ...Option) (*Queue, error)
 func (q *Queue) Name() string { return q.name }
 
 // Stats returns the figures of the waiting messages (waiting, overdue,
-// next due, by the Redis clock), over every shard, and the number of
-// recurring schedules. Each group's figures come from [Group.Stats].
+// next due, by the Redis clock), over every shard, since when the queue
+// is paused, and the number of recurring schedules. Each group's figures
+// come from [Group.Stats].
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	s, err := q.producer.Stats(ctx)
 	out := Stats{Waiting: s.Waiting, Overdue: s.Overdue, NextDue: s.NextDue, Now: s.Now}
 	if err != nil {
+		return out, err
+	}
+	if out.PausedSince, _, err = flow.QueueSince(ctx, q.rdb, q.layout); err != nil {
 		return out, err
 	}
 	out.Recurring, err = q.recur.Count(ctx)
@@ -156,7 +161,11 @@ func (q *Queue) handle(name string, h Handler, opts []GroupOption) (*Group, erro
 	if gc.hooks != nil {
 		gopts = append(gopts, group.WithHooks(gc.hooks.internal()))
 	}
-	c, err := group.New(q.rdb, q.name, name, internalHandler(chain(h, gc.middleware, gc.timeout)), append(gopts, gc.opts...)...)
+	mw := gc.middleware
+	if gc.keyLimit != nil { // outermost: a snoozed delivery reaches no middleware
+		mw = append([]Middleware{q.keyLimited(name, gc.keyLimit)}, mw...)
+	}
+	c, err := group.New(q.rdb, q.name, name, internalHandler(chain(h, mw, gc.timeout)), append(gopts, gc.opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: group %s: %w", ErrInvalidOption, name, err)
 	}
@@ -227,6 +236,7 @@ func (q *Queue) Run(ctx context.Context) error {
 	if err := create.Wait(); err != nil || ctx.Err() != nil {
 		return err
 	}
+	q.reportPause(ctx)
 
 	g, gctx := errgroup.WithContext(ctx)
 	if q.mover != nil {

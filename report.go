@@ -22,6 +22,9 @@ type Hooks struct {
 	OnDataLoss func(err error)
 	// OnHandled is called once per run of the handler, with how it ended.
 	OnHandled func(d *Delivery, outcome HandlerOutcome, took time.Duration)
+	// OnLimitWait is called after each wait of the consumer, with workers
+	// free, for the group's flow limits, with its length.
+	OnLimitWait func(d time.Duration)
 }
 
 func (h Hooks) internal() group.Hooks {
@@ -44,7 +47,7 @@ func (h Hooks) internal() group.Hooks {
 	if f := h.OnHandled; f != nil {
 		g.OnHandled = func(m *group.Message, o group.Outcome, took time.Duration) { f(delivery(m), HandlerOutcome(o), took) }
 	}
-	g.OnReclaimed, g.OnDataLoss = h.OnReclaimed, h.OnDataLoss
+	g.OnReclaimed, g.OnDataLoss, g.OnLimitWait = h.OnReclaimed, h.OnDataLoss, h.OnLimitWait
 	return g
 }
 
@@ -120,10 +123,13 @@ type Counters struct {
 	Dropped             uint64 // handler returned a Drop error: acknowledged without retry
 	Reclaimed           uint64 // entries taken over from other consumers
 	DeletedWhilePending uint64 // pending entries found deleted from the stream (dead-lettered)
-	HandedBack          uint64 // entries handed back to the group at shutdown
+	HandedBack          uint64 // entries handed back to the group: at shutdown, at a pause, or claimed without a flow permit
 	OwnershipLost       uint64 // handlers whose entry another consumer took over
 	Panics              uint64 // handler panics (also counted in Failed)
 	Expired             uint64 // messages past their deadline, dead-lettered unhandled
+	// LimitWait is how long the consumer waited, with workers free, for
+	// the group's flow limits ([WithConcurrencyLimit], [WithRateLimit]).
+	LimitWait time.Duration
 }
 
 // Stats are the figures of a queue's waiting messages, by the Redis clock
@@ -136,6 +142,9 @@ type Stats struct {
 	// Recurring is the number of recurring schedules defined (see
 	// [Queue.DefineRecurring]).
 	Recurring int64
+	// PausedSince is when the queue's promotion was paused ([Queue.Pause]),
+	// by the Redis clock; zero when it is not.
+	PausedSince time.Time
 }
 
 // GroupStats are a group's figures from Redis ([Group.Stats]).
@@ -147,6 +156,9 @@ type GroupStats struct {
 	Lag           int64         // entries due and not yet delivered to the group (-1 unknown)
 	RetryWaiting  int64         // messages waiting for their next attempt
 	DeadLetters   int64         // entries in the group's dead letters
+	// PausedSince is when the group was paused ([Group.Pause]), by the
+	// Redis clock; zero when it is not.
+	PausedSince time.Time
 }
 
 func groupStats(s group.Stats) GroupStats {

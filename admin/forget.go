@@ -29,26 +29,35 @@ func (in *Inspector) ForgetGroup(ctx context.Context, queue, g string) error {
 	if err != nil {
 		return err
 	}
+	if err := in.knownGroup(ctx, h, g); err != nil {
+		return err
+	}
+	return group.Forget(ctx, in.rdb, queue, g, in.groupOpts(h)...)
+}
+
+// knownGroup returns nil when group g of h is on the queue's streams or
+// in its record of groups, else an error wrapping
+// delaystream.ErrNotFound.
+func (in *Inspector) knownGroup(ctx context.Context, h *handle, g string) error {
 	names, err := in.groupNames(ctx, h)
 	if err != nil {
 		return err
 	}
-	known := slices.Contains(names, g)
-	if !known {
-		pipe := in.rdb.Pipeline()
-		cmds := make([]*redis.BoolCmd, h.layout.Shards())
-		for i := range cmds {
-			cmds[i] = pipe.SIsMember(ctx, h.layout.Shard(i).Groups(), g)
-		}
-		if _, err := pipe.Exec(ctx); err != nil && !isNil(err) {
-			return fmt.Errorf("groups of %s: %w", queue, err)
-		}
-		for _, c := range cmds {
-			known = known || c.Val()
+	if slices.Contains(names, g) {
+		return nil
+	}
+	pipe := in.rdb.Pipeline()
+	cmds := make([]*redis.BoolCmd, h.layout.Shards())
+	for i := range cmds {
+		cmds[i] = pipe.SIsMember(ctx, h.layout.Shard(i).Groups(), g)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !isNil(err) {
+		return fmt.Errorf("groups of %s: %w", h.info.Name, err)
+	}
+	for _, c := range cmds {
+		if c.Val() {
+			return nil
 		}
 	}
-	if !known {
-		return fmt.Errorf("group %s of %s: %w", g, queue, delaystream.ErrNotFound)
-	}
-	return group.Forget(ctx, in.rdb, queue, g, in.groupOpts(h)...)
+	return fmt.Errorf("group %s of %s: %w", g, h.info.Name, delaystream.ErrNotFound)
 }

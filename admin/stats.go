@@ -10,22 +10,27 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/flow"
 	"github.com/delaystream/delaystream/internal/group"
 )
 
 // QueueReport are the figures of one queue, of each of its consumer
 // groups and of each of its shards.
 type QueueReport struct {
-	Queue        string        `json:"queue"`
-	Shards       int           `json:"shards"`
-	Now          time.Time     `json:"now"`               // the Redis clock when read (the latest of the shards')
-	Waiting      int64         `json:"waiting"`           // scheduled, not yet promoted
-	Overdue      int64         `json:"overdue"`           // waiting past their due time: a mover is late or absent
-	NextDue      time.Time     `json:"next_due,omitzero"` // earliest waiting due time; absent when none
-	StreamLength int64         `json:"stream_length"`     // entries in the queue stream(s)
-	Quarantined  int64         `json:"quarantined"`       // entries in the quarantine stream(s) of the main lanes
-	Groups       []GroupReport `json:"groups"`            // every consumer group, by name, summed over the shards
-	Recurring    int64         `json:"recurring"`         // recurring schedules defined
+	Queue        string    `json:"queue"`
+	Shards       int       `json:"shards"`
+	Now          time.Time `json:"now"`               // the Redis clock when read (the latest of the shards')
+	Waiting      int64     `json:"waiting"`           // scheduled, not yet promoted
+	Overdue      int64     `json:"overdue"`           // waiting past their due time: a mover is late or absent
+	NextDue      time.Time `json:"next_due,omitzero"` // earliest waiting due time; absent when none
+	StreamLength int64     `json:"stream_length"`     // entries in the queue stream(s)
+	Quarantined  int64     `json:"quarantined"`       // entries in the quarantine stream(s) of the main lanes
+	// PausedSince is when the queue's promotion was paused (Redis clock);
+	// absent when it is not. A pause of some shards only (one under way,
+	// or one that failed part way) counts.
+	PausedSince time.Time     `json:"paused_since,omitzero"`
+	Groups      []GroupReport `json:"groups"`    // every consumer group, by name, summed over the shards
+	Recurring   int64         `json:"recurring"` // recurring schedules defined
 	// PerShard are the same figures shard by shard, in shard order.
 	PerShard []ShardReport `json:"per_shard,omitempty"`
 }
@@ -64,6 +69,19 @@ type GroupReport struct {
 	Lag             int64 `json:"lag"`           // stream entries not yet delivered to the group; -1 when Redis cannot tell
 	RetryWaiting    int64 `json:"retry_waiting"` // failed messages waiting in the group's retry lane
 	DeadLetters     int64 `json:"dead_letters"`  // entries in the group's dead letters
+	// PausedSince is when the group was paused (Redis clock); absent when
+	// it is not. Per-shard reports leave it out.
+	PausedSince time.Time `json:"paused_since,omitzero"`
+	// The group's flow limits, as its consumer started last recorded them
+	// (absent when none; per-shard reports leave them out): the
+	// concurrency cap, the rate in messages per second and its burst, and
+	// the concurrency slots its live consumers hold now, and how long its
+	// consumers waited for them in all (ms, summed over consumers).
+	ConcurrencyLimit int     `json:"concurrency_limit,omitempty"`
+	RatePerSecond    float64 `json:"rate_per_second,omitempty"`
+	RateBurst        int     `json:"rate_burst,omitempty"`
+	SlotsHeld        int64   `json:"slots_held,omitempty"`
+	LimitWaitMs      int64   `json:"limit_wait_ms,omitempty"`
 	// ConsumerList is filled in by [Inspector.Groups] only.
 	ConsumerList []ConsumerInfo `json:"consumer_list,omitempty"`
 }
@@ -152,6 +170,9 @@ func (in *Inspector) stats(ctx context.Context, h *handle) (QueueReport, error) 
 	if r.Recurring, err = in.rdb.HLen(ctx, h.layout.Recurring()).Result(); err != nil {
 		return QueueReport{}, fmt.Errorf("stats %s: recurring schedules: %w", h.info.Name, err)
 	}
+	if r.PausedSince, _, err = flow.QueueSince(ctx, in.rdb, h.layout); err != nil {
+		return QueueReport{}, err
+	}
 	names, err := in.groupNames(ctx, h)
 	if err != nil {
 		return QueueReport{}, err
@@ -161,7 +182,11 @@ func (in *Inspector) stats(ctx context.Context, h *handle) (QueueReport, error) 
 		if err != nil {
 			return QueueReport{}, fmt.Errorf("stats %s group %s: %w", h.info.Name, g, err)
 		}
-		r.Groups = append(r.Groups, sumGroup(g, gs, shards))
+		sum := sumGroup(g, gs, shards)
+		if err := in.flowState(ctx, h, &sum); err != nil {
+			return QueueReport{}, err
+		}
+		r.Groups = append(r.Groups, sum)
 	}
 	return r, nil
 }

@@ -76,13 +76,17 @@ type config struct {
 	crashdupDuration time.Duration   // crashdup: length of one run
 	crashdupKills    int             // crashdup: kills per run
 	crashdupRate     int             // crashdup: messages per second, over the child and the survivor
+
+	// limit: a rate-limited group over several consumers (limit.go).
+	limitRate, limitBurst, limitConsumers int
+	limitDuration                         time.Duration
 }
 
-var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "queues", "cluster", "backlog", "burst1m", "curve", "crashdup", "recurring"}
+var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "queues", "cluster", "backlog", "burst1m", "curve", "crashdup", "recurring", "limit"}
 
 // optIn are the scenarios a run without -only leaves out: each takes
 // minutes at its real size.
-var optIn = map[string]bool{"backlog": true, "burst1m": true, "curve": true, "crashdup": true, "recurring": true}
+var optIn = map[string]bool{"backlog": true, "burst1m": true, "curve": true, "crashdup": true, "recurring": true, "limit": true}
 
 func main() {
 	if len(os.Args) > 2 && os.Args[1] == childFlag {
@@ -127,6 +131,10 @@ func main() {
 	flag.DurationVar(&cfg.crashdupDuration, "crashdup-duration", 12*time.Second, "crashdup: length of one run")
 	flag.IntVar(&cfg.crashdupKills, "crashdup-kills", 5, "crashdup: child consumers killed (SIGKILL) per run")
 	flag.IntVar(&cfg.crashdupRate, "crashdup-rate", 1500, "crashdup: messages per second, shared by the child and the survivor (8 workers, 10 ms handlers each)")
+	flag.IntVar(&cfg.limitRate, "limit-rate", 200, "limit: the group's rate limit, messages per second")
+	flag.IntVar(&cfg.limitBurst, "limit-burst", 20, "limit: the rate limit's burst")
+	flag.IntVar(&cfg.limitConsumers, "limit-consumers", 3, "limit: consumers of the group, each a Queue with its own client")
+	flag.DurationVar(&cfg.limitDuration, "limit-duration", 60*time.Second, "limit: the measurement window")
 	flag.Parse()
 	var err error
 	if cfg.curvePrecisions, err = parsePrecisions(*curvePrecisions); err != nil {
@@ -289,6 +297,8 @@ func run(cfg config) error {
 			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.burstBig)
 		case "recurring":
 			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.recurringCost)
+		case "limit":
+			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.limitRun)
 		case "curve":
 			sys := curveSystemNames(cfg)
 			if !cfg.asynq {

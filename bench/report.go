@@ -103,6 +103,15 @@ var metrics = []metricDef{
 	// The per-queue target is judged on the queue's own machinery, the mover
 	// (DESIGN invariant 8); each consumer adds its blocking read and reclaim
 	// scans, shown below it without a target.
+	{scenario: "limit", key: "limit_rate", label: "rate-limited group (-limit-rate, 3 consumers): handled rate", unit: "msg/s", scale: 1},
+	{scenario: "limit", key: "limit_off", label: "  off the limit", unit: "%", scale: 1},
+	{scenario: "limit", key: "limit_excess_100ms", label: "  most starts above rate·w in any 100 ms (burst allows -limit-burst)", unit: "", scale: 1, agg: "max"},
+	{scenario: "limit", key: "limit_excess_1s", label: "  most starts above rate·w in any 1 s", unit: "", scale: 1, agg: "max"},
+	{scenario: "limit", key: "limit_excess_10s", label: "  most starts above rate·w in any 10 s", unit: "", scale: 1, agg: "max"},
+	{scenario: "limit", key: "limit_cmds_per_s", label: "  Redis commands/s while limited (incl. in scripts)", unit: "/s", scale: 1, better: -1},
+	{scenario: "limit", key: "limit_cmds_msg", label: "  Redis commands per message", unit: "", scale: 1, better: -1},
+	{scenario: "limit", key: "limit_redis_cpu", label: "  Redis CPU while limited", unit: "ms/s", scale: 1e3, better: -1},
+	{scenario: "limit", key: "limit_wait_share", label: "  share of the time each consumer waited for permits", unit: "", scale: 1},
 	{scenario: "idle", key: "mover_cmds_per_s", label: "Redis commands/s, 1 queue (its mover), nothing due (incl. in scripts)", unit: "/s", scale: 1, op: "<=", target: 1},
 	{scenario: "idle", key: "mover_client_cmds_per_s", label: "  of which sent by the mover (MONITOR)", unit: "/s", scale: 1},
 	{scenario: "idle", key: "cmds_per_s", label: "mover + 1 consumer: commands/s (incl. in scripts; asynq: server)", unit: "/s", scale: 1, better: -1},

@@ -58,7 +58,7 @@ func TestQueuesAndStats(t *testing.T) {
 	assert.Contains(t, text, "no consumer groups yet")
 	text = tg.ok(t, "queues")
 	assert.Regexp(t, `(?m)^orders\s+1\s+3\s+1\s`, text)
-	assert.Regexp(t, `(?m)^jobs\s+1\s+0\s+0\s+-\s+\d+\s+2\s+0\s+3\s+1$`, text)
+	assert.Regexp(t, `(?m)^jobs\s+1\s+0\s+0\s+-\s+\d+\s+2\s+0\s+3\s+1\s+-$`, text)
 }
 
 func TestPeekAndGet(t *testing.T) {

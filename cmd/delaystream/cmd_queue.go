@@ -60,7 +60,7 @@ func (a *app) queuesCmd() *cobra.Command {
 				}
 				return w.Flush()
 			}
-			fmt.Fprintln(w, "QUEUE\tSHARDS\tWAITING\tOVERDUE\tNEXT DUE\tSTREAM\tGROUPS\tPENDING\tDEAD\tQUARANTINED")
+			fmt.Fprintln(w, "QUEUE\tSHARDS\tWAITING\tOVERDUE\tNEXT DUE\tSTREAM\tGROUPS\tPENDING\tDEAD\tQUARANTINED\tPAUSED")
 			for _, r := range rows {
 				if r.Stats == nil {
 					fmt.Fprintf(w, "%s\t?\t\t\t(record without a valid shard count: %s)\n", r.Name, r.Meta)
@@ -72,8 +72,8 @@ func (a *app) queuesCmd() *cobra.Command {
 					pending += g.Pending
 					dead += g.DeadLetters
 				}
-				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\n", r.Name, r.Shards, s.Waiting, s.Overdue,
-					when(s.NextDue, s.Now), s.StreamLength, len(s.Groups), pending, dead, s.Quarantined)
+				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.Name, r.Shards, s.Waiting, s.Overdue,
+					when(s.NextDue, s.Now), s.StreamLength, len(s.Groups), pending, dead, s.Quarantined, paused(s.PausedSince))
 			}
 			return w.Flush()
 		},
@@ -120,7 +120,12 @@ func (a *app) printStats(st admin.QueueReport) {
 	w := a.table()
 	fmt.Fprintf(w, "  waiting\t%d\n", st.Waiting)
 	overdue := fmt.Sprint(st.Overdue)
-	if d := st.OverdueBy(); d > 0 {
+	if !st.PausedSince.IsZero() {
+		fmt.Fprintf(w, "  PAUSED\tsince %s: nothing is promoted (delaystream resume %s)\n", when(st.PausedSince, st.Now), st.Queue)
+		if st.Overdue > 0 {
+			overdue += " (the queue is paused)"
+		}
+	} else if d := st.OverdueBy(); d > 0 {
 		overdue += fmt.Sprintf(" (oldest due %s ago: is a mover running?)", roundDur(d))
 	}
 	fmt.Fprintf(w, "  overdue\t%s\n", overdue)
@@ -158,10 +163,10 @@ func (a *app) printGroups(gs []admin.GroupReport, consumers bool) {
 		return
 	}
 	w := a.table()
-	fmt.Fprintln(w, "GROUP\tCONSUMERS\tPENDING\tOLDEST PENDING\tLAG\tRETRY WAITING\tDEAD LETTERS")
+	fmt.Fprintln(w, "GROUP\tCONSUMERS\tPENDING\tOLDEST PENDING\tLAG\tRETRY WAITING\tDEAD LETTERS\tPAUSED\tLIMITS")
 	for _, g := range gs {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%d\t%d\n", g.Group, g.Consumers, g.Pending, age(g.OldestPendingMs),
-			lag(g.Lag), g.RetryWaiting, g.DeadLetters)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", g.Group, g.Consumers, g.Pending, age(g.OldestPendingMs),
+			lag(g.Lag), g.RetryWaiting, g.DeadLetters, paused(g.PausedSince), limits(g))
 	}
 	_ = w.Flush()
 	if !consumers {

@@ -27,6 +27,8 @@
 //	reschedule <queue> <id>         --in 10m (Redis clock) or --at 2025-01-02T15:04:05Z
 //	groups <queue>                  pending, oldest pending age, lag, consumers, retry lane, dead letters
 //	forget-group <queue> <group>    retire a group for good: trimming no longer waits for it
+//	pause|resume <queue> [group]    stop (or restart) a queue's promotion or a group's consumers in every
+//	                                process; kept in Redis, shown in the PAUSED columns of queues, stats, groups
 //	dlq ls|show|redrive|purge       a group's dead letters; redrive and purge by id, by --from/--to/--since
 //	                                and --reason with --all, or all; --dry-run writes nothing
 //	quarantine ls <queue>           members the mover could not promote, with their reason

@@ -44,6 +44,7 @@
 //	delaystream.reclaimed                 Int64Counter            {message}   queue, group           pending entries taken over from other consumers
 //	delaystream.deleted_while_pending     Int64Counter            {message}   queue, group           pending entries found deleted from the stream
 //	delaystream.group.data_loss           Int64Counter            {event}     queue, group           Redis lost the queue's data (seen by a consumer)
+//	delaystream.group.limit_wait          Float64Counter          s           queue, group           time waited, workers free, for the group's flow limits
 //	delaystream.mover.promoted            Int64Counter            {message}   queue                  due messages appended to the queue stream
 //	delaystream.mover.quarantined         Int64Counter            {message}   queue                  unreadable waiting members set aside
 //	delaystream.mover.batch_size          Int64Histogram          {message}   queue                  entries appended per promote call
@@ -60,6 +61,8 @@
 //	delaystream.group.lag                 Int64ObservableGauge    {message}   queue, group           collection: stream entries not yet delivered to the group
 //	delaystream.group.retry_waiting       Int64ObservableGauge    {message}   queue, group           collection: messages waiting in the retry lane
 //	delaystream.group.dead_letters        Int64ObservableGauge    {message}   queue, group           collection: entries in the dead-letter stream
+//	delaystream.queue.paused              Float64ObservableGauge  s           queue                  collection: how long the queue's promotion has been paused; 0 when not
+//	delaystream.group.paused              Float64ObservableGauge  s           queue, group           collection: how long the group has been paused; 0 when not
 //	delaystream.stats.errors              Int64Counter            {error}     queue                  collection: figures that could not be read in time
 //
 // Histogram bucket boundaries are [LagBuckets] (1 ms to 5 min) for lags,

@@ -32,8 +32,9 @@ type groupHooks struct {
 // GroupHooks returns the hooks that feed the metrics of consumer group
 // groupName of queue: promotion and delivery lag (OnDelivered), handler
 // duration by outcome (OnHandled), dead letters by reason
-// (OnDeadLettered), reclaims (OnReclaimed) and data loss (OnDataLoss).
-// Pass them to the group with delaystream.WithHooks. The other hooks are
+// (OnDeadLettered), reclaims (OnReclaimed), data loss (OnDataLoss) and
+// the time waited for flow limits (OnLimitWait). Pass them to the group
+// with delaystream.WithHooks. The other hooks are
 // left nil; to add your own to the same field, wrap the function this
 // returns.
 //
@@ -61,6 +62,7 @@ func (t *Telemetry) GroupHooks(queue, groupName string) delaystream.Hooks {
 		OnDeadLettered: g.deadLettered,
 		OnReclaimed:    g.reclaimedHook,
 		OnDataLoss:     func(error) { t.groupDataLoss.Add(context.Background(), 1, g.plain...) },
+		OnLimitWait:    func(d time.Duration) { t.limitWait.Add(context.Background(), d.Seconds(), g.plain...) },
 	}
 }
 

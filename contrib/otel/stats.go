@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"go.opentelemetry.io/otel/metric"
 
@@ -23,6 +24,7 @@ type gauges struct {
 	overdueAge                                         metric.Float64ObservableGauge
 	consumers, pending, lag, retryWaiting, deadLetters metric.Int64ObservableGauge // queue, group
 	oldestPending                                      metric.Float64ObservableGauge
+	queuePaused, groupPaused                           metric.Float64ObservableGauge // queue; queue, group
 }
 
 func (g *gauges) create(mt metric.Meter) error {
@@ -46,12 +48,14 @@ func (g *gauges) create(mt metric.Meter) error {
 	g.lag = i64("delaystream.group.lag", "Queue stream entries not yet delivered to the group; absent when Redis cannot tell.", "{message}")
 	g.retryWaiting = i64("delaystream.group.retry_waiting", "Messages waiting in the group's retry lane for their backoff.", "{message}")
 	g.deadLetters = i64("delaystream.group.dead_letters", "Entries in the group's dead-letter stream.", "{message}")
+	g.queuePaused = f64("delaystream.queue.paused", "How long the queue's promotion has been paused (Redis clock); 0 when it is not.")
+	g.groupPaused = f64("delaystream.group.paused", "How long the group has been paused; 0 when it is not.")
 	return errors.Join(errs...)
 }
 
 func (g *gauges) all() []metric.Observable {
 	return []metric.Observable{g.waiting, g.overdue, g.overdueAge,
-		g.consumers, g.pending, g.oldestPending, g.lag, g.retryWaiting, g.deadLetters}
+		g.consumers, g.pending, g.oldestPending, g.lag, g.retryWaiting, g.deadLetters, g.queuePaused, g.groupPaused}
 }
 
 // Watch makes every collection read, from Redis, the figures of queue q
@@ -117,6 +121,7 @@ func (t *Telemetry) observe(ctx context.Context, o metric.Observer) error {
 				age = st.Now.Sub(st.NextDue).Seconds()
 			}
 			o.ObserveFloat64(g.overdueAge, age, qa)
+			o.ObserveFloat64(g.queuePaused, pausedFor(st.Now, st.PausedSince), qa)
 		}
 		for _, grp := range w.groups {
 			st, err := grp.Stats(ctx)
@@ -133,7 +138,17 @@ func (t *Telemetry) observe(ctx context.Context, o metric.Observer) error {
 			}
 			o.ObserveInt64(g.retryWaiting, st.RetryWaiting, ga)
 			o.ObserveInt64(g.deadLetters, st.DeadLetters, ga)
+			o.ObserveFloat64(g.groupPaused, pausedFor(time.Now(), st.PausedSince), ga)
 		}
 	}
 	return nil
+}
+
+// pausedFor returns the seconds from since to now, 0 when since is zero
+// (not paused); a pause never shows as less than a millisecond.
+func pausedFor(now, since time.Time) float64 {
+	if since.IsZero() {
+		return 0
+	}
+	return max(now.Sub(since), time.Millisecond).Seconds()
 }

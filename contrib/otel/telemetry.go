@@ -61,6 +61,7 @@ type Telemetry struct {
 	reclaimed       metric.Int64Counter
 	deletedPending  metric.Int64Counter
 	groupDataLoss   metric.Int64Counter
+	limitWait       metric.Float64Counter
 
 	promoted        metric.Int64Counter
 	quarantined     metric.Int64Counter
@@ -106,6 +107,7 @@ func New(opts ...Option) (*Telemetry, error) {
 		errs = append(errs, err)
 		return c
 	}
+	var err0 error
 	t.promotionLag = fhist("delaystream.promotion.lag",
 		"Time from a message's due time to its append to the stream (Redis clock), observed by each group at the entry's first delivery.", "s", cfg.lagBuckets)
 	t.deliveryLag = fhist("delaystream.delivery.lag",
@@ -115,6 +117,9 @@ func New(opts ...Option) (*Telemetry, error) {
 	t.reclaimed = counter("delaystream.reclaimed", "Pending entries this process's consumers took over from other consumers (XAUTOCLAIM).", "{message}")
 	t.deletedPending = counter("delaystream.deleted_while_pending", "Pending entries XAUTOCLAIM found deleted from the stream (recorded as dead letters).", "{message}")
 	t.groupDataLoss = counter("delaystream.group.data_loss", "Times a consumer found that Redis lost the queue's data.", "{event}")
+	t.limitWait, err0 = mt.Float64Counter("delaystream.group.limit_wait",
+		metric.WithDescription("Time this process's consumers waited, with workers free, for the group's flow limits."), metric.WithUnit("s"))
+	errs = append(errs, err0)
 	t.promoted = counter("delaystream.mover.promoted", "Due messages the mover appended to the queue stream.", "{message}")
 	t.quarantined = counter("delaystream.mover.quarantined", "Waiting-set members the mover could not read and set aside in the quarantine.", "{message}")
 	var err error

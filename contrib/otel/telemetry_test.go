@@ -55,6 +55,10 @@ func collect(t *testing.T, reader sdkmetric.Reader) map[string][]point {
 				for _, p := range d.DataPoints {
 					ps = append(ps, point{value: float64(p.Value), attributes: p.Attributes})
 				}
+			case metricdata.Sum[float64]:
+				for _, p := range d.DataPoints {
+					ps = append(ps, point{value: p.Value, attributes: p.Attributes})
+				}
 			case metricdata.Gauge[int64]:
 				for _, p := range d.DataPoints {
 					ps = append(ps, point{value: float64(p.Value), attributes: p.Attributes})
@@ -241,6 +245,8 @@ func TestWorkload(t *testing.T) {
 	assert.Zero(t, value("delaystream.group.lag", orders, billing))
 	assert.Zero(t, value("delaystream.group.retry_waiting", orders, billing))
 	assert.Equal(t, 1.0, value("delaystream.group.dead_letters", orders, billing))
+	assert.Zero(t, value("delaystream.queue.paused", orders), "not paused")
+	assert.Zero(t, value("delaystream.group.paused", orders, billing), "not paused")
 	idleQ := attribute.String("messaging.destination.name", "idle")
 	assert.Equal(t, 3.0, value("delaystream.queue.waiting", idleQ))
 	assert.Equal(t, 3.0, value("delaystream.queue.overdue", idleQ))
@@ -337,6 +343,7 @@ func TestHooks(t *testing.T) {
 	gh.OnDeadLettered(first, "some new reason")
 	gh.OnReclaimed("stream", 3, 1)
 	gh.OnDataLoss(errors.New("lost"))
+	gh.OnLimitWait(1500 * time.Millisecond)
 	mh.OnPromote("lane", 10, 2, 3*time.Millisecond)
 	mh.OnPromote("lane", 0, 1, time.Millisecond)
 	mh.OnError("lane", errors.New("x"), true)
@@ -367,6 +374,7 @@ func TestHooks(t *testing.T) {
 	assert.Equal(t, 3.0, get("delaystream.reclaimed", ga).value)
 	assert.Equal(t, 1.0, get("delaystream.deleted_while_pending", ga).value)
 	assert.Equal(t, 1.0, get("delaystream.group.data_loss", ga).value)
+	assert.Equal(t, 1.5, get("delaystream.group.limit_wait", ga).value)
 	assert.Equal(t, 10.0, get("delaystream.mover.promoted").value)
 	assert.Equal(t, 3.0, get("delaystream.mover.quarantined").value)
 	assert.EqualValues(t, 1, get("delaystream.mover.batch_size").count)

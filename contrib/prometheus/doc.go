@@ -41,6 +41,7 @@
 //	reclaimed_total                 counter    queue, group           pending entries taken over from other consumers
 //	deleted_while_pending_total     counter    queue, group           pending entries found deleted from the stream
 //	group_data_loss_total           counter    queue, group           Redis lost the queue's data (seen by a consumer)
+//	group_limit_wait_seconds_total  counter    queue, group           time waited, workers free, for the group's flow limits
 //	mover_promoted_total            counter    queue                  due messages appended to the queue stream
 //	mover_quarantined_total         counter    queue                  unreadable waiting members set aside
 //	mover_batch_size                histogram  queue                  entries appended per promote call
@@ -64,6 +65,12 @@
 //	recurring_last_occurrence_timestamp_seconds  gauge  queue, schedule  scrape: Unix time of the latest occurrence due so far
 //	recurring_last_lateness_seconds              gauge  queue, schedule  scrape: how late the latest occurrence was appended to the stream
 //	recurring_paused                             gauge  queue, schedule  scrape: 1 when paused
+//	queue_paused_seconds            gauge      queue                  scrape: how long the queue's promotion has been paused; 0 when not
+//	group_paused_seconds            gauge      queue, group           scrape: how long the group has been paused; 0 when not
+//	group_concurrency_limit         gauge      queue, group           scrape: the group's concurrency cap (absent: none)
+//	group_concurrency_slots_held    gauge      queue, group           scrape: slots its live consumers hold (absent: no cap)
+//	group_rate_limit_per_second     gauge      queue, group           scrape: the group's rate limit (absent: none)
+//	group_rate_limit_burst          gauge      queue, group           scrape: the rate limit's burst (absent: none)
 //	stats_errors_total              counter    queue                  scrape: reads of a queue's figures that failed or timed out
 //
 // The mover_* series of a queue exist, at 0, from its MoverHooks call, the

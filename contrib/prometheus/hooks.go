@@ -25,12 +25,14 @@ type groupObservers struct {
 	reclaimed prometheus.Counter
 	gone      prometheus.Counter
 	dataLoss  prometheus.Counter
+	limitWait prometheus.Counter
 }
 
 // GroupHooks returns the hooks that feed the metrics of consumer group
 // groupName of queue: promotion and delivery lag (OnDelivered), handler
 // duration by outcome (OnHandled), dead letters by reason
-// (OnDeadLettered), reclaims (OnReclaimed) and data loss (OnDataLoss).
+// (OnDeadLettered), reclaims (OnReclaimed), data loss (OnDataLoss) and
+// the time waited for flow limits (OnLimitWait).
 // Pass them to the group with delaystream.WithHooks. The other hooks are
 // left nil; to add your own to the same field, wrap the function this
 // returns. Every consumer of the group in this process may share them.
@@ -52,6 +54,7 @@ func (m *Metrics) GroupHooks(queue, groupName string) delaystream.Hooks {
 		reclaimed: m.reclaimed.With(l),
 		gone:      m.reclaimedGone.With(l),
 		dataLoss:  m.groupDataLoss.With(l),
+		limitWait: m.limitWait.With(l),
 	}
 	o.handler = make([]prometheus.Observer, len(outcomes)+1)
 	for _, oc := range outcomes {
@@ -68,6 +71,7 @@ func (m *Metrics) GroupHooks(queue, groupName string) delaystream.Hooks {
 		OnDeadLettered: o.deadLettered,
 		OnReclaimed:    o.reclaimedHook,
 		OnDataLoss:     func(error) { o.dataLoss.Inc() },
+		OnLimitWait:    func(d time.Duration) { o.limitWait.Add(d.Seconds()) },
 	}
 }
 

@@ -26,6 +26,7 @@ type Metrics struct {
 	reclaimed       *prometheus.CounterVec   // queue, group
 	reclaimedGone   *prometheus.CounterVec   // queue, group
 	groupDataLoss   *prometheus.CounterVec   // queue, group
+	limitWait       *prometheus.CounterVec   // queue, group
 
 	promoted        *prometheus.CounterVec   // queue
 	quarantined     *prometheus.CounterVec   // queue
@@ -79,6 +80,7 @@ func New(opts ...Option) (*Metrics, error) {
 		reclaimed:     counter("reclaimed_total", "Pending entries this process's consumers took over from other consumers (XAUTOCLAIM).", "queue", "group"),
 		reclaimedGone: counter("deleted_while_pending_total", "Pending entries XAUTOCLAIM found deleted from the stream (recorded as dead letters).", "queue", "group"),
 		groupDataLoss: counter("group_data_loss_total", "Times a consumer found that Redis lost the queue's data.", "queue", "group"),
+		limitWait:     counter("group_limit_wait_seconds_total", "Time this process's consumers waited, with workers free, for the group's flow limits.", "queue", "group"),
 
 		promoted:    counter("mover_promoted_total", "Due messages the mover appended to the queue stream.", "queue"),
 		quarantined: counter("mover_quarantined_total", "Waiting-set members the mover could not read and set aside in the quarantine.", "queue"),
@@ -101,7 +103,7 @@ func New(opts ...Option) (*Metrics, error) {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
-		m.promotionLag, m.deliveryLag, m.handlerDuration, m.deadLettered, m.reclaimed, m.reclaimedGone, m.groupDataLoss,
+		m.promotionLag, m.deliveryLag, m.handlerDuration, m.deadLettered, m.reclaimed, m.reclaimedGone, m.groupDataLoss, m.limitWait,
 		m.promoted, m.quarantined, m.batchSize, m.promoteDuration, m.moverErrors, m.ownedShards, m.moverDataLoss,
 		m.statsErrors,
 	}

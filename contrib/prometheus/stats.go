@@ -27,6 +27,7 @@ type statDescs struct {
 	consumers, pending, oldest, lag, retryWaiting, deadLetters *prometheus.Desc // queue, group
 	recurring                                                  *prometheus.Desc // queue
 	recNext, recLast, recLate, recPaused                       *prometheus.Desc // queue, schedule
+	flowDescs                                                                   // flow.go
 }
 
 func newStatDescs(ns string) statDescs {
@@ -51,6 +52,7 @@ func newStatDescs(ns string) statDescs {
 		recLast:      d("recurring_last_occurrence_timestamp_seconds", "Unix time of the schedule's latest occurrence due so far; absent when none.", sch),
 		recLate:      d("recurring_last_lateness_seconds", "How late the latest occurrence was appended to the stream (Redis clock); absent when unknown.", sch),
 		recPaused:    d("recurring_paused", "1 when the schedule is paused, else 0.", sch),
+		flowDescs:    newFlowDescs(d),
 	}
 }
 
@@ -60,6 +62,7 @@ func (s statDescs) describe(ch chan<- *prometheus.Desc) {
 		s.recurring, s.recNext, s.recLast, s.recLate, s.recPaused} {
 		ch <- d
 	}
+	s.flowDescs.describe(ch)
 }
 
 // send sends the gauges of report r.
@@ -84,6 +87,7 @@ func (s statDescs) send(ch chan<- prometheus.Metric, r admin.QueueReport) {
 		gauge(s.retryWaiting, float64(g.RetryWaiting), q, g.Group)
 		gauge(s.deadLetters, float64(g.DeadLetters), q, g.Group)
 	}
+	s.flowDescs.send(gauge, r)
 }
 
 // sendRecurring sends the gauges of queue's recurring schedules.

@@ -14,15 +14,17 @@ import (
 
 // lane promotes one delayed set into its stream.
 type lane struct {
-	m        *Engine
-	keys     stream.Lane
-	shard    int
-	token    string        // lease token for the promote script; "" = no lease
-	arrivals string        // channel on which the script announces appended entries; "" = none
-	shardArg string        // the payload of those announcements: the shard number
-	wake     chan int64    // due times from the wake channel; 0 = lease released
-	turn     chan struct{} // the lane's turn to probe its head (see idleProbes)
-	owner    atomic.Bool   // whether this mover held the lease at the last call
+	m    *Engine
+	keys stream.Lane
+	// promoteKeys are the promote script's KEYS (lanePromoteKeys).
+	promoteKeys []string
+	shard       int
+	token       string        // lease token for the promote script; "" = no lease
+	arrivals    string        // channel on which the script announces appended entries; "" = none
+	shardArg    string        // the payload of those announcements: the shard number
+	wake        chan int64    // due times from the wake channel; 0 = lease released
+	turn        chan struct{} // the lane's turn to probe its head (see idleProbes)
+	owner       atomic.Bool   // whether this mover held the lease at the last call
 	// renewed is when (the local clock, before the call was sent, in Unix
 	// ns) a promote call last set the lease for this mover; 0 = not known.
 	// A call within a third of the lease TTL of it asks the script not to
@@ -38,7 +40,7 @@ type lane struct {
 }
 
 func (m *Engine) newLane(keys stream.Lane) *lane {
-	l := &lane{m: m, keys: keys, turn: make(chan struct{}, 1)}
+	l := &lane{m: m, keys: keys, promoteKeys: lanePromoteKeys(keys), turn: make(chan struct{}, 1)}
 	l.until.Store(noDue) // keep wake-ups that arrive before the lane runs
 	return l
 }

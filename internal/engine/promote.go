@@ -60,9 +60,7 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 
 // promote runs the promote script and returns its reply's five integers.
 func (l *lane) promote(ctx context.Context, renew bool) ([]int64, error) {
-	reply, err := scripts.Promote.Run(ctx, l.m.rdb,
-		[]string{l.keys.Delayed, l.keys.Envelopes, l.keys.Stream, l.keys.Quarantine, l.keys.Lease},
-		l.promoteArgs(renew)...).Result()
+	reply, err := scripts.Promote.Run(ctx, l.m.rdb, l.promoteKeys, l.promoteArgs(renew)...).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -144,11 +142,25 @@ func (l *lane) promoteArgs(renew bool) []any {
 
 // keyTypes lists the lane's keys with the types the promote script expects.
 func (l *lane) keyTypes() []stream.KeyType {
-	return []stream.KeyType{
+	kt := []stream.KeyType{
 		{Key: l.keys.Delayed, Want: "zset"}, {Key: l.keys.Envelopes, Want: "hash"},
 		{Key: l.keys.Stream, Want: "stream"}, {Key: l.keys.Quarantine, Want: "stream"},
 		{Key: l.keys.Lease, Want: "string"},
 	}
+	if l.keys.Pause != "" {
+		kt = append(kt, stream.KeyType{Key: l.keys.Pause, Want: "hash"})
+	}
+	return kt
+}
+
+// lanePromoteKeys returns the promote script's KEYS for keys: the pause
+// record last, for a main lane only.
+func lanePromoteKeys(keys stream.Lane) []string {
+	ks := []string{keys.Delayed, keys.Envelopes, keys.Stream, keys.Quarantine, keys.Lease}
+	if keys.Pause != "" {
+		ks = append(ks, keys.Pause)
+	}
+	return ks
 }
 
 // callError is a failed promote call, classified.

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/delaystream/delaystream/internal/engine"
+	"github.com/delaystream/delaystream/internal/flow"
 	"github.com/delaystream/delaystream/internal/heal"
 	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/internal/stream"
@@ -135,11 +136,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 	// what it settled; the extender keeps held entries from being reclaimed.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	r := &runState{c: &c.core, log: log, workCtx: workCtx, opCtx: context.WithoutCancel(workCtx)}
+	r := &runState{c: &c.core, log: log, workCtx: workCtx, opCtx: context.WithoutCancel(workCtx), pause: newPauseState()}
+	// A pause in place is obeyed (and reported) before anything is read.
+	var pauseFails failures
+	r.readPause(ctx, true, &pauseFails)
 	trim := newTrimmer(r)
 	ack := newAcker(r, trim)
 	settle := &settler{r: r, ack: ack, trim: trim}
 	rd := newReader(r, settle)
+	c.recordLimits(ctx, log)
 	ackDone := make(chan struct{})
 	go func() { defer close(ackDone); ack.run() }()
 	g, gctx := errgroup.WithContext(ctx)
@@ -163,6 +168,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 	})
 	ext := &extender{r: r}
 	g.Go(func() error { return ext.loop(gctx) })
+	g.Go(func() error { return r.watchPause(gctx) })
+	if rd.lim != nil {
+		g.Go(func() error { return rd.lim.loop(gctx) })
+	}
 	if !c.cfg.noTrim {
 		g.Go(func() error { return trim.loop(gctx) })
 	}
@@ -186,6 +195,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	})
 	err := g.Wait()
 	r.handlers.Wait()
+	if rd.lim != nil {
+		rd.lim.close()
+	}
 	stopDrain()
 	ack.close()
 	<-ackDone
@@ -275,5 +287,15 @@ func (c *Consumer) createGroup(ctx context.Context, log *slog.Logger) error {
 		fails.failed(ctx, log, "starting the consumer failed; retrying", err, slog.Duration("retry_in", backoff))
 		sleepCtx(ctx, jitter(backoff))
 		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// recordLimits records the consumer's flow limits in the group's flow
+// state, for operators (a failure is logged: the limits hold anyway).
+func (c *Consumer) recordLimits(ctx context.Context, log *slog.Logger) {
+	rctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if err := flow.Record(rctx, c.rdb, c.layout, c.group, c.cfg.limits); err != nil && ctx.Err() == nil {
+		log.WarnContext(ctx, "recording the group's flow limits failed", slog.Any("err", err))
 	}
 }

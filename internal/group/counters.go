@@ -1,11 +1,15 @@
 package group
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // counters are a Consumer's running totals, updated by its roles.
 type counters struct {
 	delivered, acked, failed, retried, deadLettered, deadDropped, dropped atomic.Uint64
 	reclaimed, deletedPending, handedBack, lost, panics, expired          atomic.Uint64
+	limitWait                                                             atomic.Int64 // ns
 }
 
 // Counters are this Consumer's running totals since it was created.
@@ -19,10 +23,13 @@ type Counters struct {
 	Dropped             uint64 // handler returned a Drop error: acknowledged without retry
 	Reclaimed           uint64 // entries taken over from other consumers
 	DeletedWhilePending uint64 // pending entries found deleted from the stream (recorded as dead letters)
-	HandedBack          uint64 // entries handed back to the group at shutdown
+	HandedBack          uint64 // entries handed back to the group: at shutdown, at a pause, or claimed without a flow permit
 	OwnershipLost       uint64 // handlers whose entry another consumer took over
 	Panics              uint64 // handler panics (also counted in Failed)
 	Expired             uint64 // messages past their deadline, dead-lettered unhandled (also counted in DeadLettered)
+	// LimitWait is how long the reader waited for the group's flow limits
+	// (concurrency slots, rate permits) with workers free.
+	LimitWait time.Duration
 }
 
 // load returns a snapshot of the totals.
@@ -32,6 +39,6 @@ func (x *counters) load() Counters {
 		Retried: x.retried.Load(), DeadLettered: x.deadLettered.Load(), DeadLettersDropped: x.deadDropped.Load(),
 		Dropped: x.dropped.Load(), Reclaimed: x.reclaimed.Load(), DeletedWhilePending: x.deletedPending.Load(),
 		HandedBack: x.handedBack.Load(), OwnershipLost: x.lost.Load(), Panics: x.panics.Load(),
-		Expired: x.expired.Load(),
+		Expired: x.expired.Load(), LimitWait: time.Duration(x.limitWait.Load()),
 	}
 }

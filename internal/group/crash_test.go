@@ -192,10 +192,10 @@ func TestPoisonDeadLetteredAfterMaxDeliveries(t *testing.T) {
 func TestKilledConsumerReadAheadIsReclaimed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	const n = 5 // one worker: one running, up to four read ahead (4 × workers)
+	const n = 5 // one worker: one running, up to four read ahead
 	h.startMover()
 	h.schedule(ids("ahead", n), 0)
-	ch := h.startChild("g", "doomed", helperConfig{Workers: 1})
+	ch := h.startChild("g", "doomed", helperConfig{Workers: 1, Prefetch: 4})
 	running := ch.waitHeld(t, 1, 30*time.Second)
 	waitFor(t, 10*time.Second, func() bool { return len(h.heldBy("doomed", 10)) >= 2 }, "the child read ahead")
 

@@ -58,6 +58,14 @@
 // reclaim pass of any consumer of the group takes them. Run returns nil
 // after a requested stop.
 //
+// # Flow control
+//
+// A group paused in Redis (package flow) makes its consumers read, reclaim
+// and start nothing until it is resumed (pause.go); a group with limits
+// ([WithConcurrencyLimit], [WithRateLimit]) reads only for the permits the
+// limiter grants it (limit.go). A group without limits makes no call for
+// them on its read path.
+//
 // Message.Attempt counts handler failures (up to [WithMaxAttempts]);
 // Message.Deliveries counts how often one stream entry was delivered (up
 // to [WithMaxDeliveries]).

@@ -165,7 +165,7 @@ func TestStopHandsBackQueuedEntries(t *testing.T) {
 		started <- m.ID
 		<-release
 		return nil
-	}, group.WithConsumerName("a"), group.WithWorkers(1)) // default read-ahead: 4 × workers until it has measured
+	}, group.WithConsumerName("a"), group.WithWorkers(1), group.WithPrefetch(4)) // four read ahead
 	ra := start(t, a.Run)
 	h.schedule(ids("q", n), 0)
 	first := <-started
@@ -232,7 +232,7 @@ func TestDrainTimeoutHandsBackQueuedEntriesOnce(t *testing.T) {
 		started <- m.ID
 		<-ctx.Done() // stops only when the drain timeout cancels it
 		return ctx.Err()
-	}, group.WithConsumerName("a"), group.WithWorkers(1), group.WithDrainTimeout(200*time.Millisecond))
+	}, group.WithConsumerName("a"), group.WithWorkers(1), group.WithPrefetch(4), group.WithDrainTimeout(200*time.Millisecond))
 	ra := start(t, a.Run)
 	h.schedule(ids("q", n), 0)
 	<-started

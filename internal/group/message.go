@@ -124,6 +124,9 @@ type Hooks struct {
 	OnDeadLettered func(m *Message, reason string)                    // m is nil for entries that could not be decoded
 	OnDropped      func(m *Message, err error)                        // handler returned a Drop error
 	OnReclaimed    func(stream string, n int, deleted int)            // XAUTOCLAIM took n entries; deleted were gone from the stream
+	// OnLimitWait is called after each wait of the reader for the group's
+	// flow limits (WithConcurrencyLimit, WithRateLimit), with its length.
+	OnLimitWait func(d time.Duration)
 	// OnDataLoss is called, once per loss, when a read finds the group
 	// missing and the queue's record (stream.Layout.Meta) gone or
 	// recreated since this consumer last saw it: Redis lost the queue's

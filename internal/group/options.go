@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/delaystream/delaystream/internal/errs"
+	"github.com/delaystream/delaystream/internal/flow"
 
 	"github.com/redis/go-redis/v9"
 
@@ -54,6 +55,7 @@ type config struct {
 	logger        *slog.Logger
 	hooks         Hooks
 	precision     time.Duration // the promotion precision of the retry lanes and of the group's mover
+	limits        flow.Limits   // the group's flow limits (limit.go); zero: none
 
 	// loopTick, when set (by tests only), is called at the end of every
 	// iteration of the reclaim and trim loops with "reclaim" or "trim":
@@ -208,7 +210,11 @@ func WithWorkers(n int) Option {
 // Default: adaptive. The queue holds about what the workers handle in
 // 100 ms at the pace measured while running, at least 4 × workers and at
 // most 256 (or 4 × workers if that is more) entries: fast handlers get reads
-// of a few hundred entries, slow ones a queue of 4 × workers.
+// of a few hundred entries. It holds none until the pace is measured (the
+// workers handled one entry each), and none while handlers take 100 ms or
+// more: a slow entry read ahead would wait for this consumer's workers
+// while another consumer of the group may have one free. A group with
+// flow limits (WithConcurrencyLimit, WithRateLimit) reads none ahead.
 func WithPrefetch(n int) Option {
 	return func(c *config) error {
 		if n < 0 || n > 100000 {
@@ -459,4 +465,39 @@ func ExponentialBackoff(base, limit time.Duration) Backoff {
 // ConstantBackoff returns a Backoff that always waits d.
 func ConstantBackoff(d time.Duration) Backoff {
 	return func(int) time.Duration { return d }
+}
+
+// WithConcurrencyLimit caps how many entries of the group are handled at
+// once by all its consumers together, in every process (1 to 1000000): a
+// consumer reads only for the slots it gets (see limit.go). Default: no
+// cap.
+func WithConcurrencyLimit(m int) Option {
+	return func(c *config) error {
+		if err := optcheck.Range(ErrInvalidOption, "concurrency limit", m, 1, 1000000); err != nil {
+			return err
+		}
+		c.limits.Concurrency = m
+		return nil
+	}
+}
+
+// WithRateLimit limits the group to n entries started per interval per by
+// all its consumers together, in every process, with up to burst started
+// at once (n and burst 1 to 1000000, per 1 ms to 24 h, per/n at least
+// 1 µs). Default: no limit.
+func WithRateLimit(n int, per time.Duration, burst int) Option {
+	return func(c *config) error {
+		switch {
+		case n < 1 || n > 1000000:
+			return fmt.Errorf("%w: rate limit must be 1 to 1000000 per interval, got %d", ErrInvalidOption, n)
+		case per < time.Millisecond || per > 24*time.Hour:
+			return fmt.Errorf("%w: rate limit interval must be 1ms to 24h, got %s", ErrInvalidOption, per)
+		case per/time.Duration(n) < time.Microsecond:
+			return fmt.Errorf("%w: rate limit %d per %s is over 1 per µs", ErrInvalidOption, n, per)
+		case burst < 1 || burst > 1000000:
+			return fmt.Errorf("%w: rate limit burst must be 1 to 1000000, got %d", ErrInvalidOption, burst)
+		}
+		c.limits.Rate, c.limits.Per, c.limits.Burst = n, per, burst
+		return nil
+	}
 }

@@ -18,8 +18,9 @@ func TestReadAheadFor(t *testing.T) {
 		{"fast: capped", 8, 2 * time.Microsecond, 256},
 		{"nothing measured yet: capped", 8, 0, 256},
 		{"100 ms of work for 8 workers", 8, 10 * time.Millisecond, 80},
-		{"slow: floor", 8, 100 * time.Millisecond, 32},
-		{"slower than the horizon: floor", 8, time.Second, 32},
+		{"slower than a horizon's worth: floor", 8, 50 * time.Millisecond, 32},
+		{"slow: none", 8, 100 * time.Millisecond, 0},
+		{"slower than the horizon: none", 8, time.Second, 0},
 		{"one worker", 1, time.Millisecond, 100},
 	}
 	for _, tt := range tests {

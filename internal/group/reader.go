@@ -10,10 +10,14 @@ import (
 )
 
 // Default read-ahead bounds: the workers' queue holds about what they
-// handle in readAheadHorizon, between 4 × workers and maxReadAhead entries.
+// handle in readAheadHorizon, between 4 × workers and maxReadAhead
+// entries; none until the pace is measured, and none while handlers take
+// slowHandler or longer, when an entry read ahead would wait for a worker
+// while another consumer of the group may have one free.
 const (
 	readAheadHorizon = 100 * time.Millisecond
 	maxReadAhead     = 256
+	slowHandler      = readAheadHorizon
 )
 
 // reader is the intake: it reads the queue stream and the retry lane with
@@ -38,6 +42,7 @@ type reader struct {
 	handled, busy      atomic.Int64 // entries handled and the time they took (ns), for adapt
 	act                *activity    // the streams that may have pending entries (reclaimshards.go)
 	seenN, seenBusy    int64        // handled and busy at the last adapt; the reader's
+	lim                *limiter     // the group's flow limits; nil without (limit.go)
 }
 
 // newReader returns the intake of one Run, its read-ahead set from the
@@ -50,7 +55,15 @@ func newReader(r *runState, settle *settler) *reader {
 		rd.minAhead = 4 * rd.workers
 		rd.maxAhead = max(maxReadAhead, rd.minAhead)
 	}
-	rd.ahead.Store(rd.minAhead)
+	if !c.cfg.limits.Zero() {
+		// A limited consumer reads only what its workers can start.
+		rd.minAhead, rd.maxAhead = 0, 0
+		rd.lim = newLimiter(r, rd)
+	}
+	if rd.minAhead == rd.maxAhead {
+		rd.ahead.Store(rd.minAhead)
+	} // adaptive: none until the pace is measured
+
 	rd.jobs = make(chan *flight, rd.workers+rd.maxAhead)
 	rd.act = newActivity(2 * len(c.shards))
 	return rd
@@ -90,7 +103,9 @@ func (rd *reader) waitRoom(ctx context.Context) int64 {
 // least one entry per worker was handled), within its bounds. Fast
 // handlers get large reads, which cost Redis and the client much less per
 // entry; slow handlers get a short queue, so one consumer does not sit on
-// work other consumers of the group could do, and a crash strands little.
+// work other consumers of the group could do, and a crash strands little;
+// handlers slower than slowHandler get none, so the consumer reads only
+// for its free workers.
 func (rd *reader) adapt() {
 	if rd.minAhead == rd.maxAhead {
 		return
@@ -104,10 +119,14 @@ func (rd *reader) adapt() {
 }
 
 // readAheadFor returns how many entries workers handling one entry in
-// each take within readAheadHorizon, bounded by lo and hi.
+// each take within readAheadHorizon, bounded by lo and hi; none when each
+// is slowHandler or longer.
 func readAheadFor(workers int64, each time.Duration, lo, hi int64) int64 {
-	if each <= 0 {
+	switch {
+	case each <= 0:
 		return hi
+	case each >= slowHandler:
+		return 0
 	}
 	return min(max(workers*int64(readAheadHorizon/each), lo), hi)
 }
@@ -155,7 +174,7 @@ func (rd *reader) enqueue(ctx context.Context, streamKey string, es []redis.XMes
 		for j := i; j < len(b.flights); j++ {
 			rest = append(rest, &b.flights[j])
 		}
-		rd.giveBack(rest)
+		rd.giveBack(rest, false)
 		return
 	}
 }
@@ -163,16 +182,28 @@ func (rd *reader) enqueue(ctx context.Context, streamKey string, es []redis.XMes
 // giveBack releases entries that will not be handled and hands them back,
 // one call per stream; an entry the drain timeout handed back already is
 // only released.
-func (rd *reader) giveBack(fs []*flight) {
-	byStream := map[string][]string{}
+//
+// With keep (the group was paused), each entry's delivery count is set
+// back by one, so that the reclaim after the resume leaves it as it was:
+// pauses do not bring entries nearer the max deliveries.
+func (rd *reader) giveBack(fs []*flight, keep bool) {
+	type batchKey struct {
+		stream  string
+		retries int64
+	}
+	by := map[batchKey][]string{}
 	for _, f := range fs {
 		if f.takeBack() {
-			byStream[f.b.stream] = append(byStream[f.b.stream], f.x.ID)
+			k := batchKey{stream: f.b.stream, retries: -1}
+			if keep {
+				k.retries = max(f.deliveries-1, 0)
+			}
+			by[k] = append(by[k], f.x.ID)
 		}
 		rd.release(f)
 	}
-	for s, ids := range byStream {
-		rd.settle.handBack(rd.r.opCtx, s, ids)
+	for k, ids := range by {
+		rd.settle.handBack(rd.r.opCtx, k.stream, ids, k.retries)
 	}
 }
 
@@ -181,6 +212,9 @@ func (rd *reader) release(f *flight) {
 	f.settled.Store(true)
 	if f.b.left.Add(-1) == 0 {
 		rd.r.c.held.remove(f.b)
+	}
+	if rd.lim != nil && rd.lim.lim.Concurrency > 0 {
+		rd.lim.released()
 	}
 	if rd.roomy(rd.capacity() - rd.held.Add(-1)) {
 		select {

@@ -48,6 +48,7 @@ type readLoop struct {
 	watch    heal.Watch // the slot of a failing stream
 	fails    failures   // for the log
 	ackBuf   []ackReq   // acknowledgements taken for a round's pipelines
+	got      int64      // entries the round's reads queued (for the flow limits)
 
 	// On a sharded Cluster each node's share of a round is read on its
 	// own (see plan), and replies come back on done; orphans are reads
@@ -114,6 +115,11 @@ func (l *readLoop) close(ctx context.Context) {
 // run reads rounds of dirty streams while there is room, until ctx ends.
 func (l *readLoop) run(ctx context.Context) error {
 	for ctx.Err() == nil {
+		if ok, waited := l.rd.r.pause.await(ctx); !ok {
+			return nil
+		} else if waited {
+			l.dirty.markAll() // resumed: read whatever arrived meanwhile
+		}
 		n := l.rd.waitRoom(ctx)
 		if n == 0 || !l.event(ctx, false) {
 			return nil
@@ -125,7 +131,15 @@ func (l *readLoop) run(ctx context.Context) error {
 			}
 			continue // skipped: take the other dirty streams, if any
 		}
+		granted := int64(-1)
+		if l.rd.lim != nil {
+			if granted = l.limit(ctx, n); granted == 0 {
+				continue // ctx ended or paused: the picks are marked again
+			}
+			n = granted
+		}
 		l.next = (l.picks[len(l.picks)-1] + 1) % len(l.streams)
+		l.got = 0
 		nrs := l.rd.plan(ctx, l.streams, l.picks, n/int64(len(l.picks)), &l.ackBuf)
 		var failed readFailure
 		if l.async {
@@ -135,8 +149,25 @@ func (l *readLoop) run(ctx context.Context) error {
 			failed.note(l.consume(ctx, nrs[0]))
 		}
 		l.ended(ctx, failed)
+		if granted > 0 {
+			l.rd.lim.settle(granted, l.got)
+		}
 	}
 	return nil
+}
+
+// limit waits for the group's flow limits to grant up to n permits for
+// the picked streams and returns how many they granted; with fewer than
+// the picks, the picks beyond are marked to be read later. With 0 (ctx
+// ended, or the group was paused meanwhile) every pick is marked again.
+func (l *readLoop) limit(ctx context.Context, n int64) int64 {
+	granted := l.rd.lim.acquire(ctx, n)
+	keep := min(int64(len(l.picks)), granted)
+	for _, i := range l.picks[keep:] {
+		l.dirty.mark(i)
+	}
+	l.picks = l.picks[:keep]
+	return granted
 }
 
 // pick takes up to n dirty streams into l.picks, leaving out the failing

@@ -132,6 +132,7 @@ func (l *readLoop) consume(ctx context.Context, nr *nodeRead) (int, error) {
 		if l.failing[i] {
 			if err == nil {
 				for _, s := range res {
+					l.got += int64(len(s.Messages))
 					rd.enqueue(ctx, streams[i], s.Messages, nil)
 				}
 			}
@@ -153,6 +154,7 @@ func (l *readLoop) consume(ctx context.Context, nr *nodeRead) (int, error) {
 			if len(s.Messages) > 0 {
 				rd.act.touch(i) // maybe not announced: now pending
 			}
+			l.got += int64(len(s.Messages))
 			rd.enqueue(ctx, streams[i], s.Messages, nil)
 		}
 	}

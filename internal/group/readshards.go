@@ -2,9 +2,11 @@ package group
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/delaystream/delaystream/internal/flow"
 	"github.com/delaystream/delaystream/internal/shardsub"
 )
 
@@ -139,7 +141,17 @@ func (rd *reader) listen(ctx context.Context, a *arrivals, f *affinity, lost *lo
 
 	cfg := shardsub.Config{
 		Groups: groups,
-		OnMessage: func(ch, _ string) {
+		OnMessage: func(ch, payload string) {
+			if payload == flow.Notice {
+				rd.r.pause.poke() // the group's pause may have changed
+				return
+			}
+			if g, ok := strings.CutPrefix(payload, flow.SlotsNotice); ok {
+				if g == c.group && rd.lim != nil {
+					rd.lim.poke() // another consumer freed slots
+				}
+				return
+			}
 			if i, ok := byChan[ch]; ok {
 				if f.owns(i / 2) {
 					a.mark(i)
@@ -150,6 +162,7 @@ func (rd *reader) listen(ctx context.Context, a *arrivals, f *affinity, lost *lo
 			}
 		},
 		OnReset: func() {
+			rd.r.pause.poke() // a notice may have been lost
 			a.markAll()
 			rd.act.touchAll()
 		},

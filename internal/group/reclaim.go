@@ -54,7 +54,7 @@ func (rc *reclaimer) loop(ctx context.Context) error {
 // entries to other consumers of the group, or to its next pass.
 func (rc *reclaimer) claimFrom(ctx context.Context, streamKey, cursor string, full bool) error {
 	c, rd := rc.r.c, rc.rd
-	for scans := 0; scans < maxScans && ctx.Err() == nil; {
+	for scans := 0; scans < maxScans && ctx.Err() == nil && !rc.r.pause.paused(); {
 		n := rd.free()
 		if full && !rd.roomy(n) {
 			n = rc.waitRoom(ctx, c.cfg.reclaimEvery)
@@ -112,7 +112,12 @@ func (rc *reclaimer) took(ctx context.Context, streamKey string, res claimResult
 	}
 	if len(res.msgs) > 0 {
 		c.ctr.reclaimed.Add(uint64(len(res.msgs)))
-		rc.rd.enqueue(ctx, streamKey, res.msgs, rc.deliveryCounts(ctx, streamKey, res.msgs))
+		counts := rc.deliveryCounts(ctx, streamKey, res.msgs)
+		msgs := rc.limit(ctx, streamKey, res.msgs, counts)
+		rc.rd.enqueue(ctx, streamKey, msgs, counts)
+		if lim := rc.rd.lim; lim != nil {
+			lim.settle(int64(len(msgs)), int64(len(msgs)))
+		}
 	}
 	if h := c.cfg.hooks.OnReclaimed; h != nil && (len(res.msgs) > 0 || len(res.deleted) > 0) {
 		h(streamKey, len(res.msgs), len(res.deleted))
@@ -246,4 +251,24 @@ func parseClaim(key string, v []any) (claimResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// limit returns the claimed entries msgs that the group's flow limits
+// grant permits for (all of them without limits) and hands the others
+// back at once, their delivery counts (counts) kept, for a later pass.
+func (rc *reclaimer) limit(ctx context.Context, streamKey string, msgs []redis.XMessage, counts map[string]int64) []redis.XMessage {
+	lim := rc.rd.lim
+	if lim == nil {
+		return msgs
+	}
+	g := min(lim.try(ctx, int64(len(msgs))), int64(len(msgs)))
+	byCount := map[int64][]string{}
+	for _, x := range msgs[g:] {
+		n := max(counts[x.ID]-1, 0)
+		byCount[n] = append(byCount[n], x.ID)
+	}
+	for n, ids := range byCount {
+		rc.rd.settle.handBack(rc.r.opCtx, streamKey, ids, n)
+	}
+	return msgs[:g]
 }

@@ -100,6 +100,9 @@ func (rc *reclaimer) loopShards(ctx context.Context, tick *time.Ticker) error {
 			sweep = time.Now()
 		}
 		todo, idle = rc.rd.act.pick(last, gens, todo[:0], idle[:0])
+		if rc.r.pause.paused() {
+			todo, idle = todo[:0], idle[:0] // paused: no new work, not even a crashed consumer's
+		}
 		unreachable := false
 		if len(todo) > 0 {
 			unreachable = rc.passAll(ctx, streams, todo, &fails)

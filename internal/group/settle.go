@@ -189,8 +189,9 @@ func (s *settler) settleDead(ctx context.Context, streamKey, id string, fields [
 
 // handBack makes entries immediately reclaimable by any consumer of the
 // group: it sets their idle time far past the visibility timeout. Ownership
-// stays with this consumer until another one claims them.
-func (s *settler) handBack(ctx context.Context, streamKey string, ids []string) {
+// stays with this consumer until another one claims them. retries >= 0
+// sets their delivery counts (which the claim then raises by one).
+func (s *settler) handBack(ctx context.Context, streamKey string, ids []string, retries int64) {
 	if len(ids) == 0 {
 		return
 	}
@@ -202,7 +203,11 @@ func (s *settler) handBack(ctx context.Context, streamKey string, ids []string) 
 		args = append(args, id)
 	}
 	idle := (c.cfg.visibility + 24*time.Hour).Milliseconds()
-	args = append(args, "IDLE", idle, "JUSTID")
+	args = append(args, "IDLE", idle)
+	if retries >= 0 {
+		args = append(args, "RETRYCOUNT", retries)
+	}
+	args = append(args, "JUSTID")
 	if err := c.rdb.Do(ctx, args...).Err(); err != nil {
 		heal.After(c.rdb, err)
 		r.log.WarnContext(ctx, "handing entries back failed; they are reclaimed after the visibility timeout",
@@ -227,7 +232,7 @@ func (s *settler) handBackAll() int {
 	c.held.mu.Unlock()
 	n := 0
 	for st, ids := range byStream {
-		s.handBack(s.r.opCtx, st, ids)
+		s.handBack(s.r.opCtx, st, ids, -1)
 		n += len(ids)
 	}
 	return n

@@ -122,6 +122,7 @@ type runState struct {
 	workCtx  context.Context // handlers' parent: cancelled only by the drain timeout
 	opCtx    context.Context // for recording outcomes: never cancelled (each call has its own timeout)
 	handlers sync.WaitGroup  // the workers; extension goes on until they are done
+	pause    *pauseState     // the group's pause (pause.go)
 }
 
 // failureLogEvery is how often a loop whose calls keep failing logs: its

@@ -30,9 +30,12 @@ func (w *workers) work() {
 	wctx, cancel := context.WithCancel(r.workCtx)
 	defer cancel()
 	for f := range rd.jobs {
-		if w.intake.Err() != nil {
-			w.handBackQueued(f)
-		} else {
+		switch {
+		case w.intake.Err() != nil:
+			w.handBackQueued(f, false)
+		case r.pause.paused():
+			w.handBackQueued(f, true) // not started: the group takes it after the resume
+		default:
 			start := time.Now()
 			w.handle(wctx, f)
 			rd.busy.Add(int64(time.Since(start)))
@@ -43,8 +46,10 @@ func (w *workers) work() {
 }
 
 // handBackQueued hands back f and whatever else is queued at that moment,
-// in one call per stream, rather than one call per entry.
-func (w *workers) handBackQueued(f *flight) {
+// in one call per stream, rather than one call per entry; paused: the
+// group is paused, and the entries' delivery counts are kept (see
+// reader.giveBack).
+func (w *workers) handBackQueued(f *flight, paused bool) {
 	fs := []*flight{f}
 	for {
 		select {
@@ -57,7 +62,7 @@ func (w *workers) handBackQueued(f *flight) {
 		}
 		break
 	}
-	w.rd.giveBack(fs)
+	w.rd.giveBack(fs, paused)
 }
 
 // handle decodes, runs the handler and settles the entry.

@@ -7,6 +7,8 @@
 -- KEYS[3]  STREAM  the lane's stream
 -- KEYS[4]  STREAM  the lane's quarantine
 -- KEYS[5]  STRING  the lane's mover lease
+-- KEYS[6]  HASH    optional: the shard's pause record; while its field
+--                  "queue" exists, nothing is promoted (a paused queue)
 -- ARGV[1]  limit: most messages to take (1..1000)
 -- ARGV[2]  lease token of the caller ("" = no lease: always promote)
 -- ARGV[3]  lease time to live in ms (ignored without a token)
@@ -22,7 +24,8 @@
 --          moved        entries appended to the stream
 --          quarantined  entries appended to the quarantine (see below)
 --          next         due ms of the earliest remaining message, -1 if none
---                       (or if its score is not a due time)
+--                       (or if its score is not a due time, or the lane
+--                       is paused: the mover idles until woken)
 --          now_us       Redis TIME in microseconds
 --          lease_ttl_ms -1 when the caller holds (or needs no) lease; -2 when
 --                       nothing was due and nobody holds the lease (it is
@@ -58,6 +61,12 @@ if ARGV[2] ~= '' then
   if holder and holder ~= ARGV[2] then
     return {0, 0, -1, nowus, redis.call('PTTL', KEYS[5])}
   end
+end
+if KEYS[6] and redis.call('HEXISTS', KEYS[6], 'queue') == 1 then
+  if holder or ARGV[2] == '' then
+    return {0, 0, -1, nowus, -1}
+  end
+  return {0, 0, -1, nowus, -2}
 end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[1]))
 if ARGV[2] ~= '' then

@@ -59,6 +59,12 @@ var (
 	recurAdvanceSrc string
 	//go:embed recur_add.lua
 	recurAddSrc string
+	//go:embed pause.lua
+	pauseSrc string
+	//go:embed flow.lua
+	flowSrc string
+	//go:embed keyrate.lua
+	keyRateSrc string
 )
 
 // The scripts. Those that read or write a delayed set by message id start
@@ -92,6 +98,13 @@ var (
 	RecurRead    = newScript("recur_read.lua", recurReadSrc)
 	RecurAdvance = newScript("recur_advance.lua", recurAdvanceSrc)
 	RecurAdd     = newScript("publish.lua", publishSrc, "recur_add.lua", recurAddSrc)
+	// Pause sets or clears a field of a shard's pause record.
+	Pause = newScript("publish.lua", publishSrc, "pause.lua", pauseSrc)
+	// Flow grants a limited group's consumer concurrency slots and rate
+	// permits.
+	Flow = newScript("publish.lua", publishSrc, "flow.lua", flowSrc)
+	// KeyRate takes a permit of a group's per-key rate limit for a message.
+	KeyRate = newScript("keyrate.lua", keyRateSrc)
 )
 
 // newScript returns the script made of the files given as name, source

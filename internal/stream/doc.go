@@ -17,7 +17,8 @@
 //	<prefix>:1:{<queue>}:d:<group>    STREAM  the group's dead letters
 //
 // plus the lane's lease (:l), wake-up and arrivals channels (:w, :n), the
-// queue's record (:q), its groups (:g), call tokens (:k:<token>) and, for a
+// queue's record (:q), its groups (:g), call tokens (:k:<token>), the pause
+// record (:p, [Keys.Pause]), a limited group's flow state (:f:<group>) and, for a
 // sharded queue, the movers' registry (:o); docs/concepts.md lists them all.
 // The "1" is the layout version: a change to the layout bumps it, so old and
 // new keys never mix. The prefix defaults to [DefaultPrefix]. Shard i of a

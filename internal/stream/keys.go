@@ -112,8 +112,41 @@ func shardTag(queue string, i, n int) string {
 func (k Keys) Tag() string { return k.tag }
 
 // Main returns the lane scheduled by producers: the queue's own delayed set,
-// envelopes, stream and quarantine.
-func (k Keys) Main() Lane { return k.lane(k.base) }
+// envelopes, stream and quarantine, with the shard's pause record (whose
+// queue field holds its promotion).
+func (k Keys) Main() Lane {
+	l := k.lane(k.base)
+	l.Pause = k.Pause()
+	return l
+}
+
+// Pause returns the key of the shard's pause record: a HASH whose field
+// [PauseQueueField] (on every shard) holds the queue's promotion and whose
+// field [PauseGroupField] of a group (on shard 0) holds that group's
+// consumers, each valued with the Unix ms (Redis clock) the pause began.
+func (k Keys) Pause() string { return k.base + ":p" }
+
+// PauseQueueField is the field of a shard's pause record that pauses the
+// queue's promotion on that shard.
+const PauseQueueField = "queue"
+
+// PauseGroupField returns the field of shard 0's pause record that
+// pauses group's consumers.
+func PauseGroupField(group string) string { return "group:" + group }
+
+// KeyRate returns the key of the rate state of key under group's per-key
+// rate limit, and the key of message id's reservation of a permit of it,
+// on the shard whose keys hold them (the shard of key). The key's length
+// leads it, so that no key and message id make another pair's names.
+func (k Keys) KeyRate(group, key, id string) (state, reservation string) {
+	state = k.base + ":f:" + group + ":k:" + strconv.Itoa(len(key)) + ":" + key
+	return state, state + ":" + id
+}
+
+// Flow returns the key of group's flow-control state (on shard 0): a
+// HASH of the limits its consumers run with, the rate limiter's state and
+// the concurrency slots each consumer holds (see scripts/flow.lua).
+func (k Keys) Flow(group string) string { return k.base + ":f:" + group }
 
 // Retry returns group's retry lane: failed messages wait there for their
 // backoff and are then appended to the lane's stream, which only that group
@@ -192,6 +225,10 @@ type Lane struct {
 	// pending (a stream's pending list gains entries only when announced
 	// entries are read).
 	Arrivals string
+	// Pause is the shard's pause record (see [Keys.Pause]), which the
+	// promote script checks: set for a queue's main lane, "" for a retry
+	// lane (a group's retries are held by pausing the group).
+	Pause string
 	// Sharded reports that the lane belongs to a shard of a queue with more
 	// than one. Its channels (Wake, Arrivals) are then shard channels
 	// (SPUBLISH / SSUBSCRIBE, Redis 7.0), which a Cluster delivers from the

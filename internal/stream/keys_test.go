@@ -35,7 +35,15 @@ func TestNewKeysLayout(t *testing.T) {
 		Lease:      "ds:1:{orders}:l",
 		Wake:       "ds:1:{orders}:w",
 		Arrivals:   "ds:1:{orders}:n",
+		Pause:      "ds:1:{orders}:p",
 	}, k.Main())
+	assert.Equal(t, "ds:1:{orders}:p", k.Pause())
+	assert.Equal(t, "ds:1:{orders}:f:billing", k.Flow("billing"))
+	state, res := k.KeyRate("billing", "acme:eu", "order:7")
+	assert.Equal(t, "ds:1:{orders}:f:billing:k:7:acme:eu", state)
+	assert.Equal(t, "ds:1:{orders}:f:billing:k:7:acme:eu:order:7", res)
+	other, _ := k.KeyRate("billing", "acme", "x")
+	assert.NotEqual(t, state, other, "a key's length leads it")
 	assert.Equal(t, stream.Lane{
 		Delayed:    "ds:1:{orders}:r:billing:z",
 		Envelopes:  "ds:1:{orders}:r:billing:m",

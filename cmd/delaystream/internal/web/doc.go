@@ -38,8 +38,9 @@
 //
 // # Safety
 //
-//   - Actions (redrive, purge; one dead letter or all of a group; pause,
-//     resume, delete a recurring schedule) are POSTs
+//   - Actions (redrive, purge: one dead letter or all of a group; pause and
+//     resume of a queue or a group; pause, resume, delete a recurring
+//     schedule) are POSTs
 //     only. Each form carries a random token made when the process starts,
 //     checked in constant time; and net/http's CrossOriginProtection
 //     refuses cross-site browser requests (Sec-Fetch-Site / Origin). A

@@ -85,6 +85,9 @@ func (s *Server) base(r *http.Request, title string) base {
 // fixed words and numbers only, never from text of the request.
 func flash(q url.Values) string {
 	did := q.Get("did")
+	if msg := pauseFlash(did); msg != "" {
+		return msg
+	}
 	if did != "redrive" && did != "purge" {
 		return recurringFlash(q)
 	}
@@ -365,17 +368,7 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if s.cfg.readOnly {
-		http.Error(w, "read-only: actions are disabled (--read-only)", http.StatusForbidden)
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "bad form", http.StatusBadRequest)
-		return
-	}
-	if !s.checkToken(r) {
-		http.Error(w, "missing or invalid CSRF token: reload the page and try again", http.StatusForbidden)
+	if !s.checkPost(w, r) {
 		return
 	}
 	in, prefix := s.inspector(w, r)
@@ -419,6 +412,26 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 	}
 	u.RawQuery = q.Encode()
 	http.Redirect(w, r, u.String(), http.StatusSeeOther)
+}
+
+// checkPost refuses (and answers) an action posted to a read-only server,
+// with a bad form or without this process's CSRF token, and reports
+// whether the action may go on.
+func (s *Server) checkPost(w http.ResponseWriter, r *http.Request) bool {
+	if s.cfg.readOnly {
+		http.Error(w, "read-only: actions are disabled (--read-only)", http.StatusForbidden)
+		return false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return false
+	}
+	if !s.checkToken(r) {
+		http.Error(w, "missing or invalid CSRF token: reload the page and try again", http.StatusForbidden)
+		return false
+	}
+	return true
 }
 
 // localPath returns p when it is a path of this server ("/..." but not

@@ -24,6 +24,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /p/{prefix}/q/{queue}/g/{group}", s.handleGroup)
 	mux.HandleFunc("POST /p/{prefix}/q/{queue}/g/{group}/{action}", s.handleAction)
 	mux.HandleFunc("POST /p/{prefix}/q/{queue}/r/{id}/{action}", s.handleRecurringAction)
+	for _, a := range []string{"pause", "resume"} {
+		mux.HandleFunc("POST /p/{prefix}/q/{queue}/"+a, s.handlePause)
+		mux.HandleFunc("POST /p/{prefix}/q/{queue}/g/{group}/"+a, s.handlePause)
+	}
 
 	mux.HandleFunc("GET /api/p/{prefix}/queues", s.apiQueues)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}", s.apiQueue)

@@ -1,0 +1,83 @@
+package web
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"path"
+	"time"
+)
+
+// handlePause pauses or resumes a queue (POST …/q/{queue}/pause|resume)
+// or one of its groups (…/g/{group}/pause|resume), posted by a page's
+// button with the CSRF token, and redirects back to the page.
+func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
+	if !s.checkPost(w, r) {
+		return
+	}
+	in, prefix := s.inspector(w, r)
+	if in == nil {
+		return
+	}
+	queue, g, action := r.PathValue("queue"), r.PathValue("group"), path.Base(r.URL.Path)
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	do := in.Resume
+	if action == "pause" {
+		do = in.Pause
+	}
+	if _, err := do(ctx, queue, g); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.cfg.logger.InfoContext(ctx, "web: "+action, slog.String("prefix", prefix), slog.String("queue", queue), slog.String("group", g))
+	back := localPath(r.PostFormValue("return"))
+	if back == "" {
+		back = "/p/" + url.PathEscape(prefix) + "/q/" + url.PathEscape(queue)
+	}
+	u, _ := url.Parse(back) // localPath checked it
+	q := u.Query()
+	for _, k := range []string{"did", "n", "missing", "unrecoverable"} {
+		q.Del(k)
+	}
+	what := "queue"
+	if g != "" {
+		what = "group"
+	}
+	q.Set("did", action+"d-"+what)
+	u.RawQuery = q.Encode()
+	http.Redirect(w, r, u.String(), http.StatusSeeOther)
+}
+
+// pauseFlash is the message shown after a pause or resume ("" for any
+// other did).
+func pauseFlash(did string) string {
+	return map[string]string{
+		"paused-queue":  "Paused the queue: nothing is promoted until it is resumed.",
+		"resumed-queue": "Resumed the queue.",
+		"paused-group":  "Paused the group: its consumers take no new entries until it is resumed.",
+		"resumed-group": "Resumed the group.",
+	}[did]
+}
+
+// PauseAct returns the button that pauses (or, when paused, resumes) the
+// queue, or with a group name that group, coming back to this page.
+func (b base) PauseAct(group string, paused bool) actionForm {
+	f := actionForm{CSRF: b.CSRF, Return: b.Path, All: true}
+	f.Action = "/p/" + url.PathEscape(b.Prefix) + "/q/" + url.PathEscape(b.Queue)
+	what := "queue " + b.Queue
+	if group != "" {
+		f.Action += "/g/" + url.PathEscape(group)
+		what = "group " + group + " of " + b.Queue
+	}
+	if paused {
+		f.Action += "/resume"
+		f.Class, f.Label = "resume", "Resume"
+		return f
+	}
+	f.Action += "/pause"
+	f.Class, f.Label = "pause", "Pause"
+	f.Confirm = "Pause " + what + " in every process?"
+	return f
+}

@@ -1,0 +1,135 @@
+-- flow.lua: grant a consumer of a limited group concurrency slots and rate
+-- permits (one transition of the group's flow state). Only consumers of a
+-- group with a limit call it; one call per read, and one per release of
+-- slots when the consumer has nothing to read.
+--
+-- KEYS[1]  HASH  the group's flow state:
+--                "c:<consumer>" -> "<held> <deadline µs>": slots the consumer
+--                                   holds, until the deadline (Redis clock)
+--                                   unless it calls again; lapsed ones are
+--                                   removed and count for nothing
+--                "tat"          -> the rate limiter's theoretical arrival
+--                                   time, µs (GCRA: the one number of state)
+--                "waiting"      -> set when a consumer was refused a slot
+--                "waited"       -> µs the group's consumers waited for permits, in all
+--                "limits"       -> written by consumers at start, not here
+-- ARGV[1]  the consumer's name
+-- ARGV[2]  held: slots the consumer holds now (entries queued or handled)
+-- ARGV[3]  want: permits and slots wanted now (0: report held, renew)
+-- ARGV[4]  need: the least grant worth taking (1..want): while fewer rate
+--          permits are free, none is granted and the wait until need are
+--          is returned, so waiting consumers wake once per need permits
+-- ARGV[5]  concurrency cap (0: none)
+-- ARGV[6]  rate: µs between permits (0: none)
+-- ARGV[7]  rate burst: permits that may be taken at once (>= 1)
+-- ARGV[8]  slot lease, ms: the consumer's slots lapse this long after its
+--          last call (it calls at least every third of it while it holds any)
+-- ARGV[9]  permits granted before and not used (read found fewer entries):
+--          given back to the limiter
+-- ARGV[10] optional: a channel on which ARGV[11] is published when this
+--          call freed slots and a consumer was refused one
+-- ARGV[12] reservation horizon, µs: when fewer than need rate permits are
+--          free but need will be within it, they are granted now for then
+--          (the caller waits until then before it reads), so that waiting
+--          consumers take turns instead of racing for each permit
+-- ARGV[13] µs the caller waited for permits since its last call, added to
+--          "waited"
+--
+-- Returns {granted, wait_us, blocker}
+--          granted  permits and slots granted (0..want)
+--          wait_us  with a grant: µs until the permits are due (0: now);
+--                   refused by the rate: µs until need permits could be
+--                   reserved; else -1
+--          blocker  0 none, 1 the concurrency cap, 2 the rate
+--
+-- GCRA: a permit is free while tat - now <= (burst - 1) * interval, and
+-- taking k moves tat to max(tat, now) + k * interval. So in any window of
+-- length w at most burst + w / interval permits are due, and the time to
+-- the next free permit is exact, so nothing polls.
+-- Numbers are written with string.format: Lua turns a number into a
+-- string with 14 significant digits, fewer than a time in µs has.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local key = KEYS[1]
+local me = 'c:' .. ARGV[1]
+local held = tonumber(ARGV[2]) or 0
+local want = tonumber(ARGV[3]) or 0
+local need = math.max(1, math.min(tonumber(ARGV[4]) or 1, want))
+local cap = tonumber(ARGV[5]) or 0
+local interval = tonumber(ARGV[6]) or 0
+local burst = tonumber(ARGV[7]) or 1
+local lease = (tonumber(ARGV[8]) or 1000) * 1000
+local back = tonumber(ARGV[9]) or 0
+local reserve = tonumber(ARGV[12]) or 0
+local waited = tonumber(ARGV[13]) or 0
+if waited > 0 then
+  redis.call('HINCRBY', key, 'waited', math.floor(waited))
+end
+
+local granted, wait, blocker = want, -1, 0
+local freed = false
+
+if cap > 0 then
+  local others = 0
+  local mine = 0
+  local all = redis.call('HGETALL', key)
+  for i = 1, #all, 2 do
+    local f = all[i]
+    if string.sub(f, 1, 2) == 'c:' then
+      local h, d = string.match(all[i + 1], '^(%d+) (%d+)$')
+      h, d = tonumber(h), tonumber(d)
+      if f == me then
+        mine = h or 0
+      elseif not h or not d or d <= now then
+        redis.call('HDEL', key, f) -- lapsed (its consumer died) or not ours
+      else
+        others = others + h
+      end
+    end
+  end
+  freed = held < mine
+  granted = math.max(0, math.min(granted, cap - others - held))
+  if want > 0 and granted == 0 then
+    blocker = 1
+    redis.call('HSET', key, 'waiting', '1')
+  end
+end
+
+local tat = nil
+if interval > 0 then
+  tat = tonumber(redis.call('HGET', key, 'tat')) or 0
+  tat = tat - back * interval
+  if granted > 0 then
+    local base = math.max(tat, now)
+    local free = math.floor((now + burst * interval - base) / interval)
+    local least = math.min(need, granted)
+    if free < least then
+      wait = math.ceil(base + least * interval - burst * interval - now)
+      if wait <= reserve then
+        granted = least
+        tat = base + least * interval
+      else
+        wait = wait - reserve
+        granted, blocker = 0, 2
+      end
+    else
+      granted = math.min(granted, free)
+      tat = base + granted * interval
+      wait = 0
+    end
+  end
+  redis.call('HSET', key, 'tat', string.format('%.0f', tat))
+end
+
+if cap > 0 then
+  local total = held + granted
+  if total > 0 then
+    redis.call('HSET', key, me, string.format('%d %.0f', total, now + lease))
+  else
+    redis.call('HDEL', key, me)
+  end
+  if freed and ARGV[10] and ARGV[10] ~= '' and redis.call('HDEL', key, 'waiting') == 1 then
+    publish(ARGV[10], ARGV[11])
+  end
+end
+return {granted, wait, blocker}
