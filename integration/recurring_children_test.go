@@ -74,9 +74,9 @@ func TestRecurringChildrenKilled(t *testing.T) {
 
 func testRecurringChildrenKilled(t *testing.T, shards int) {
 	ctx := t.Context()
-	rdb := harness.Redis(t)
+	rdb, addr := harness.RedisAddr(t)
 	prefix := harness.Prefix(t, rdb)
-	spec := childSpec{Role: "recurring", Addrs: []string{harness.Addr(t)}, Prefix: prefix, Queue: "ticks", Shards: shards}
+	spec := childSpec{Role: "recurring", Addrs: []string{addr}, Prefix: prefix, Queue: "ticks", Shards: shards}
 	procs := []*proc{startProc(t, "recurring-1", spec), startProc(t, "recurring-2", spec)}
 	kills := 0
 	end := time.Now().Add(40 * time.Second)

@@ -145,13 +145,22 @@ func Addr(tb testing.TB) string {
 // server stopped, when tb ends.
 func Redis(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
-	if os.Getenv("REDIS_ADDR") != "" {
-		c := redis.NewClient(redistest.Options(tb, Addr(tb)))
-		tb.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	_, c := Dedicated(tb)
+	c, _ := RedisAddr(tb)
 	return c
+}
+
+// RedisAddr is [Redis], and also returns the server's address, for
+// clients a test builds elsewhere (a child process's).
+func RedisAddr(tb testing.TB) (redis.UniversalClient, string) {
+	tb.Helper()
+	if os.Getenv("REDIS_ADDR") != "" {
+		a := Addr(tb)
+		c := redis.NewClient(redistest.Options(tb, a))
+		tb.Cleanup(func() { _ = c.Close() })
+		return c, a
+	}
+	s, c := Dedicated(tb)
+	return c, s.Addr
 }
 
 // Dedicated starts a server used by tb alone and stops it when tb ends. It
