@@ -25,6 +25,10 @@ type config struct {
 	promote  bool
 	producer []delay.Option // scheduling options, after prefix, shards and codec
 	mover    []mover.Option // promotion options, after prefix, shards and logger
+
+	noEviction   bool                // WithNoEvictionRequired
+	evictionHook func([]RedisMemory) // WithEvictionHook
+	memEvery     time.Duration       // how often Run checks memory settings
 }
 
 // The defaults of the queue options.
@@ -47,7 +51,7 @@ const (
 )
 
 func newConfig(opts []Option) (config, error) {
-	cfg := config{prefix: DefaultPrefix, shards: 1, codec: codec.Msgpack, drain: DefaultDrain, promote: true, logger: slog.Default()}
+	cfg := config{prefix: DefaultPrefix, shards: 1, codec: codec.Msgpack, drain: DefaultDrain, promote: true, logger: slog.Default(), memEvery: MemoryCheckInterval}
 	return cfg, optcheck.Apply(ErrInvalidOption, &cfg, opts)
 }
 

@@ -133,6 +133,10 @@ type Stats struct {
 	Overdue int64     // waiting past their due time (promotion is late or absent)
 	NextDue time.Time // earliest waiting due time; zero when none
 	Now     time.Time // the Redis clock when the figures were taken
+	// Evicting are the servers whose maxmemory-policy can evict the
+	// queue's keys (see [RedisMemory].Evicts); nil when none, or when
+	// their settings cannot be read.
+	Evicting []RedisMemory
 }
 
 // GroupStats are a group's figures from Redis ([Group.Stats]).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/group"
 )
@@ -25,6 +26,10 @@ type QueueReport struct {
 	StreamLength int64         `json:"stream_length"`     // entries in the queue stream(s)
 	Quarantined  int64         `json:"quarantined"`       // entries in the quarantine stream(s) of the main lanes
 	Groups       []GroupReport `json:"groups"`            // every consumer group, by name, summed over the shards
+	// Evicting are the Redis servers whose maxmemory-policy can evict the
+	// queue's keys (the same for every queue of the Inspector's client);
+	// absent when none, or when their settings cannot be read.
+	Evicting []delaystream.RedisMemory `json:"evicting,omitempty"`
 	// PerShard are the same figures shard by shard, in shard order.
 	PerShard []ShardReport `json:"per_shard,omitempty"`
 }
@@ -77,7 +82,8 @@ type ConsumerInfo struct {
 
 // Stats reads the figures of the named queues, in the order given, or of
 // every queue under the prefix (see [Inspector.Queues]) when none is
-// named, by name. A queue whose figures cannot be read fails the call;
+// named, by name, with the servers that can evict its keys (see
+// [Inspector.Memory]). A queue whose figures cannot be read fails the call;
 // see [Inspector.Queues] for the errors of a name. Figures read from
 // several keys or shards are not one atomic snapshot.
 func (in *Inspector) Stats(ctx context.Context, queues ...string) ([]QueueReport, error) {
@@ -91,6 +97,7 @@ func (in *Inspector) Stats(ctx context.Context, queues ...string) ([]QueueReport
 		}
 	}
 	out := make([]QueueReport, 0, len(queues))
+	evicting := in.evicting(ctx)
 	for _, q := range queues {
 		h, err := in.open(ctx, q)
 		if err != nil {
@@ -100,6 +107,7 @@ func (in *Inspector) Stats(ctx context.Context, queues ...string) ([]QueueReport
 		if err != nil {
 			return nil, err
 		}
+		r.Evicting = evicting
 		out = append(out, r)
 	}
 	return out, nil
