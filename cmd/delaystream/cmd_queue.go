@@ -52,6 +52,12 @@ func (a *app) queuesCmd() *cobra.Command {
 				fmt.Fprintf(a.stdout, "no queues under prefix %q\n", a.prefix)
 				return nil
 			}
+			for _, r := range rows {
+				if r.Stats != nil && len(r.Stats.Evicting) > 0 {
+					warnEvicting(a.stderr, r.Stats.Evicting)
+					break
+				}
+			}
 			w := a.table()
 			if noStats {
 				fmt.Fprintln(w, "QUEUE\tSHARDS")
@@ -115,6 +121,7 @@ func (a *app) statsCmd() *cobra.Command {
 }
 
 func (a *app) printStats(st admin.QueueReport) {
+	warnEvicting(a.stderr, st.Evicting)
 	fmt.Fprintf(a.stdout, "queue %s (%d shard%s), Redis time %s\n", st.Queue, st.Shards, plural(st.Shards),
 		st.Now.Local().Format("2006-01-02 15:04:05.000"))
 	w := a.table()

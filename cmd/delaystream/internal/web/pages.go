@@ -54,6 +54,7 @@ type base struct {
 	Path     string // the page's own path and query, where actions return
 	Flash    string
 	Error    string
+	Evicting []delaystream.RedisMemory // Redis servers that may evict the queues' keys
 }
 
 // render executes page into a buffer first, so that a failing template
@@ -78,6 +79,7 @@ func (s *Server) base(r *http.Request, title string) base {
 		b.Path += "?" + r.URL.RawQuery
 	}
 	b.Flash = flash(r.URL.Query())
+	b.Evicting = s.evicting(r.Context())
 	return b
 }
 
