@@ -184,7 +184,7 @@ func TestGroupsAndDeadLetters(t *testing.T) {
 	assert.Equal(t, ds[0].ID, d.ID)
 	assert.Equal(t, "job payload "+strings.TrimPrefix(d.ID, "job-"), string(d.Payload))
 	assert.Equal(t, exitNotFound, tg.run(t, "dlq", "show", "jobs", "billing", "1-1").code)
-	assert.Equal(t, exitUsage, tg.run(t, "dlq", "show", "jobs", "billing", "bogus").code)
+	assert.Equal(t, exitNotFound, tg.run(t, "dlq", "show", "jobs", "billing", "bogus").code, "a message id with no dead letter")
 
 	// --dry-run and a refusal write nothing.
 	before := redistest.Keys(t, rdb, tg.prefix)

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/admin"
 	"github.com/delaystream/delaystream/cmd/delaystream/internal/cli"
 )
@@ -283,7 +285,7 @@ func (a *app) peekCmd() *cobra.Command {
 func (a *app) getCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "get <queue> <id>",
-		Short: "One waiting message, its payload in full",
+		Short: "One waiting message, its payload in full; where it is (as locate) when it no longer waits",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			in, err := a.inspector()
@@ -291,6 +293,12 @@ func (a *app) getCmd() *cobra.Command {
 				return err
 			}
 			ms, err := in.Peek(ctxOf(c), args[0], admin.ListOptions{IDs: args[1:2]})
+			if errors.Is(err, delaystream.ErrNotFound) {
+				if _, qerr := in.Queues(ctxOf(c), args[0]); qerr != nil {
+					return qerr
+				}
+				return a.locate(c, args[0], args[1])
+			}
 			if err != nil {
 				return err
 			}
