@@ -38,8 +38,11 @@ type Metrics struct {
 	statsErrors *prometheus.CounterVec // queue
 	stats       statDescs
 
+	discoveryErrors prometheus.Counter // WatchAll's failed discoveries
+
 	mu      sync.Mutex
 	watched []watch // in the order of Watch
+	all     []watch // the prefixes of WatchAll (queue "")
 }
 
 // New returns Metrics with the given options (errors wrap
@@ -94,7 +97,9 @@ func New(opts ...Option) (*Metrics, error) {
 		moverDataLoss: counter("mover_data_loss_total", "Times the mover found that Redis lost the queue's data.", "queue"),
 
 		statsErrors: counter("stats_errors_total", "Scrapes whose read of a watched queue's figures failed or timed out.", "queue"),
-		stats:       newStatDescs(ns),
+		discoveryErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "discovery_errors_total",
+			Help: "Scrapes whose discovery of the queues under a prefix (WatchAll) failed or timed out."}),
+		stats: newStatDescs(ns),
 	}
 	return m, nil
 }
@@ -103,7 +108,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.promotionLag, m.deliveryLag, m.handlerDuration, m.deadLettered, m.reclaimed, m.reclaimedGone, m.groupDataLoss,
 		m.promoted, m.quarantined, m.batchSize, m.promoteDuration, m.moverErrors, m.ownedShards, m.moverDataLoss,
-		m.statsErrors,
+		m.statsErrors, m.discoveryErrors,
 	}
 }
 

@@ -150,13 +150,14 @@ func (m *Metrics) watchOf(queue string) (watch, bool) {
 // the stats timeout.
 func (m *Metrics) collectStats(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
-	ws := slices.Clone(m.watched)
+	ws, all := slices.Clone(m.watched), slices.Clone(m.all)
 	m.mu.Unlock()
-	if len(ws) == 0 {
+	if len(ws) == 0 && len(all) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.statsTimeout)
 	defer cancel()
+	ws = append(ws, m.discovered(ctx, all, ws)...)
 	for _, w := range ws {
 		r, err := w.read(ctx)
 		if err != nil {
