@@ -167,13 +167,16 @@ func TestGroupsAndDeadLetters(t *testing.T) {
 	assert.Empty(t, ds)
 	tg.json(t, &ds, "dlq", "ls", "jobs", "billing", "--reason", "expired")
 	assert.Empty(t, ds)
-	// --reason takes the reasons as listings show them, and nothing else.
+	// --reason takes the reasons as listings show them or as metrics label
+	// them, and nothing else.
 	tg.json(t, &ds, "dlq", "ls", "jobs", "billing", "--reason", "handler asked to dead-letter")
 	assert.Len(t, ds, 3)
-	bad := tg.run(t, "dlq", "ls", "jobs", "billing", "--reason", "handler")
+	tg.json(t, &ds, "dlq", "ls", "jobs", "billing", "--reason", "handler") // the metrics label
+	assert.Len(t, ds, 3)
+	bad := tg.run(t, "dlq", "ls", "jobs", "billing", "--reason", "card declined")
 	assert.Equal(t, exitUsage, bad.code)
-	assert.Contains(t, bad.stderr, `unknown dead-letter reason "handler"`)
-	assert.Contains(t, bad.stderr, `"handler asked to dead-letter"`)
+	assert.Contains(t, bad.stderr, `unknown dead-letter reason "card declined"`)
+	assert.Contains(t, bad.stderr, `"handler" ("handler asked to dead-letter")`)
 	assert.Equal(t, exitUsage, tg.run(t, "dlq", "purge", "jobs", "billing", "--all", "--reason", "declined", "--yes").code)
 	tg.json(t, &ds, "dlq", "ls", "jobs", "billing", "--since", "1h", "-n", "2")
 	require.Len(t, ds, 2)

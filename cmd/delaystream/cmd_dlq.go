@@ -23,7 +23,7 @@ func (f *filterFlags) add(c *cobra.Command) {
 	c.Flags().DurationVar(&f.since, "since", 0, "dead-lettered within this long before now (this host's clock)")
 	c.Flags().StringVar(&f.from, "from", "", "dead-lettered at or after this time (RFC 3339)")
 	c.Flags().StringVar(&f.to, "to", "", "dead-lettered before this time (RFC 3339)")
-	c.Flags().StringVar(&f.reason, "reason", "", `with this reason only, exactly as listed, e.g. "attempts exhausted"`)
+	c.Flags().StringVar(&f.reason, "reason", "", `with this reason only, as listed or as metrics label it, e.g. "attempts exhausted" or "attempts"`)
 }
 
 // filter returns the listing options of the flags: From, To and Reason.

@@ -132,31 +132,24 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 
 var _ prometheus.Collector = (*Metrics)(nil)
 
-// reasonLabels is the one table of the reason label's values: the
-// stored dead-letter reason (delaystream.Reason*, as admin and the
-// delaystream command list and filter them) to its short snake-case label.
-// The package doc shows the same table; a test keeps the two equal.
-var reasonLabels = map[string]string{
-	delaystream.ReasonAttempts:    "attempts",
-	delaystream.ReasonDeliveries:  "deliveries",
-	delaystream.ReasonHandler:     "handler",
-	delaystream.ReasonUndecodable: "undecodable",
-	delaystream.ReasonDeleted:     "deleted",
-	delaystream.ReasonExpired:     "expired",
-}
+// reasonLabels are the reason label's values, from the one table of
+// dead-letter reasons (delaystream.Reasons, delaystream.ReasonLabel). The
+// package doc shows the same table; a test keeps the two equal.
+var reasonLabels = func() map[string]string {
+	m := map[string]string{}
+	for _, r := range delaystream.Reasons() {
+		m[r] = delaystream.ReasonLabel(r)
+	}
+	return m
+}()
 
 // reasonOther is the label value of dead-letter reasons this release does
 // not know.
-const reasonOther = "other"
+const reasonOther = delaystream.ReasonOther
 
-// reasonLabel returns the label value of a dead-letter reason: its entry
-// in [reasonLabels], [reasonOther] for reasons this release does not know.
-func reasonLabel(reason string) string {
-	if l, ok := reasonLabels[reason]; ok {
-		return l
-	}
-	return reasonOther
-}
+// reasonLabel returns the label value of a dead-letter reason
+// (delaystream.ReasonLabel).
+func reasonLabel(reason string) string { return delaystream.ReasonLabel(reason) }
 
 // The handler outcomes, in the order of delaystream.HandlerOutcome.
 var outcomes = []delaystream.HandlerOutcome{
