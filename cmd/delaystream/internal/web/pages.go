@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -147,6 +148,22 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	b.Error = err.Error()
 	s.render(w, r, code, "error", struct{ base }{b})
 }
+
+// failClean answers code with msg, a sentence about the request (no
+// error chain).
+func (s *Server) failClean(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		writeJSON(w, code, map[string]string{"error": msg})
+		return
+	}
+	b := s.base(r, http.StatusText(code))
+	b.Error = msg
+	s.render(w, r, code, "error", struct{ base }{b})
+}
+
+// entryIDPattern matches a dead-letter entry id: "<ms>-<seq>", with
+// "@<shard>" on a sharded queue.
+var entryIDPattern = regexp.MustCompile(`^\d+-\d+(@\d+)?$`)
 
 // reqCtx bounds the Redis reads of one request.
 func reqCtx(r *http.Request) (context.Context, context.CancelFunc) {
@@ -320,6 +337,11 @@ func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	queue, g := r.PathValue("queue"), r.PathValue("group")
+	after := r.URL.Query().Get("after")
+	if after != "" && !entryIDPattern.MatchString(after) {
+		s.failClean(w, r, http.StatusBadRequest, fmt.Sprintf("after=%q is not a dead-letter entry id (<ms>-<seq>, with @<shard> on a sharded queue).", after))
+		return
+	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
 	groups, err := in.Groups(ctx, queue)
@@ -327,7 +349,7 @@ func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	p := groupPage{base: s.base(r, queue+" / "+g), After: r.URL.Query().Get("after"), Limit: groupDeadCount}
+	p := groupPage{base: s.base(r, queue+" / "+g), After: after, Limit: groupDeadCount}
 	p.Stats.Group = g
 	for _, gs := range groups {
 		if gs.Group == g {
