@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -78,7 +79,20 @@ type ConsumerInfo struct {
 	Name    string `json:"name"`
 	Pending int64  `json:"pending"` // entries it holds unacknowledged
 	IdleMs  int64  `json:"idle_ms"` // since its last attempted interaction (the least of any stream)
+	// Live is whether its process runs: a running consumer stays
+	// subscribed to a presence channel of its own, which its process's
+	// exit closes. One that is gone keeps its name until stale consumers
+	// are deleted; its pending entries are taken over after the
+	// visibility timeout. Where the channels cannot be listed (an ACL
+	// without PUBSUB), a consumer is live when it interacted within
+	// [LiveWithin].
+	Live bool `json:"live"`
 }
+
+// LiveWithin is how recently a consumer must have interacted with its
+// group to count as live when presence channels cannot be listed
+// ([ConsumerInfo].Live).
+const LiveWithin = time.Minute
 
 // Stats reads the figures of the named queues, in the order given, or of
 // every queue under the prefix (see [Inspector.Queues]) when none is
@@ -245,10 +259,60 @@ func (in *Inspector) consumers(ctx context.Context, h *handle, g string) ([]Cons
 			}
 		}
 	}
+	live, known := in.present(ctx, h, g)
 	out := make([]ConsumerInfo, 0, len(byName))
 	for _, c := range byName {
+		c.Live = live[c.Name]
+		if !known {
+			c.Live = time.Duration(c.IdleMs)*time.Millisecond < in.liveWithin
+		}
 		out = append(out, *c)
 	}
 	slices.SortFunc(out, func(a, b ConsumerInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// present returns the consumers of group g subscribed to their presence
+// channel (PUBSUB SHARDCHANNELS on shard 0's node for a sharded queue,
+// PUBSUB CHANNELS on every master for an unsharded one), and whether they
+// could be listed.
+func (in *Inspector) present(ctx context.Context, h *handle, g string) (map[string]bool, bool) {
+	k := h.layout.Shard(0)
+	pattern, prefix := k.PresencePattern(g), k.PresencePrefix(g)
+	var chans []string
+	var err error
+	switch c := in.rdb.(type) {
+	case *redis.ClusterClient:
+		if h.layout.Shards() > 1 {
+			var node *redis.Client
+			if node, err = c.MasterForKey(ctx, k.Main().Stream); err == nil {
+				chans, err = node.PubSubShardChannels(ctx, pattern).Result()
+			}
+			break
+		}
+		var mu sync.Mutex
+		err = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			cs, err := n.PubSubChannels(ctx, pattern).Result()
+			mu.Lock()
+			defer mu.Unlock()
+			chans = append(chans, cs...)
+			return err
+		})
+	default:
+		if h.layout.Shards() > 1 {
+			chans, err = in.rdb.PubSubShardChannels(ctx, pattern).Result()
+		} else {
+			chans, err = in.rdb.PubSubChannels(ctx, pattern).Result()
+		}
+	}
+	if err != nil {
+		return nil, false
+	}
+	live := make(map[string]bool, len(chans))
+	for _, ch := range chans {
+		if name, ok := strings.CutPrefix(ch, prefix); ok {
+			live[strings.TrimSuffix(name, "}")] = true
+		}
+	}
+	return live, true
 }

@@ -150,7 +150,11 @@ func TestGroupsAndDeadLetters(t *testing.T) {
 	assert.Equal(t, int64(0), gs[1].Pending)
 	assert.Equal(t, int64(1), gs[1].Consumers)
 	require.Len(t, gs[1].ConsumerList, 1)
-	assert.Contains(t, tg.ok(t, "groups", "jobs"), "group billing consumers:")
+	assert.False(t, gs[1].ConsumerList[0].Live, "the seed's consumers have stopped")
+	out := tg.ok(t, "groups", "jobs")
+	assert.Contains(t, out, "group billing consumers:")
+	assert.Regexp(t, `(?m)^\s+CONSUMER\s+STATE\s+PENDING\s+IDLE$`, out)
+	assert.Regexp(t, `(?m)^\s+\S+\s+gone\s+0\s`, out, "a consumer whose process exited")
 
 	var ds []deadRow
 	tg.json(t, &ds, "dlq", "ls", "jobs", "billing")

@@ -182,9 +182,13 @@ func (a *app) printGroups(gs []admin.GroupReport, consumers bool) {
 		}
 		fmt.Fprintf(a.stdout, "\ngroup %s consumers:\n", g.Group)
 		w := a.table()
-		fmt.Fprintln(w, "  CONSUMER\tPENDING\tIDLE")
+		fmt.Fprintln(w, "  CONSUMER\tSTATE\tPENDING\tIDLE")
 		for _, c := range g.ConsumerList {
-			fmt.Fprintf(w, "  %s\t%d\t%s\n", c.Name, c.Pending, age(c.IdleMs))
+			state := "live"
+			if !c.Live {
+				state = "gone"
+			}
+			fmt.Fprintf(w, "  %s\t%s\t%d\t%s\n", c.Name, state, c.Pending, age(c.IdleMs))
 		}
 		_ = w.Flush()
 	}

@@ -37,7 +37,7 @@ func TestDeadLettersByMessageID(t *testing.T) {
 	for _, action := range []string{"redrive", "purge"} {
 		r = tg.run(t, "dlq", action, "jobs", "billing", "order-5001", "--yes")
 		assert.Equal(t, exitNotFound, r.code, action)
-		assert.Equal(t, "delaystream: no dead letter of message order-5001 in group billing of queue jobs: delaystream: not found\n", r.stderr)
+		assert.Equal(t, "delaystream: no dead letter of message order-5001 in group billing of queue jobs: not found\n", r.stderr)
 		assert.Empty(t, r.stdout)
 	}
 	// An entry id that names no dead letter is not a success either.

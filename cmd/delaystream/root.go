@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "delaystream:", err)
+	fmt.Fprintln(stderr, "delaystream:", sentence(err))
 	var ue usageError
 	switch {
 	case errors.As(err, &ue), errors.Is(err, delaystream.ErrInvalidOption), errors.Is(err, delaystream.ErrInvalidName),
@@ -106,6 +106,13 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 not confirmed (destructive co
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentPreRun = func(c *cobra.Command, _ []string) {
+		if c.Name() != "serve" && c.Name() != "exporter" {
+			// One-shot commands: their error line says what the pool's
+			// log lines would.
+			redis.SetLogger(quietRedisLog{})
+		}
+	}
 	f := root.PersistentFlags()
 	f.StringVar(&a.url, "redis-url", envOr("REDIS_URL", cli.DefaultURL),
 		"redis://[user:password@]host:port[/db] or rediss:// (TLS); comma-separated hosts for a Cluster ($REDIS_URL)")
