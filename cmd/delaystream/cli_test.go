@@ -114,7 +114,7 @@ func TestCancelAndReschedule(t *testing.T) {
 	assert.Equal(t, exitNotConfirmd, r.code)
 	assert.Equal(t, before, redistest.Keys(t, rdb, tg.prefix), "a refused command wrote something")
 
-	assert.Contains(t, tg.ok(t, "cancel", "orders", "soon", "--yes"), "cancelled soon")
+	assert.Equal(t, "cancelled 1 waiting message of orders\n  soon\n", tg.ok(t, "cancel", "orders", "soon", "--yes"))
 	assert.Equal(t, exitNotFound, tg.run(t, "get", "orders", "soon").code)
 	assert.Equal(t, exitNotFound, tg.run(t, "cancel", "orders", "soon", "--yes").code)
 

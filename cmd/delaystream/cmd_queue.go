@@ -330,24 +330,83 @@ func (a *app) getCmd() *cobra.Command {
 }
 
 func (a *app) cancelCmd() *cobra.Command {
+	var (
+		prefix string
+		dryRun bool
+	)
 	c := &cobra.Command{
-		Use:   "cancel <queue> <id>",
-		Short: "Remove a waiting message (asks for confirmation; --yes without a terminal)",
-		Args:  cobra.ExactArgs(2),
+		Use:   "cancel <queue> [id...] [--id-prefix P]",
+		Short: "Remove waiting messages, by id or by id prefix (asks for confirmation; --yes without a terminal)",
+		Args:  cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			in, err := a.confirmOn(c, args[0], fmt.Sprintf("cancel message %s of queue %s", args[1], args[0]))
+			queue, ids := args[0], args[1:]
+			if len(ids) == 0 && prefix == "" {
+				return usagef("give message ids or --id-prefix")
+			}
+			in, err := a.inspector()
 			if err != nil {
 				return err
 			}
-			if err := in.Cancel(ctxOf(c), args[0], args[1]); err != nil {
+			// Resolve first (a dry run), so the question names a count.
+			res, err := in.CancelMany(ctxOf(c), queue, admin.CancelOptions{IDs: ids, IDPrefix: prefix, DryRun: true})
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "cancelled %s\n", args[1])
+			if !dryRun && res.Matched > 0 {
+				what := fmt.Sprintf("cancel %d waiting message%s of queue %s", res.Matched, plural(res.Matched), queue)
+				if len(ids) == 1 && prefix == "" {
+					what = fmt.Sprintf("cancel message %s of queue %s", ids[0], queue)
+				}
+				if err := a.confirm(what); err != nil {
+					return err
+				}
+				sel := admin.CancelOptions{IDs: ids, IDPrefix: prefix}
+				if !res.IDsTruncated {
+					sel = admin.CancelOptions{IDs: res.IDs} // act on exactly what was found
+				}
+				notWaiting := res.NotWaiting
+				if res, err = in.CancelMany(ctxOf(c), queue, sel); err != nil {
+					return err
+				}
+				res.NotWaiting = append(notWaiting, res.NotWaiting...)
+			}
+			if err := a.printCancel(res); err != nil {
+				return err
+			}
+			if len(res.NotWaiting) > 0 {
+				return fmt.Errorf("%d of the messages given not waiting (already due, cancelled or unknown): %w",
+					len(res.NotWaiting), delaystream.ErrNotFound)
+			}
 			return nil
 		},
 	}
+	c.Flags().StringVar(&prefix, "id-prefix", "", "also every waiting message whose id starts with this (messages with their own ids)")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "show what would be cancelled, write nothing")
 	a.addYes(c)
+	a.addJSON(c)
 	return c
+}
+
+// printCancel prints what cancel did, or would do.
+func (a *app) printCancel(res admin.CancelResult) error {
+	if a.jsonOut {
+		return a.printJSON(res)
+	}
+	if res.DryRun {
+		fmt.Fprintf(a.stdout, "dry run: would cancel %d waiting message%s of %s\n", res.Matched, plural(res.Matched), res.Queue)
+	} else {
+		fmt.Fprintf(a.stdout, "cancelled %d waiting message%s of %s\n", res.Done, plural(res.Done), res.Queue)
+	}
+	for _, id := range res.IDs {
+		fmt.Fprintf(a.stdout, "  %s\n", id)
+	}
+	if res.IDsTruncated {
+		fmt.Fprintf(a.stdout, "  (first %d shown)\n", len(res.IDs))
+	}
+	for _, id := range res.NotWaiting {
+		fmt.Fprintf(a.stdout, "  not waiting: %s\n", id)
+	}
+	return nil
 }
 
 // confirmOn returns the inspector for an action on queue once the queue
