@@ -243,6 +243,21 @@ func TestQuarantine(t *testing.T) {
 	tg.json(t, &qs, "quarantine", "ls", "orders")
 	assert.Empty(t, qs)
 	assert.Contains(t, tg.ok(t, "quarantine", "ls", "jobs"), "unknown member format")
+
+	// A foreign member has no message to restore; rm deletes it.
+	tg.json(t, &qs, "quarantine", "ls", "jobs")
+	id := qs[0].EntryID
+	assert.Equal(t, exitNotConfirmd, tg.run(t, "quarantine", "rm", "jobs", id).code)
+	r := tg.run(t, "quarantine", "restore", "jobs", id, "--yes")
+	assert.Equal(t, exitError, r.code)
+	assert.Contains(t, r.stdout, "unrecoverable (no message id or readable envelope; rm it): "+id)
+	assert.Equal(t, "deleted 1 of 1 quarantined entry of jobs\n", tg.ok(t, "quarantine", "rm", "jobs", id, "--yes"))
+	tg.json(t, &qs, "quarantine", "ls", "jobs")
+	assert.Empty(t, qs)
+	r = tg.run(t, "quarantine", "rm", "jobs", id, "--yes")
+	assert.Equal(t, exitNotFound, r.code)
+	assert.Contains(t, r.stdout, "not found: "+id)
+	assert.Equal(t, exitUsage, tg.run(t, "quarantine", "rm", "jobs", "garbage", "--yes").code)
 }
 
 func TestExitCodes(t *testing.T) {

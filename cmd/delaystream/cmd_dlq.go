@@ -320,8 +320,73 @@ func (a *app) quarantineCmd() *cobra.Command {
 	}
 	ls.Flags().IntVarP(&limit, "limit", "n", 100, "most entries listed")
 	a.addJSON(ls)
-	c.AddCommand(ls)
+	c.AddCommand(ls, a.quarantineActCmd("rm"), a.quarantineActCmd("restore"))
 	return c
+}
+
+// quarantineActCmd builds `quarantine rm` and `quarantine restore`.
+func (a *app) quarantineActCmd(action string) *cobra.Command {
+	var wait time.Duration
+	short := "Delete quarantined entries for good, by entry id (asks for confirmation; --yes without a terminal)"
+	if action == "restore" {
+		short = "Put quarantined entries back once fixed: their messages wait again (asks for confirmation; --yes without a terminal)"
+	}
+	c := &cobra.Command{
+		Use:   action + " <queue> <entry-id>...",
+		Short: short,
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			queue, ids := args[0], args[1:]
+			verb := map[string]string{"rm": "delete", "restore": "restore"}[action]
+			in, err := a.confirmOn(c, queue, fmt.Sprintf("%s %d quarantined entr%s of queue %s", verb, len(ids), pluralY(len(ids)), queue))
+			if err != nil {
+				return err
+			}
+			var res admin.QuarantineResult
+			if action == "rm" {
+				res, err = in.DeleteQuarantined(ctxOf(c), queue, ids...)
+			} else {
+				res, err = in.RestoreQuarantined(ctxOf(c), queue, wait, ids...)
+			}
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				if err := a.printJSON(res); err != nil {
+					return err
+				}
+			} else {
+				done := map[string]string{"rm": "deleted", "restore": "restored"}[action]
+				fmt.Fprintf(a.stdout, "%s %d of %d quarantined entr%s of %s\n", done, res.Done, len(ids), pluralY(len(ids)), queue)
+				for _, id := range res.NotFound {
+					fmt.Fprintf(a.stdout, "  not found: %s\n", id)
+				}
+				for _, id := range res.Unrecoverable {
+					fmt.Fprintf(a.stdout, "  unrecoverable (no message id or readable envelope; rm it): %s\n", id)
+				}
+			}
+			switch {
+			case len(res.NotFound) > 0:
+				return fmt.Errorf("%d of the quarantined entries given not found: %w", len(res.NotFound), delaystream.ErrNotFound)
+			case len(res.Unrecoverable) > 0:
+				return fmt.Errorf("%d of the quarantined entries given could not be restored", len(res.Unrecoverable))
+			}
+			return nil
+		},
+	}
+	if action == "restore" {
+		c.Flags().DurationVar(&wait, "delay", 0, "deliver after this delay (or at the entry's due time, if later)")
+	}
+	a.addYes(c)
+	a.addJSON(c)
+	return c
+}
+
+func pluralY(n int) string {
+	if n == 1 {
+		return "y"
+	}
+	return "ies"
 }
 
 // entryIDPattern matches a dead letter's entry id: "<ms>-<seq>", with

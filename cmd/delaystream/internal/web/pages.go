@@ -88,17 +88,25 @@ func (s *Server) base(r *http.Request, title string) base {
 // fixed words and numbers only, never from text of the request.
 func flash(q url.Values) string {
 	did := q.Get("did")
-	if did != "redrive" && did != "purge" {
+	verb, ok := map[string]string{"redrive": "Redrove", "purge": "Purged", "restore": "Restored", "rm": "Deleted"}[did]
+	if !ok {
 		return ""
 	}
 	n, _ := strconv.Atoi(q.Get("n"))
-	verb := map[string]string{"redrive": "Redrove", "purge": "Purged"}[did]
-	msg := fmt.Sprintf("%s %d dead letter%s.", verb, n, plural(n))
+	what := "dead letter" + plural(n)
+	if did == "restore" || did == "rm" {
+		what = "quarantined entr" + map[bool]string{true: "y", false: "ies"}[n == 1]
+	}
+	msg := fmt.Sprintf("%s %d %s.", verb, n, what)
 	if m, _ := strconv.Atoi(q.Get("missing")); m > 0 {
 		msg += fmt.Sprintf(" %d no longer existed.", m)
 	}
 	if u, _ := strconv.Atoi(q.Get("unrecoverable")); u > 0 {
-		msg += fmt.Sprintf(" %d could not be redriven (no valid envelope): purge them instead.", u)
+		if did == "restore" {
+			msg += fmt.Sprintf(" %d could not be restored (no message id or valid envelope): delete them instead.", u)
+		} else {
+			msg += fmt.Sprintf(" %d could not be redriven (no valid envelope): purge them instead.", u)
+		}
 	}
 	return msg
 }
@@ -382,20 +390,7 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if s.cfg.readOnly {
-		http.Error(w, "read-only: actions are disabled (--read-only)", http.StatusForbidden)
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "bad form", http.StatusBadRequest)
-		return
-	}
-	if !s.checkToken(r) {
-		http.Error(w, "missing or invalid CSRF token: reload the page and try again", http.StatusForbidden)
-		return
-	}
-	in, prefix := s.inspector(w, r)
+	in, prefix := s.actionInspector(w, r)
 	if in == nil {
 		return
 	}
@@ -414,28 +409,7 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 	}
 	s.cfg.logger.InfoContext(ctx, "web: "+action, slog.String("prefix", prefix), slog.String("queue", queue),
 		slog.String("group", g), slog.Int("done", res.Done), slog.Int("matched", res.Matched))
-	back := localPath(r.PostFormValue("return"))
-	if back == "" {
-		back = "/p/" + url.PathEscape(prefix) + "/q/" + url.PathEscape(queue)
-	}
-	u, _ := url.Parse(back) // localPath checked it
-	q := u.Query()
-	for _, k := range []string{"did", "n", "missing", "unrecoverable"} {
-		q.Del(k)
-	}
-	q.Set("did", action)
-	q.Set("n", strconv.Itoa(res.Done))
-	if len(res.NotFound) > 0 {
-		q.Set("missing", strconv.Itoa(len(res.NotFound)))
-	}
-	if len(res.Unrecoverable) > 0 {
-		q.Set("unrecoverable", strconv.Itoa(len(res.Unrecoverable)))
-	}
-	if action == "purge" || res.Done > 0 {
-		q.Del("after") // the page's first entry may be gone
-	}
-	u.RawQuery = q.Encode()
-	http.Redirect(w, r, u.String(), http.StatusSeeOther)
+	s.redirectBack(w, r, prefix, queue, action, res.Done, len(res.NotFound), len(res.Unrecoverable))
 }
 
 // localPath returns p when it is a path of this server ("/..." but not
@@ -495,6 +469,99 @@ func (b base) Act(group, action, id string) actionForm {
 		f.Confirm = "Delete every dead letter of " + group + " for good?"
 	}
 	return f
+}
+
+// QAct returns the form of a quarantine action ("restore" or "rm") on
+// entry id of the page's queue.
+func (b base) QAct(action, id string) actionForm {
+	f := actionForm{CSRF: b.CSRF, Return: b.Path, ID: id, Class: "q-" + action,
+		Action: "/p/" + url.PathEscape(b.Prefix) + "/q/" + url.PathEscape(b.Queue) + "/quarantine/" + action}
+	if action == "restore" {
+		f.Label = "Restore"
+		f.Confirm = "Schedule the message of quarantined entry " + id + " again?"
+	} else {
+		f.Label = "Delete"
+		f.Confirm = "Delete quarantined entry " + id + " for good?"
+	}
+	return f
+}
+
+// handleQuarantineAction runs a restore or delete of a quarantined entry
+// posted by a queue page's button, with the checks of handleAction.
+func (s *Server) handleQuarantineAction(w http.ResponseWriter, r *http.Request) {
+	action := r.PathValue("action")
+	if action != "restore" && action != "rm" {
+		http.NotFound(w, r)
+		return
+	}
+	in, prefix := s.actionInspector(w, r)
+	if in == nil {
+		return
+	}
+	queue, ids := r.PathValue("queue"), r.PostForm["id"]
+	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+	defer cancel()
+	var res admin.QuarantineResult
+	var err error
+	if action == "restore" {
+		res, err = in.RestoreQuarantined(ctx, queue, 0, ids...)
+	} else {
+		res, err = in.DeleteQuarantined(ctx, queue, ids...)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.cfg.logger.InfoContext(ctx, "web: quarantine "+action, slog.String("prefix", prefix), slog.String("queue", queue),
+		slog.Int("done", res.Done))
+	s.redirectBack(w, r, prefix, queue, action, res.Done, len(res.NotFound), len(res.Unrecoverable))
+}
+
+// actionInspector checks a posted action (not read-only, a form within
+// bounds, the CSRF token) and returns the Inspector of its prefix, or
+// answers and returns nil.
+func (s *Server) actionInspector(w http.ResponseWriter, r *http.Request) (*admin.Inspector, string) {
+	if s.cfg.readOnly {
+		http.Error(w, "read-only: actions are disabled (--read-only)", http.StatusForbidden)
+		return nil, ""
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return nil, ""
+	}
+	if !s.checkToken(r) {
+		http.Error(w, "missing or invalid CSRF token: reload the page and try again", http.StatusForbidden)
+		return nil, ""
+	}
+	return s.inspector(w, r)
+}
+
+// redirectBack answers an action with a redirect to the page it came from,
+// with what it did for the flash message.
+func (s *Server) redirectBack(w http.ResponseWriter, r *http.Request, prefix, queue, action string, done, missing, unrecoverable int) {
+	back := localPath(r.PostFormValue("return"))
+	if back == "" {
+		back = "/p/" + url.PathEscape(prefix) + "/q/" + url.PathEscape(queue)
+	}
+	u, _ := url.Parse(back) // localPath checked it
+	q := u.Query()
+	for _, k := range []string{"did", "n", "missing", "unrecoverable"} {
+		q.Del(k)
+	}
+	q.Set("did", action)
+	q.Set("n", strconv.Itoa(done))
+	if missing > 0 {
+		q.Set("missing", strconv.Itoa(missing))
+	}
+	if unrecoverable > 0 {
+		q.Set("unrecoverable", strconv.Itoa(unrecoverable))
+	}
+	if action == "purge" || done > 0 {
+		q.Del("after") // the page's first entry may be gone
+	}
+	u.RawQuery = q.Encode()
+	http.Redirect(w, r, u.String(), http.StatusSeeOther)
 }
 
 // deadTable is a table of dead letters of one group.

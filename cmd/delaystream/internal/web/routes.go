@@ -30,6 +30,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /p/{prefix}/q/{queue}/chart", s.handleChart)
 	mux.HandleFunc("GET /p/{prefix}/q/{queue}/g/{group}", s.handleGroup)
 	mux.HandleFunc("POST /p/{prefix}/q/{queue}/g/{group}/{action}", s.handleAction)
+	mux.HandleFunc("POST /p/{prefix}/q/{queue}/quarantine/{action}", s.handleQuarantineAction)
 
 	mux.HandleFunc("GET /api/p/{prefix}/queues", s.apiQueues)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}", s.apiQueue)
