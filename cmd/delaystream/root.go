@@ -125,7 +125,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 not confirmed (destructive co
 	f.DurationVar(&a.timeout, "timeout", 5*time.Second, "dial, read and write timeout")
 
 	root.AddCommand(a.queuesCmd(), a.statsCmd(), a.peekCmd(), a.getCmd(), a.cancelCmd(), a.rescheduleCmd(),
-		a.groupsCmd(), a.forgetGroupCmd(), a.dlqCmd(), a.quarantineCmd(), a.watchCmd(), a.memoryCmd(), a.locateCmd(), a.exporterCmd())
+		a.groupsCmd(), a.forgetGroupCmd(), a.dlqCmd(), a.quarantineCmd(), a.watchCmd(), a.memoryCmd(), a.locateCmd(), a.exporterCmd(), a.deleteQueueCmd())
 	root.AddCommand(a.serveCmd()) // the web view, serve.go
 	// Unknown commands and wrong argument counts are usage errors.
 	for _, c := range allCommands(root) {
