@@ -56,6 +56,9 @@ type base struct {
 	Flash    string
 	Error    string
 	Evicting []delaystream.RedisMemory // Redis servers that may evict the queues' keys
+	// RefreshMs is how often the page's tables and figures are read
+	// again (app.js): the sample interval, at least 1 s.
+	RefreshMs int64
 }
 
 // render executes page into a buffer first, so that a failing template
@@ -81,6 +84,7 @@ func (s *Server) base(r *http.Request, title string) base {
 	}
 	b.Flash = flash(r.URL.Query())
 	b.Evicting = s.evicting(r.Context())
+	b.RefreshMs = max(s.cfg.sampleInterval, time.Second).Milliseconds()
 	return b
 }
 
