@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -273,37 +272,20 @@ func (in *Inspector) consumers(ctx context.Context, h *handle, g string) ([]Cons
 }
 
 // present returns the consumers of group g subscribed to their presence
-// channel (PUBSUB SHARDCHANNELS on shard 0's node for a sharded queue,
-// PUBSUB CHANNELS on every master for an unsharded one), and whether they
-// could be listed.
+// channel (PUBSUB SHARDCHANNELS on the node of shard 0's slot), and
+// whether they could be listed.
 func (in *Inspector) present(ctx context.Context, h *handle, g string) (map[string]bool, bool) {
 	k := h.layout.Shard(0)
 	pattern, prefix := k.PresencePattern(g), k.PresencePrefix(g)
 	var chans []string
 	var err error
-	switch c := in.rdb.(type) {
-	case *redis.ClusterClient:
-		if h.layout.Shards() > 1 {
-			var node *redis.Client
-			if node, err = c.MasterForKey(ctx, k.Main().Stream); err == nil {
-				chans, err = node.PubSubShardChannels(ctx, pattern).Result()
-			}
-			break
+	if c, ok := in.rdb.(*redis.ClusterClient); ok {
+		var node *redis.Client
+		if node, err = c.MasterForKey(ctx, k.Main().Stream); err == nil {
+			chans, err = node.PubSubShardChannels(ctx, pattern).Result()
 		}
-		var mu sync.Mutex
-		err = c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-			cs, err := n.PubSubChannels(ctx, pattern).Result()
-			mu.Lock()
-			defer mu.Unlock()
-			chans = append(chans, cs...)
-			return err
-		})
-	default:
-		if h.layout.Shards() > 1 {
-			chans, err = in.rdb.PubSubShardChannels(ctx, pattern).Result()
-		} else {
-			chans, err = in.rdb.PubSubChannels(ctx, pattern).Result()
-		}
+	} else {
+		chans, err = in.rdb.PubSubShardChannels(ctx, pattern).Result()
 	}
 	if err != nil {
 		return nil, false

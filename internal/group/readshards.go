@@ -123,8 +123,7 @@ func (a *arrivals) take(from, max int, out []int) []int {
 // reader (a) and the reclaimer (rd.act). A sharded queue's channels are
 // shard channels, subscribed with one connection per node that holds
 // shards and pinged after 5 s of silence; an unsharded queue's two are
-// classic channels on one connection, pinged after 30 s of silence, which
-// also carries the consumer's presence channel. Every
+// classic channels on one connection, pinged after 30 s of silence. Every
 // (re)subscription marks every stream, since announcements made while it
 // was down are lost. A sharded queue's shards that f says another consumer
 // of the group owns are marked strayDelay later (affinity.go).
@@ -172,10 +171,6 @@ func (rd *reader) listen(ctx context.Context, a *arrivals, f *affinity, lost *lo
 	}
 	if len(c.shards) == 1 {
 		cfg.Classic, cfg.Health = true, unshardedPoll
-		// The consumer's presence rides on the same connection: operators
-		// list the live consumers with PUBSUB CHANNELS (nothing is
-		// published on it).
-		cfg.Groups[0] = append(cfg.Groups[0], c.layout.Shard(0).Presence(c.group, c.cfg.consumer))
 	}
 	return shardsub.Run(ctx, c.rdb, cfg)
 }
@@ -202,9 +197,12 @@ func (rd *reader) readShards(ctx context.Context) error {
 	defer func() { stop(); bg.Wait() }()
 	lost := newLostStreams()
 	bg.Go(func() { _ = rd.listen(lctx, a, f, lost) })
+	// Every consumer keeps its presence, by which operators tell live
+	// consumers from gone ones; on a sharded queue the consumers also
+	// split the shards by it.
+	bg.Go(func() { _ = rd.present(lctx) })
 	if len(c.shards) > 1 {
 		bg.Go(func() { rd.follow(lctx, f, a) })
-		bg.Go(func() { _ = rd.present(lctx) })
 	}
 	l := newReadLoop(rd, streams, a, lost)
 	defer l.close(ctx)
