@@ -293,3 +293,36 @@ func TestRetryRefusedForMemory(t *testing.T) {
 	assert.Equal(t, []delaystream.HandlerOutcome{delaystream.Unsettled, delaystream.Acked}, outcomes)
 	assert.Equal(t, 2, calls)
 }
+
+// On a Cluster every master is read: the one master configured to evict
+// is reported, by its address, and only it; a sharded queue refuses to
+// run on it WithNoEvictionRequired.
+func TestEvictionPolicyCluster(t *testing.T) {
+	t.Parallel()
+	c, err := redistest.SpawnCluster(3, 0)
+	require.NoError(t, err)
+	defer c.Stop()
+	rdb := c.Client()
+	defer rdb.Close()
+	ctx := context.Background()
+	evicting := c.Servers()[1].Addr
+	node := redis.NewClient(redistest.Options(t, evicting))
+	defer node.Close()
+	require.NoError(t, node.ConfigSet(ctx, "maxmemory", "64mb").Err())
+	require.NoError(t, node.ConfigSet(ctx, "maxmemory-policy", "volatile-lru").Err())
+
+	q, err := delaystream.New(rdb, "orders", delaystream.WithPrefix(redistest.Prefix(t)), delaystream.WithShards(6))
+	require.NoError(t, err)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.Len(t, st.Evicting, 1)
+	assert.Equal(t, evicting, st.Evicting[0].Addr)
+	assert.Equal(t, "volatile-lru", st.Evicting[0].Policy)
+
+	strict, err := delaystream.New(rdb, "orders", delaystream.WithPrefix(redistest.Prefix(t)), delaystream.WithShards(6),
+		delaystream.WithNoEvictionRequired(), delaystream.WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, err)
+	_, err = strict.Schedule(ctx, delaystream.Message{ID: "a"}, delaystream.After(time.Minute))
+	require.ErrorIs(t, err, delaystream.ErrEvictionPolicy)
+	assert.Contains(t, err.Error(), evicting)
+}
