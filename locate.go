@@ -54,6 +54,9 @@ type Location struct {
 	// Quarantined are its entries in the quarantines (the queue's and the
 	// groups' retry lanes').
 	Quarantined []QuarantinePlace `json:"quarantined,omitempty"`
+	// Unread are its entry ids in the queue's stream while the queue has
+	// no consumer group: the first group created gets them.
+	Unread []string `json:"unread,omitempty"`
 	// Partial is set when a stream or retry lane held more than
 	// [LocateScanLimit] entries: places beyond them were not searched.
 	Partial bool `json:"partial,omitempty"`
@@ -61,7 +64,7 @@ type Location struct {
 
 // Found reports whether the message was found anywhere.
 func (l Location) Found() bool {
-	return l.Waiting != nil || len(l.Groups) > 0 || len(l.Quarantined) > 0
+	return l.Waiting != nil || len(l.Groups) > 0 || len(l.Quarantined) > 0 || len(l.Unread) > 0
 }
 
 // WaitingPlace is a waiting message's due time and attempt.
@@ -178,6 +181,9 @@ func (loc *Location) add(v any, sharded bool) {
 	extra, _ := f[4].([]any)
 	switch where {
 	case "stream":
+		if len(extra) == 0 { // no group yet
+			loc.Unread = append(loc.Unread, eid)
+		}
 		attempt := entryAttempt(eid, fields)
 		for _, e := range extra {
 			per, _ := e.([]any)

@@ -224,4 +224,5 @@ func TestLocatePartial(t *testing.T) {
 	loc, err = q.Locate(ctx, "other3")
 	require.NoError(t, err)
 	assert.True(t, loc.Found(), "an entry within the limit is found")
+	assert.Len(t, loc.Unread, 1, "in the stream of a queue without groups")
 }

@@ -62,6 +62,9 @@ func (a *app) printLocation(loc delaystream.Location) {
 	for _, g := range loc.Groups {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", g.Place, g.Group, g.EntryID, placeDetails(g, now))
 	}
+	for _, e := range loc.Unread {
+		fmt.Fprintf(w, "unread\t-\t%s\tin the stream; the queue has no consumer group yet\n", e)
+	}
 	for _, q := range loc.Quarantined {
 		group := q.Group
 		if group == "" {
