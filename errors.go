@@ -49,4 +49,14 @@ var (
 	// ErrDropped is matched by the errors [Drop] returns, for middleware
 	// that tells a dropped delivery from a failed one.
 	ErrDropped = errs.ErrDropped
+	// ErrOutOfMemory is wrapped by the error of a write Redis refused
+	// because its memory is full (maxmemory reached under the noeviction
+	// policy); the error says how full (used, maxmemory, policy). Nothing
+	// of the refused call was written (in a batch, other chunks may have
+	// been: see its Results). Retry once memory is freed.
+	ErrOutOfMemory = errs.ErrOutOfMemory
+	// ErrEvictionPolicy is wrapped by the error of [Queue.Run] and of
+	// scheduling under [WithNoEvictionRequired] when a Redis server's
+	// maxmemory-policy can evict the queue's keys. Nothing was written.
+	ErrEvictionPolicy = errs.ErrEvictionPolicy
 )

@@ -29,6 +29,10 @@ type config struct {
 	mover    []mover.Option          // promotion options, after prefix, shards and logger
 	parsers  map[string]recur.Parser // recurring spec kinds besides "every"
 	horizon  time.Duration           // recurring schedules' horizon; 0: the default
+
+	noEviction   bool                // WithNoEvictionRequired
+	evictionHook func([]RedisMemory) // WithEvictionHook
+	memEvery     time.Duration       // how often Run checks memory settings
 }
 
 // The defaults of the queue options.
@@ -51,7 +55,7 @@ const (
 )
 
 func newConfig(opts []Option) (config, error) {
-	cfg := config{prefix: DefaultPrefix, shards: 1, codec: codec.Msgpack, drain: DefaultDrain, promote: true, logger: slog.Default()}
+	cfg := config{prefix: DefaultPrefix, shards: 1, codec: codec.Msgpack, drain: DefaultDrain, promote: true, logger: slog.Default(), memEvery: MemoryCheckInterval}
 	return cfg, optcheck.Apply(ErrInvalidOption, &cfg, opts)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/flow"
 	"github.com/delaystream/delaystream/internal/group"
+	"github.com/delaystream/delaystream/internal/memory"
 	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/internal/recur"
@@ -34,6 +35,7 @@ type Queue struct {
 	producer *delay.Queue
 	mover    *mover.Mover // nil WithoutPromotion
 	recur    *recur.Store // recurring schedules
+	mem      *memWatch
 
 	mu      sync.Mutex
 	running bool
@@ -58,7 +60,7 @@ func New(rdb redis.UniversalClient, name string, opts ...Option) (*Queue, error)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
-	q := &Queue{rdb: rdb, name: name, layout: layout, cfg: cfg}
+	q := &Queue{rdb: rdb, name: name, layout: layout, cfg: cfg, mem: newMemWatch(rdb, cfg)}
 	popts := append([]delay.Option{delay.WithPrefix(cfg.prefix), delay.WithShards(cfg.shards), delay.WithCodec(cfg.codec)}, cfg.producer...)
 	if q.producer, err = delay.New(rdb, name, popts...); err != nil {
 		return nil, partError("scheduling", err)
@@ -78,13 +80,17 @@ func (q *Queue) Name() string { return q.name }
 
 // Stats returns the figures of the waiting messages (waiting, overdue,
 // next due, by the Redis clock), over every shard, since when the queue
-// is paused, and the number of recurring schedules. Each group's figures
-// come from [Group.Stats].
+// is paused, the number of recurring schedules, and the servers whose
+// memory policy can evict the queue's keys (read now). Each group's
+// figures come from [Group.Stats].
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 	s, err := q.producer.Stats(ctx)
 	out := Stats{Waiting: s.Waiting, Overdue: s.Overdue, NextDue: s.NextDue, Now: s.Now}
 	if err != nil {
 		return out, err
+	}
+	if list, merr := memory.Read(ctx, q.rdb); merr == nil {
+		out.Evicting = redisMemories(memory.Evicting(list))
 	}
 	if out.PausedSince, _, err = flow.QueueSince(ctx, q.rdb, q.layout); err != nil {
 		return out, err
@@ -199,7 +205,10 @@ func (q *Queue) handle(name string, h Handler, opts []GroupOption) (*Group, erro
 // again; groups are added before Run ([Queue.Handle] refuses them while it
 // runs). To stop once the work is done, cancel Run's ctx from a handler or
 // from another goroutine. Run never closes the client and never handles OS
-// signals.
+// signals. Run reads the memory settings of the queue's servers at start
+// and every [MemoryCheckInterval], and logs a policy that can evict its
+// keys; under [WithNoEvictionRequired] it returns an error wrapping
+// [ErrEvictionPolicy] instead of starting.
 func (q *Queue) Run(ctx context.Context) error {
 	q.mu.Lock()
 	if q.running {
@@ -219,6 +228,9 @@ func (q *Queue) Run(ctx context.Context) error {
 		q.mu.Unlock()
 	}()
 
+	if st, _ := q.mem.check(ctx); st != nil && st.refusal != nil {
+		return st.refusal
+	}
 	// Every group exists (and is recorded, so trimming keeps what it has
 	// not read) before the mover promotes anything: a group whose consumer
 	// started late would otherwise miss what the others had acknowledged
@@ -239,6 +251,13 @@ func (q *Queue) Run(ctx context.Context) error {
 	q.reportPause(ctx)
 
 	g, gctx := errgroup.WithContext(ctx)
+	mctx, stopMem := context.WithCancel(gctx)
+	var memLoop sync.WaitGroup
+	memLoop.Go(func() { q.mem.loop(mctx) })
+	defer func() {
+		stopMem()
+		memLoop.Wait()
+	}()
 	if q.mover != nil {
 		g.Go(func() error { return q.recur.Serve(gctx) }) // every promoting process tops schedules up
 		g.Go(func() error { return wrapPart("mover", q.mover.Run(gctx)) })

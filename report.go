@@ -145,6 +145,10 @@ type Stats struct {
 	// PausedSince is when the queue's promotion was paused ([Queue.Pause]),
 	// by the Redis clock; zero when it is not.
 	PausedSince time.Time
+	// Evicting are the servers whose maxmemory-policy can evict the
+	// queue's keys (see [RedisMemory].Evicts); nil when none, or when
+	// their settings cannot be read.
+	Evicting []RedisMemory
 }
 
 // GroupStats are a group's figures from Redis ([Group.Stats]).

@@ -113,8 +113,15 @@ func result(r delay.Result) Result {
 // Schedule stores msg until when. It returns once Redis has the message
 // (and, with [WithReplicaAck], its replicas). An invalid message is
 // refused with [ErrInvalidMessage] and nothing is written; a waiting
-// duplicate is handled by the message's or the queue's [Policy].
+// duplicate is handled by the message's or the queue's [Policy]. A write
+// Redis refuses for memory returns an error wrapping [ErrOutOfMemory]
+// that says how full it is; under [WithNoEvictionRequired], a Redis that
+// can evict is refused with [ErrEvictionPolicy]. Either way nothing was
+// written.
 func (q *Queue) Schedule(ctx context.Context, msg Message, when When) (Result, error) {
+	if err := q.mem.gate(ctx); err != nil {
+		return Result{}, err
+	}
 	r, err := q.producer.Schedule(ctx, msg.internal(), when.w)
 	return result(r), err
 }
@@ -124,6 +131,9 @@ func (q *Queue) Schedule(ctx context.Context, msg Message, when When) (Result, e
 // order. Invalid items fail the whole call before anything is written; a
 // Redis failure may leave some chunks written: their Results say which.
 func (q *Queue) ScheduleBatch(ctx context.Context, items []Item) ([]Result, error) {
+	if err := q.mem.gate(ctx); err != nil {
+		return nil, err
+	}
 	buf := itemBufs.Get().(*[]delay.Item)
 	in := slices.Grow((*buf)[:0], len(items))[:len(items)]
 	for i, it := range items {
@@ -171,6 +181,9 @@ func (q *Queue) Len(ctx context.Context) (int64, error) { return q.producer.Len(
 // Schedule is [Queue.Schedule] for a payload of type T, encoded with the
 // queue's codec (see [WithCodec]). id may be empty for a generated one.
 func Schedule[T any](ctx context.Context, q *Queue, id string, v T, when When) (Result, error) {
+	if err := q.mem.gate(ctx); err != nil {
+		return Result{}, err
+	}
 	r, err := delay.NewTyped[T](q.producer).Schedule(ctx, id, v, when.w)
 	return result(r), err
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -27,8 +28,9 @@ const (
 // them as it goes. Build it with [New]; it is safe for concurrent use,
 // starts no goroutines and never closes its client.
 type Inspector struct {
-	rdb    redis.UniversalClient
-	prefix string
+	rdb        redis.UniversalClient
+	prefix     string
+	liveWithin time.Duration // LiveWithin; shorter in tests
 }
 
 // New returns an Inspector of the queues under prefix ("" means
@@ -46,7 +48,7 @@ func New(rdb redis.UniversalClient, prefix string) (*Inspector, error) {
 	if err := stream.ValidateName("prefix", prefix); err != nil {
 		return nil, invalid(err)
 	}
-	return &Inspector{rdb: rdb, prefix: prefix}, nil
+	return &Inspector{rdb: rdb, prefix: prefix, liveWithin: LiveWithin}, nil
 }
 
 // QueueInfo is a queue found under the prefix.

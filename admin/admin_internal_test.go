@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/internal/delay"
 )
 
@@ -27,11 +28,13 @@ func TestReasonsDocumented(t *testing.T) {
 	for _, l := range strings.Split(string(src), "\n") {
 		doc.WriteString(strings.TrimPrefix(strings.TrimPrefix(l, "//"), " ") + " ")
 	}
-	for _, r := range reasons {
+	for _, r := range delaystream.Reasons() {
 		assert.Contains(t, doc.String(), strconv.Quote(r))
 	}
 	assert.NoError(t, filter{}.check())
-	for _, r := range reasons {
+	for _, r := range delaystream.Reasons() {
 		assert.NoError(t, filter{reason: r}.check(), r)
+		assert.NoError(t, filter{reason: delaystream.ReasonLabel(r)}.check(), "the label of %s", r)
 	}
+	assert.Error(t, filter{reason: "declined"}.check())
 }

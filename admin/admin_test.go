@@ -260,7 +260,10 @@ func TestDeadLetters(t *testing.T) {
 	ds2, err = in.DeadLetters(ctx, "jobs", "billing", admin.ListOptions{To: ds[0].At})
 	require.NoError(t, err)
 	assert.Empty(t, ds2)
-	_, err = in.DeadLetters(ctx, "jobs", "billing", admin.ListOptions{Reason: "handler"})
+	ds2, err = in.DeadLetters(ctx, "jobs", "billing", admin.ListOptions{Reason: "handler"})
+	require.NoError(t, err, "a reason's metrics label")
+	assert.Len(t, ds2, 3)
+	_, err = in.DeadLetters(ctx, "jobs", "billing", admin.ListOptions{Reason: "card declined"})
 	require.ErrorIs(t, err, delaystream.ErrInvalidOption, "a reason no dead letter has")
 	assert.Contains(t, err.Error(), `"handler asked to dead-letter"`, "the error names the valid reasons")
 

@@ -17,10 +17,12 @@
 // through the queue's own atomic scripts; Redrive and Purge with DryRun
 // write nothing.
 //
-// Dead-letter reasons are one vocabulary, the same strings in listings and
-// in filters: "attempts exhausted", "max deliveries exceeded", "handler
-// asked to dead-letter", "expired", "undecodable entry" and "entry deleted
-// while pending". A filter naming another reason is an error.
+// Dead-letter reasons are one vocabulary (delaystream.Reasons): listings
+// show "attempts exhausted", "max deliveries exceeded", "handler asked to
+// dead-letter", "expired", "undecodable entry" and "entry deleted while
+// pending"; filters take those or their metric labels ("attempts",
+// "deliveries", "handler", "expired", "undecodable", "deleted"; see
+// delaystream.ParseReason). A filter naming another reason is an error.
 //
 // Results are structs with JSON tags (snake_case; times RFC 3339, absent
 // when zero; ages in milliseconds in fields ending in _ms; payloads whole,

@@ -2,13 +2,9 @@ package admin
 
 import (
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/delaystream/delaystream"
-	"github.com/delaystream/delaystream/internal/group"
 )
 
 // defaultLimit is the Limit of a listing given 0.
@@ -82,25 +78,26 @@ func (f filter) empty() bool { return f == filter{} }
 
 // check refuses a reason no dead letter can have, naming the valid ones.
 func (f filter) check() error {
-	if f.reason == "" || slices.Contains(reasons, f.reason) {
+	if f.reason == "" {
 		return nil
 	}
-	quoted := make([]string, len(reasons))
-	for i, r := range reasons {
-		quoted[i] = strconv.Quote(r)
-	}
-	return fmt.Errorf("%w: unknown dead-letter reason %q: want one of %s", delaystream.ErrInvalidOption,
-		f.reason, strings.Join(quoted, ", "))
+	_, err := delaystream.ParseReason(f.reason)
+	return err
 }
 
-// reasons are the reasons a dead letter can have: what listings show and
-// filters take.
-var reasons = []string{group.ReasonAttempts, group.ReasonDeliveries, group.ReasonHandler,
-	group.ReasonExpired, group.ReasonUndecodable, group.ReasonDeleted}
+func (o ListOptions) filter() filter { return filter{o.From, o.To, storedReason(o.Reason)} }
 
-func (o ListOptions) filter() filter { return filter{o.From, o.To, o.Reason} }
+func (o ActionOptions) filter() filter { return filter{o.From, o.To, storedReason(o.Reason)} }
 
-func (o ActionOptions) filter() filter { return filter{o.From, o.To, o.Reason} }
+// storedReason returns the stored reason r names in either spelling
+// (delaystream.ParseReason), or r as it is when it names none (check
+// refuses it).
+func storedReason(r string) string {
+	if s, err := delaystream.ParseReason(r); err == nil {
+		return s
+	}
+	return r
+}
 
 // check validates o for a listing that takes IDs (byID), After and the
 // filter (paged) or neither, and a Limit up to maxLimit.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/flow"
 	"github.com/delaystream/delaystream/internal/group"
@@ -31,6 +32,10 @@ type QueueReport struct {
 	PausedSince time.Time     `json:"paused_since,omitzero"`
 	Groups      []GroupReport `json:"groups"`    // every consumer group, by name, summed over the shards
 	Recurring   int64         `json:"recurring"` // recurring schedules defined
+	// Evicting are the Redis servers whose maxmemory-policy can evict the
+	// queue's keys (the same for every queue of the Inspector's client);
+	// absent when none, or when their settings cannot be read.
+	Evicting []delaystream.RedisMemory `json:"evicting,omitempty"`
 	// PerShard are the same figures shard by shard, in shard order.
 	PerShard []ShardReport `json:"per_shard,omitempty"`
 }
@@ -92,11 +97,25 @@ type ConsumerInfo struct {
 	Name    string `json:"name"`
 	Pending int64  `json:"pending"` // entries it holds unacknowledged
 	IdleMs  int64  `json:"idle_ms"` // since its last attempted interaction (the least of any stream)
+	// Live is whether its process runs: a running consumer stays
+	// subscribed to a presence channel of its own, which its process's
+	// exit closes. One that is gone keeps its name until stale consumers
+	// are deleted; its pending entries are taken over after the
+	// visibility timeout. Where the channels cannot be listed (an ACL
+	// without PUBSUB), a consumer is live when it interacted within
+	// [LiveWithin].
+	Live bool `json:"live"`
 }
+
+// LiveWithin is how recently a consumer must have interacted with its
+// group to count as live when presence channels cannot be listed
+// ([ConsumerInfo].Live).
+const LiveWithin = time.Minute
 
 // Stats reads the figures of the named queues, in the order given, or of
 // every queue under the prefix (see [Inspector.Queues]) when none is
-// named, by name. A queue whose figures cannot be read fails the call;
+// named, by name, with the servers that can evict its keys (see
+// [Inspector.Memory]). A queue whose figures cannot be read fails the call;
 // see [Inspector.Queues] for the errors of a name. Figures read from
 // several keys or shards are not one atomic snapshot.
 func (in *Inspector) Stats(ctx context.Context, queues ...string) ([]QueueReport, error) {
@@ -110,6 +129,7 @@ func (in *Inspector) Stats(ctx context.Context, queues ...string) ([]QueueReport
 		}
 	}
 	out := make([]QueueReport, 0, len(queues))
+	evicting := in.evicting(ctx)
 	for _, q := range queues {
 		h, err := in.open(ctx, q)
 		if err != nil {
@@ -119,6 +139,7 @@ func (in *Inspector) Stats(ctx context.Context, queues ...string) ([]QueueReport
 		if err != nil {
 			return nil, err
 		}
+		r.Evicting = evicting
 		out = append(out, r)
 	}
 	return out, nil
@@ -266,10 +287,43 @@ func (in *Inspector) consumers(ctx context.Context, h *handle, g string) ([]Cons
 			}
 		}
 	}
+	live, known := in.present(ctx, h, g)
 	out := make([]ConsumerInfo, 0, len(byName))
 	for _, c := range byName {
+		c.Live = live[c.Name]
+		if !known {
+			c.Live = time.Duration(c.IdleMs)*time.Millisecond < in.liveWithin
+		}
 		out = append(out, *c)
 	}
 	slices.SortFunc(out, func(a, b ConsumerInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// present returns the consumers of group g subscribed to their presence
+// channel (PUBSUB SHARDCHANNELS on the node of shard 0's slot), and
+// whether they could be listed.
+func (in *Inspector) present(ctx context.Context, h *handle, g string) (map[string]bool, bool) {
+	k := h.layout.Shard(0)
+	pattern, prefix := k.PresencePattern(g), k.PresencePrefix(g)
+	var chans []string
+	var err error
+	if c, ok := in.rdb.(*redis.ClusterClient); ok {
+		var node *redis.Client
+		if node, err = c.MasterForKey(ctx, k.Main().Stream); err == nil {
+			chans, err = node.PubSubShardChannels(ctx, pattern).Result()
+		}
+	} else {
+		chans, err = in.rdb.PubSubShardChannels(ctx, pattern).Result()
+	}
+	if err != nil {
+		return nil, false
+	}
+	live := make(map[string]bool, len(chans))
+	for _, ch := range chans {
+		if name, ok := strings.CutPrefix(ch, prefix); ok {
+			live[strings.TrimSuffix(name, "}")] = true
+		}
+	}
+	return live, true
 }

@@ -114,7 +114,7 @@ func TestCancelAndReschedule(t *testing.T) {
 	assert.Equal(t, exitNotConfirmd, r.code)
 	assert.Equal(t, before, redistest.Keys(t, rdb, tg.prefix), "a refused command wrote something")
 
-	assert.Contains(t, tg.ok(t, "cancel", "orders", "soon", "--yes"), "cancelled soon")
+	assert.Equal(t, "cancelled 1 waiting message of orders\n  soon\n", tg.ok(t, "cancel", "orders", "soon", "--yes"))
 	assert.Equal(t, exitNotFound, tg.run(t, "get", "orders", "soon").code)
 	assert.Equal(t, exitNotFound, tg.run(t, "cancel", "orders", "soon", "--yes").code)
 
@@ -150,7 +150,11 @@ func TestGroupsAndDeadLetters(t *testing.T) {
 	assert.Equal(t, int64(0), gs[1].Pending)
 	assert.Equal(t, int64(1), gs[1].Consumers)
 	require.Len(t, gs[1].ConsumerList, 1)
-	assert.Contains(t, tg.ok(t, "groups", "jobs"), "group billing consumers:")
+	assert.False(t, gs[1].ConsumerList[0].Live, "the seed's consumers have stopped")
+	out := tg.ok(t, "groups", "jobs")
+	assert.Contains(t, out, "group billing consumers:")
+	assert.Regexp(t, `(?m)^\s+CONSUMER\s+STATE\s+PENDING\s+IDLE$`, out)
+	assert.Regexp(t, `(?m)^\s+\S+\s+gone\s+0\s`, out, "a consumer whose process exited")
 
 	var ds []deadRow
 	tg.json(t, &ds, "dlq", "ls", "jobs", "billing")
@@ -167,13 +171,16 @@ func TestGroupsAndDeadLetters(t *testing.T) {
 	assert.Empty(t, ds)
 	tg.json(t, &ds, "dlq", "ls", "jobs", "billing", "--reason", "expired")
 	assert.Empty(t, ds)
-	// --reason takes the reasons as listings show them, and nothing else.
+	// --reason takes the reasons as listings show them or as metrics label
+	// them, and nothing else.
 	tg.json(t, &ds, "dlq", "ls", "jobs", "billing", "--reason", "handler asked to dead-letter")
 	assert.Len(t, ds, 3)
-	bad := tg.run(t, "dlq", "ls", "jobs", "billing", "--reason", "handler")
+	tg.json(t, &ds, "dlq", "ls", "jobs", "billing", "--reason", "handler") // the metrics label
+	assert.Len(t, ds, 3)
+	bad := tg.run(t, "dlq", "ls", "jobs", "billing", "--reason", "card declined")
 	assert.Equal(t, exitUsage, bad.code)
-	assert.Contains(t, bad.stderr, `unknown dead-letter reason "handler"`)
-	assert.Contains(t, bad.stderr, `"handler asked to dead-letter"`)
+	assert.Contains(t, bad.stderr, `unknown dead-letter reason "card declined"`)
+	assert.Contains(t, bad.stderr, `"handler" ("handler asked to dead-letter")`)
 	assert.Equal(t, exitUsage, tg.run(t, "dlq", "purge", "jobs", "billing", "--all", "--reason", "declined", "--yes").code)
 	tg.json(t, &ds, "dlq", "ls", "jobs", "billing", "--since", "1h", "-n", "2")
 	require.Len(t, ds, 2)
@@ -184,7 +191,7 @@ func TestGroupsAndDeadLetters(t *testing.T) {
 	assert.Equal(t, ds[0].ID, d.ID)
 	assert.Equal(t, "job payload "+strings.TrimPrefix(d.ID, "job-"), string(d.Payload))
 	assert.Equal(t, exitNotFound, tg.run(t, "dlq", "show", "jobs", "billing", "1-1").code)
-	assert.Equal(t, exitUsage, tg.run(t, "dlq", "show", "jobs", "billing", "bogus").code)
+	assert.Equal(t, exitNotFound, tg.run(t, "dlq", "show", "jobs", "billing", "bogus").code, "a message id with no dead letter")
 
 	// --dry-run and a refusal write nothing.
 	before := redistest.Keys(t, rdb, tg.prefix)
@@ -236,6 +243,21 @@ func TestQuarantine(t *testing.T) {
 	tg.json(t, &qs, "quarantine", "ls", "orders")
 	assert.Empty(t, qs)
 	assert.Contains(t, tg.ok(t, "quarantine", "ls", "jobs"), "unknown member format")
+
+	// A foreign member has no message to restore; rm deletes it.
+	tg.json(t, &qs, "quarantine", "ls", "jobs")
+	id := qs[0].EntryID
+	assert.Equal(t, exitNotConfirmd, tg.run(t, "quarantine", "rm", "jobs", id).code)
+	r := tg.run(t, "quarantine", "restore", "jobs", id, "--yes")
+	assert.Equal(t, exitError, r.code)
+	assert.Contains(t, r.stdout, "unrecoverable (no message id or readable envelope; rm it): "+id)
+	assert.Equal(t, "deleted 1 of 1 quarantined entry of jobs\n", tg.ok(t, "quarantine", "rm", "jobs", id, "--yes"))
+	tg.json(t, &qs, "quarantine", "ls", "jobs")
+	assert.Empty(t, qs)
+	r = tg.run(t, "quarantine", "rm", "jobs", id, "--yes")
+	assert.Equal(t, exitNotFound, r.code)
+	assert.Contains(t, r.stdout, "not found: "+id)
+	assert.Equal(t, exitUsage, tg.run(t, "quarantine", "rm", "jobs", "garbage", "--yes").code)
 }
 
 func TestExitCodes(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,7 +23,7 @@ func (f *filterFlags) add(c *cobra.Command) {
 	c.Flags().DurationVar(&f.since, "since", 0, "dead-lettered within this long before now (this host's clock)")
 	c.Flags().StringVar(&f.from, "from", "", "dead-lettered at or after this time (RFC 3339)")
 	c.Flags().StringVar(&f.to, "to", "", "dead-lettered before this time (RFC 3339)")
-	c.Flags().StringVar(&f.reason, "reason", "", `with this reason only, exactly as listed, e.g. "attempts exhausted"`)
+	c.Flags().StringVar(&f.reason, "reason", "", `with this reason only, as listed or as metrics label it, e.g. "attempts exhausted" or "attempts"`)
 }
 
 // filter returns the listing options of the flags: From, To and Reason.
@@ -115,50 +116,70 @@ func (a *app) dlqLsCmd() *cobra.Command {
 }
 
 func (a *app) dlqShowCmd() *cobra.Command {
+	var byMessage bool
 	c := &cobra.Command{
-		Use:   "show <queue> <group> <entry-id>",
-		Short: "One dead letter in full",
+		Use:   "show <queue> <group> <entry-id | message-id>",
+		Short: "One dead letter in full, by its entry id or its message's id (every dead letter of the message)",
 		Args:  cobra.ExactArgs(3),
 		RunE: func(c *cobra.Command, args []string) error {
 			in, err := a.inspector()
 			if err != nil {
 				return err
 			}
-			ds, err := in.DeadLetters(ctxOf(c), args[0], args[1], admin.ListOptions{IDs: args[2:3]})
+			ids, err := a.deadEntryIDs(c, in, args[0], args[1], args[2:3], byMessage)
 			if err != nil {
 				return err
 			}
-			d := ds[0]
-			if a.jsonOut {
-				return a.printJSON(deadRows(ds)[0])
+			ds, err := in.DeadLetters(ctxOf(c), args[0], args[1], admin.ListOptions{IDs: ids})
+			if err != nil {
+				return err
 			}
-			now := time.Now()
-			w := a.table()
-			fmt.Fprintf(w, "entry id\t%s\n", d.EntryID)
-			fmt.Fprintf(w, "dead-lettered\t%s\n", when(d.At, now))
-			fmt.Fprintf(w, "message id\t%s\n", orDash(d.ID))
-			fmt.Fprintf(w, "reason\t%s\n", d.Reason)
-			fmt.Fprintf(w, "last error\t%s\n", orDash(d.LastError))
-			fmt.Fprintf(w, "attempt\t%d\n", d.Attempt)
-			fmt.Fprintf(w, "deliveries\t%d\n", d.Deliveries)
-			fmt.Fprintf(w, "source\t%s %s\n", d.Source, d.SourceID)
-			fmt.Fprintf(w, "due\t%s\n", when(d.Due, now))
-			fmt.Fprintf(w, "created\t%s\n", when(d.Created, now))
-			fmt.Fprintf(w, "headers\t%s\n", headers(d.Headers))
-			fmt.Fprintf(w, "decoded\t%v\n", d.Decoded)
-			fmt.Fprintf(w, "size\t%d\n", d.Size)
-			fmt.Fprintf(w, "payload\t%s\n", cli.Preview(d.Payload, 4096))
-			return w.Flush()
+			if a.jsonOut {
+				if len(ds) == 1 {
+					return a.printJSON(deadRows(ds)[0])
+				}
+				return a.printJSON(deadRows(ds))
+			}
+			for i, d := range ds {
+				if i > 0 {
+					fmt.Fprintln(a.stdout)
+				}
+				a.printDead(d)
+			}
+			return nil
 		},
 	}
+	c.Flags().BoolVar(&byMessage, "message", false, "the id is a message id, even if it looks like an entry id")
 	a.addJSON(c)
 	return c
+}
+
+// printDead prints one dead letter in full.
+func (a *app) printDead(d admin.DeadLetterEntry) {
+	now := time.Now()
+	w := a.table()
+	fmt.Fprintf(w, "entry id\t%s\n", d.EntryID)
+	fmt.Fprintf(w, "dead-lettered\t%s\n", when(d.At, now))
+	fmt.Fprintf(w, "message id\t%s\n", orDash(d.ID))
+	fmt.Fprintf(w, "reason\t%s\n", d.Reason)
+	fmt.Fprintf(w, "last error\t%s\n", orDash(d.LastError))
+	fmt.Fprintf(w, "attempt\t%d\n", d.Attempt)
+	fmt.Fprintf(w, "deliveries\t%d\n", d.Deliveries)
+	fmt.Fprintf(w, "source\t%s %s\n", d.Source, d.SourceID)
+	fmt.Fprintf(w, "due\t%s\n", when(d.Due, now))
+	fmt.Fprintf(w, "created\t%s\n", when(d.Created, now))
+	fmt.Fprintf(w, "headers\t%s\n", headers(d.Headers))
+	fmt.Fprintf(w, "decoded\t%v\n", d.Decoded)
+	fmt.Fprintf(w, "size\t%d\n", d.Size)
+	fmt.Fprintf(w, "payload\t%s\n", cli.Preview(d.Payload, 4096))
+	_ = w.Flush()
 }
 
 // dlqActCmd builds `dlq redrive` and `dlq purge`.
 func (a *app) dlqActCmd(action string) *cobra.Command {
 	var (
 		all, dryRun bool
+		byMessage   bool
 		delay       time.Duration
 		ff          filterFlags
 		short       = "Deliver dead letters again to their group (by id, or --all with filters)"
@@ -167,7 +188,7 @@ func (a *app) dlqActCmd(action string) *cobra.Command {
 		short = "Delete dead letters for good (by id, or --all with filters)"
 	}
 	c := &cobra.Command{
-		Use:   action + " <queue> <group> [entry-id...] [--all]",
+		Use:   action + " <queue> <group> [entry-id | message-id ...] [--all]",
 		Short: short,
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -187,6 +208,9 @@ func (a *app) dlqActCmd(action string) *cobra.Command {
 				return err
 			}
 			queue, group := args[0], args[1]
+			if sel.IDs, err = a.deadEntryIDs(c, in, queue, group, sel.IDs, byMessage); err != nil {
+				return err
+			}
 			do := in.Redrive
 			if action == "purge" {
 				do = in.Purge
@@ -222,6 +246,7 @@ func (a *app) dlqActCmd(action string) *cobra.Command {
 	}
 	c.Flags().BoolVar(&all, "all", false, "every dead letter (narrowed by --since, --from, --to, --reason)")
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "show what would be done, write nothing")
+	c.Flags().BoolVar(&byMessage, "message", false, "the ids are message ids, even those that look like entry ids")
 	if action == "redrive" {
 		c.Flags().DurationVar(&delay, "delay", 0, "deliver after this delay (Redis clock)")
 	}
@@ -295,6 +320,94 @@ func (a *app) quarantineCmd() *cobra.Command {
 	}
 	ls.Flags().IntVarP(&limit, "limit", "n", 100, "most entries listed")
 	a.addJSON(ls)
-	c.AddCommand(ls)
+	c.AddCommand(ls, a.quarantineActCmd("rm"), a.quarantineActCmd("restore"))
 	return c
+}
+
+// quarantineActCmd builds `quarantine rm` and `quarantine restore`.
+func (a *app) quarantineActCmd(action string) *cobra.Command {
+	var wait time.Duration
+	short := "Delete quarantined entries for good, by entry id (asks for confirmation; --yes without a terminal)"
+	if action == "restore" {
+		short = "Put quarantined entries back once fixed: their messages wait again (asks for confirmation; --yes without a terminal)"
+	}
+	c := &cobra.Command{
+		Use:   action + " <queue> <entry-id>...",
+		Short: short,
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			queue, ids := args[0], args[1:]
+			verb := map[string]string{"rm": "delete", "restore": "restore"}[action]
+			in, err := a.confirmOn(c, queue, fmt.Sprintf("%s %d quarantined entr%s of queue %s", verb, len(ids), pluralY(len(ids)), queue))
+			if err != nil {
+				return err
+			}
+			var res admin.QuarantineResult
+			if action == "rm" {
+				res, err = in.DeleteQuarantined(ctxOf(c), queue, ids...)
+			} else {
+				res, err = in.RestoreQuarantined(ctxOf(c), queue, wait, ids...)
+			}
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				if err := a.printJSON(res); err != nil {
+					return err
+				}
+			} else {
+				done := map[string]string{"rm": "deleted", "restore": "restored"}[action]
+				fmt.Fprintf(a.stdout, "%s %d of %d quarantined entr%s of %s\n", done, res.Done, len(ids), pluralY(len(ids)), queue)
+				for _, id := range res.NotFound {
+					fmt.Fprintf(a.stdout, "  not found: %s\n", id)
+				}
+				for _, id := range res.Unrecoverable {
+					fmt.Fprintf(a.stdout, "  unrecoverable (no message id or readable envelope; rm it): %s\n", id)
+				}
+			}
+			switch {
+			case len(res.NotFound) > 0:
+				return fmt.Errorf("%d of the quarantined entries given not found: %w", len(res.NotFound), delaystream.ErrNotFound)
+			case len(res.Unrecoverable) > 0:
+				return fmt.Errorf("%d of the quarantined entries given could not be restored", len(res.Unrecoverable))
+			}
+			return nil
+		},
+	}
+	if action == "restore" {
+		c.Flags().DurationVar(&wait, "delay", 0, "deliver after this delay (or at the entry's due time, if later)")
+	}
+	a.addYes(c)
+	a.addJSON(c)
+	return c
+}
+
+func pluralY(n int) string {
+	if n == 1 {
+		return "y"
+	}
+	return "ies"
+}
+
+// entryIDPattern matches a dead letter's entry id: "<ms>-<seq>", with
+// "@<shard>" on a sharded queue.
+var entryIDPattern = regexp.MustCompile(`^\d+-\d+(@\d+)?$`)
+
+// deadEntryIDs turns the ids given into dead-letter entry ids: an entry id
+// stays as it is, any other id (or every id, byMessage) is a message id
+// whose dead letters in group are looked up.
+func (a *app) deadEntryIDs(c *cobra.Command, in *admin.Inspector, queue, group string, ids []string, byMessage bool) ([]string, error) {
+	var out []string
+	for _, id := range ids {
+		if !byMessage && entryIDPattern.MatchString(id) {
+			out = append(out, id)
+			continue
+		}
+		found, err := in.DeadLetterIDs(ctxOf(c), queue, group, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, found...)
+	}
+	return out, nil
 }

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/admin"
 	"github.com/delaystream/delaystream/cmd/delaystream/internal/cli"
 )
@@ -51,6 +53,12 @@ func (a *app) queuesCmd() *cobra.Command {
 			if len(rows) == 0 {
 				fmt.Fprintf(a.stdout, "no queues under prefix %q\n", a.prefix)
 				return nil
+			}
+			for _, r := range rows {
+				if r.Stats != nil && len(r.Stats.Evicting) > 0 {
+					warnEvicting(a.stderr, r.Stats.Evicting)
+					break
+				}
 			}
 			w := a.table()
 			if noStats {
@@ -115,6 +123,7 @@ func (a *app) statsCmd() *cobra.Command {
 }
 
 func (a *app) printStats(st admin.QueueReport) {
+	warnEvicting(a.stderr, st.Evicting)
 	fmt.Fprintf(a.stdout, "queue %s (%d shard%s), Redis time %s\n", st.Queue, st.Shards, plural(st.Shards),
 		st.Now.Local().Format("2006-01-02 15:04:05.000"))
 	w := a.table()
@@ -178,9 +187,13 @@ func (a *app) printGroups(gs []admin.GroupReport, consumers bool) {
 		}
 		fmt.Fprintf(a.stdout, "\ngroup %s consumers:\n", g.Group)
 		w := a.table()
-		fmt.Fprintln(w, "  CONSUMER\tPENDING\tIDLE")
+		fmt.Fprintln(w, "  CONSUMER\tSTATE\tPENDING\tIDLE")
 		for _, c := range g.ConsumerList {
-			fmt.Fprintf(w, "  %s\t%d\t%s\n", c.Name, c.Pending, age(c.IdleMs))
+			state := "live"
+			if !c.Live {
+				state = "gone"
+			}
+			fmt.Fprintf(w, "  %s\t%s\t%d\t%s\n", c.Name, state, c.Pending, age(c.IdleMs))
 		}
 		_ = w.Flush()
 	}
@@ -281,7 +294,7 @@ func (a *app) peekCmd() *cobra.Command {
 func (a *app) getCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "get <queue> <id>",
-		Short: "One waiting message, its payload in full",
+		Short: "One waiting message, its payload in full; where it is (as locate) when it no longer waits",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			in, err := a.inspector()
@@ -289,6 +302,12 @@ func (a *app) getCmd() *cobra.Command {
 				return err
 			}
 			ms, err := in.Peek(ctxOf(c), args[0], admin.ListOptions{IDs: args[1:2]})
+			if errors.Is(err, delaystream.ErrNotFound) {
+				if _, qerr := in.Queues(ctxOf(c), args[0]); qerr != nil {
+					return qerr
+				}
+				return a.locate(c, args[0], args[1])
+			}
 			if err != nil {
 				return err
 			}
@@ -316,24 +335,83 @@ func (a *app) getCmd() *cobra.Command {
 }
 
 func (a *app) cancelCmd() *cobra.Command {
+	var (
+		prefix string
+		dryRun bool
+	)
 	c := &cobra.Command{
-		Use:   "cancel <queue> <id>",
-		Short: "Remove a waiting message (asks for confirmation; --yes without a terminal)",
-		Args:  cobra.ExactArgs(2),
+		Use:   "cancel <queue> [id...] [--id-prefix P]",
+		Short: "Remove waiting messages, by id or by id prefix (asks for confirmation; --yes without a terminal)",
+		Args:  cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			in, err := a.confirmOn(c, args[0], fmt.Sprintf("cancel message %s of queue %s", args[1], args[0]))
+			queue, ids := args[0], args[1:]
+			if len(ids) == 0 && prefix == "" {
+				return usagef("give message ids or --id-prefix")
+			}
+			in, err := a.inspector()
 			if err != nil {
 				return err
 			}
-			if err := in.Cancel(ctxOf(c), args[0], args[1]); err != nil {
+			// Resolve first (a dry run), so the question names a count.
+			res, err := in.CancelMany(ctxOf(c), queue, admin.CancelOptions{IDs: ids, IDPrefix: prefix, DryRun: true})
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "cancelled %s\n", args[1])
+			if !dryRun && res.Matched > 0 {
+				what := fmt.Sprintf("cancel %d waiting message%s of queue %s", res.Matched, plural(res.Matched), queue)
+				if len(ids) == 1 && prefix == "" {
+					what = fmt.Sprintf("cancel message %s of queue %s", ids[0], queue)
+				}
+				if err := a.confirm(what); err != nil {
+					return err
+				}
+				sel := admin.CancelOptions{IDs: ids, IDPrefix: prefix}
+				if !res.IDsTruncated {
+					sel = admin.CancelOptions{IDs: res.IDs} // act on exactly what was found
+				}
+				notWaiting := res.NotWaiting
+				if res, err = in.CancelMany(ctxOf(c), queue, sel); err != nil {
+					return err
+				}
+				res.NotWaiting = append(notWaiting, res.NotWaiting...)
+			}
+			if err := a.printCancel(res); err != nil {
+				return err
+			}
+			if len(res.NotWaiting) > 0 {
+				return fmt.Errorf("%d of the messages given not waiting (already due, cancelled or unknown): %w",
+					len(res.NotWaiting), delaystream.ErrNotFound)
+			}
 			return nil
 		},
 	}
+	c.Flags().StringVar(&prefix, "id-prefix", "", "also every waiting message whose id starts with this (messages with their own ids)")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "show what would be cancelled, write nothing")
 	a.addYes(c)
+	a.addJSON(c)
 	return c
+}
+
+// printCancel prints what cancel did, or would do.
+func (a *app) printCancel(res admin.CancelResult) error {
+	if a.jsonOut {
+		return a.printJSON(res)
+	}
+	if res.DryRun {
+		fmt.Fprintf(a.stdout, "dry run: would cancel %d waiting message%s of %s\n", res.Matched, plural(res.Matched), res.Queue)
+	} else {
+		fmt.Fprintf(a.stdout, "cancelled %d waiting message%s of %s\n", res.Done, plural(res.Done), res.Queue)
+	}
+	for _, id := range res.IDs {
+		fmt.Fprintf(a.stdout, "  %s\n", id)
+	}
+	if res.IDsTruncated {
+		fmt.Fprintf(a.stdout, "  (first %d shown)\n", len(res.IDs))
+	}
+	for _, id := range res.NotWaiting {
+		fmt.Fprintf(a.stdout, "  not waiting: %s\n", id)
+	}
+	return nil
 }
 
 // confirmOn returns the inspector for an action on queue once the queue

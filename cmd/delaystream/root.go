@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "delaystream:", err)
+	fmt.Fprintln(stderr, "delaystream:", sentence(err))
 	var ue usageError
 	switch {
 	case errors.As(err, &ue), errors.Is(err, delaystream.ErrInvalidOption), errors.Is(err, delaystream.ErrInvalidName),
@@ -106,6 +106,13 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 not confirmed (destructive co
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentPreRun = func(c *cobra.Command, _ []string) {
+		if c.Name() != "serve" && c.Name() != "exporter" {
+			// One-shot commands: their error line says what the pool's
+			// log lines would.
+			redis.SetLogger(quietRedisLog{})
+		}
+	}
 	f := root.PersistentFlags()
 	f.StringVar(&a.url, "redis-url", envOr("REDIS_URL", cli.DefaultURL),
 		"redis://[user:password@]host:port[/db] or rediss:// (TLS); comma-separated hosts for a Cluster ($REDIS_URL)")
@@ -118,7 +125,8 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 not confirmed (destructive co
 	f.DurationVar(&a.timeout, "timeout", 5*time.Second, "dial, read and write timeout")
 
 	root.AddCommand(a.queuesCmd(), a.statsCmd(), a.peekCmd(), a.getCmd(), a.cancelCmd(), a.rescheduleCmd(),
-		a.groupsCmd(), a.forgetGroupCmd(), a.dlqCmd(), a.quarantineCmd(), a.watchCmd(), a.pauseCmd(), a.resumeCmd())
+		a.groupsCmd(), a.forgetGroupCmd(), a.dlqCmd(), a.quarantineCmd(), a.watchCmd(), a.pauseCmd(), a.resumeCmd(),
+		a.memoryCmd(), a.locateCmd(), a.exporterCmd(), a.deleteQueueCmd())
 	root.AddCommand(a.recurringCmd()) // cmd_recurring.go
 	root.AddCommand(a.serveCmd())     // the web view, serve.go
 	// Unknown commands and wrong argument counts are usage errors.

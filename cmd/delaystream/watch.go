@@ -15,10 +15,16 @@ import (
 )
 
 func (a *app) watchCmd() *cobra.Command {
-	var interval time.Duration
+	var (
+		interval    time.Duration
+		plain, once bool
+	)
 	c := &cobra.Command{
 		Use:   "watch [queue...]",
 		Short: "Live view of every queue (or the ones named): depth, overdue, lag, pending, dead letters; q quits",
+		Long: `watch shows every queue (or the ones named), refreshed every --interval: a full-screen view on a
+terminal (q quits, r refreshes); without a terminal, or with --plain, a plain table per refresh
+(one with --once), for logs and scripts.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if interval < 100*time.Millisecond {
 				return usagef("--interval must be at least 100ms")
@@ -26,6 +32,9 @@ func (a *app) watchCmd() *cobra.Command {
 			in, err := a.inspector()
 			if err != nil {
 				return err
+			}
+			if plain || once || !a.terminal() || !isTerminal(a.stdout) {
+				return a.watchPlain(ctxOf(c), in, args, interval, once)
 			}
 			m := &watchModel{ctx: ctxOf(c), in: in, prefix: a.prefix, queues: args, interval: interval, width: 100}
 			p := tea.NewProgram(m, tea.WithContext(ctxOf(c)), tea.WithInput(a.stdin), tea.WithOutput(a.stdout), tea.WithAltScreen())
@@ -37,6 +46,8 @@ func (a *app) watchCmd() *cobra.Command {
 		},
 	}
 	c.Flags().DurationVar(&interval, "interval", time.Second, "refresh interval")
+	c.Flags().BoolVar(&plain, "plain", false, "print a plain table per refresh instead of the full-screen view (the default without a terminal)")
+	c.Flags().BoolVar(&once, "once", false, "print one plain table and exit")
 	return c
 }
 

@@ -55,6 +55,7 @@
 //	delaystream.queue.waiting             Int64ObservableGauge    {message}   queue                  collection: scheduled, not yet promoted
 //	delaystream.queue.overdue             Int64ObservableGauge    {message}   queue                  collection: waiting past their due time
 //	delaystream.queue.overdue_age         Float64ObservableGauge  s           queue                  collection: how long the earliest waiting message has been due
+//	delaystream.queue.evicting_servers    Int64ObservableGauge    {server}    queue                  collection: Redis servers whose maxmemory-policy can evict the queue's keys
 //	delaystream.group.consumers           Int64ObservableGauge    {consumer}  queue, group           collection: consumers known to the group
 //	delaystream.group.pending             Int64ObservableGauge    {message}   queue, group           collection: delivered, not acknowledged
 //	delaystream.group.oldest_pending_age  Float64ObservableGauge  s           queue, group           collection: age of the oldest pending entry

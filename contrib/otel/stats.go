@@ -20,7 +20,7 @@ type watch struct {
 
 // gauges are the observable gauges read from Redis at each collection.
 type gauges struct {
-	waiting, overdue                                   metric.Int64ObservableGauge // queue
+	waiting, overdue, evicting                         metric.Int64ObservableGauge // queue
 	overdueAge                                         metric.Float64ObservableGauge
 	consumers, pending, lag, retryWaiting, deadLetters metric.Int64ObservableGauge // queue, group
 	oldestPending                                      metric.Float64ObservableGauge
@@ -42,6 +42,7 @@ func (g *gauges) create(mt metric.Meter) error {
 	g.waiting = i64("delaystream.queue.waiting", "Messages scheduled and not yet promoted.", "{message}")
 	g.overdue = i64("delaystream.queue.overdue", "Waiting messages whose due time has passed (a mover is late or absent).", "{message}")
 	g.overdueAge = f64("delaystream.queue.overdue_age", "How long the earliest waiting message has been due (Redis clock); 0 when none is overdue.")
+	g.evicting = i64("delaystream.queue.evicting_servers", "Redis servers holding the queue whose maxmemory-policy can evict its keys (messages can be lost): set maxmemory-policy noeviction.", "{server}")
 	g.consumers = i64("delaystream.group.consumers", "Consumers known to the group on the queue stream.", "{consumer}")
 	g.pending = i64("delaystream.group.pending", "Entries delivered to the group and not yet acknowledged (queue stream and retry lane).", "{message}")
 	g.oldestPending = f64("delaystream.group.oldest_pending_age", "Age of the group's oldest pending entry (Redis clock); 0 when none.")
@@ -54,7 +55,7 @@ func (g *gauges) create(mt metric.Meter) error {
 }
 
 func (g *gauges) all() []metric.Observable {
-	return []metric.Observable{g.waiting, g.overdue, g.overdueAge,
+	return []metric.Observable{g.waiting, g.overdue, g.overdueAge, g.evicting,
 		g.consumers, g.pending, g.oldestPending, g.lag, g.retryWaiting, g.deadLetters, g.queuePaused, g.groupPaused}
 }
 
@@ -122,6 +123,7 @@ func (t *Telemetry) observe(ctx context.Context, o metric.Observer) error {
 			}
 			o.ObserveFloat64(g.overdueAge, age, qa)
 			o.ObserveFloat64(g.queuePaused, pausedFor(st.Now, st.PausedSince), qa)
+			o.ObserveInt64(g.evicting, int64(len(st.Evicting)), qa)
 		}
 		for _, grp := range w.groups {
 			st, err := grp.Stats(ctx)

@@ -158,19 +158,19 @@ func (t *Telemetry) Close() error {
 	return reg.Unregister()
 }
 
-// Label values of the dead-letter reasons, by delaystream.Reason*.
-var reasonLabels = map[string]string{
-	delaystream.ReasonAttempts:    "attempts",
-	delaystream.ReasonDeliveries:  "deliveries",
-	delaystream.ReasonHandler:     "handler",
-	delaystream.ReasonUndecodable: "undecodable",
-	delaystream.ReasonDeleted:     "deleted",
-	delaystream.ReasonExpired:     "expired",
-}
+// Label values of the dead-letter reasons, from the one table of
+// dead-letter reasons (delaystream.Reasons, delaystream.ReasonLabel).
+var reasonLabels = func() map[string]string {
+	m := map[string]string{}
+	for _, r := range delaystream.Reasons() {
+		m[r] = delaystream.ReasonLabel(r)
+	}
+	return m
+}()
 
 // reasonOther is the label value of dead-letter reasons this release does
 // not know.
-const reasonOther = "other"
+const reasonOther = delaystream.ReasonOther
 
 // The handler outcomes, in the order of delaystream.HandlerOutcome.
 var outcomes = []delaystream.HandlerOutcome{

@@ -239,6 +239,7 @@ func TestWorkload(t *testing.T) {
 	assert.Equal(t, 5.0, value("delaystream.queue.waiting", orders))
 	assert.Zero(t, value("delaystream.queue.overdue", orders))
 	assert.Zero(t, value("delaystream.queue.overdue_age", orders))
+	assert.Zero(t, value("delaystream.queue.evicting_servers", orders), "the test server has no memory limit")
 	assert.Equal(t, 1.0, value("delaystream.group.consumers", orders, billing))
 	assert.Zero(t, value("delaystream.group.pending", orders, billing))
 	assert.Zero(t, value("delaystream.group.oldest_pending_age", orders, billing))

@@ -39,8 +39,11 @@ type Metrics struct {
 	statsErrors *prometheus.CounterVec // queue
 	stats       statDescs
 
+	discoveryErrors prometheus.Counter // WatchAll's failed discoveries
+
 	mu      sync.Mutex
 	watched []watch // in the order of Watch
+	all     []watch // the prefixes of WatchAll (queue "")
 }
 
 // New returns Metrics with the given options (errors wrap
@@ -96,7 +99,9 @@ func New(opts ...Option) (*Metrics, error) {
 		moverDataLoss: counter("mover_data_loss_total", "Times the mover found that Redis lost the queue's data.", "queue"),
 
 		statsErrors: counter("stats_errors_total", "Scrapes whose read of a watched queue's figures failed or timed out.", "queue"),
-		stats:       newStatDescs(ns),
+		discoveryErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "discovery_errors_total",
+			Help: "Scrapes whose discovery of the queues under a prefix (WatchAll) failed or timed out."}),
+		stats: newStatDescs(ns),
 	}
 	return m, nil
 }
@@ -105,7 +110,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.promotionLag, m.deliveryLag, m.handlerDuration, m.deadLettered, m.reclaimed, m.reclaimedGone, m.groupDataLoss, m.limitWait,
 		m.promoted, m.quarantined, m.batchSize, m.promoteDuration, m.moverErrors, m.ownedShards, m.moverDataLoss,
-		m.statsErrors,
+		m.statsErrors, m.discoveryErrors,
 	}
 }
 
@@ -129,31 +134,24 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 
 var _ prometheus.Collector = (*Metrics)(nil)
 
-// reasonLabels is the one table of the reason label's values: the
-// stored dead-letter reason (delaystream.Reason*, as admin and the
-// delaystream command list and filter them) to its short snake-case label.
-// The package doc shows the same table; a test keeps the two equal.
-var reasonLabels = map[string]string{
-	delaystream.ReasonAttempts:    "attempts",
-	delaystream.ReasonDeliveries:  "deliveries",
-	delaystream.ReasonHandler:     "handler",
-	delaystream.ReasonUndecodable: "undecodable",
-	delaystream.ReasonDeleted:     "deleted",
-	delaystream.ReasonExpired:     "expired",
-}
+// reasonLabels are the reason label's values, from the one table of
+// dead-letter reasons (delaystream.Reasons, delaystream.ReasonLabel). The
+// package doc shows the same table; a test keeps the two equal.
+var reasonLabels = func() map[string]string {
+	m := map[string]string{}
+	for _, r := range delaystream.Reasons() {
+		m[r] = delaystream.ReasonLabel(r)
+	}
+	return m
+}()
 
 // reasonOther is the label value of dead-letter reasons this release does
 // not know.
-const reasonOther = "other"
+const reasonOther = delaystream.ReasonOther
 
-// reasonLabel returns the label value of a dead-letter reason: its entry
-// in [reasonLabels], [reasonOther] for reasons this release does not know.
-func reasonLabel(reason string) string {
-	if l, ok := reasonLabels[reason]; ok {
-		return l
-	}
-	return reasonOther
-}
+// reasonLabel returns the label value of a dead-letter reason
+// (delaystream.ReasonLabel).
+func reasonLabel(reason string) string { return delaystream.ReasonLabel(reason) }
 
 // The handler outcomes, in the order of delaystream.HandlerOutcome.
 var outcomes = []delaystream.HandlerOutcome{

@@ -24,6 +24,7 @@ type watch struct {
 // statDescs describe the gauges read from Redis at each scrape.
 type statDescs struct {
 	waiting, overdue, overdueAge, streamLen, quarantined       *prometheus.Desc // queue
+	evicting                                                   *prometheus.Desc // queue
 	consumers, pending, oldest, lag, retryWaiting, deadLetters *prometheus.Desc // queue, group
 	recurring                                                  *prometheus.Desc // queue
 	recNext, recLast, recLate, recPaused                       *prometheus.Desc // queue, schedule
@@ -36,11 +37,13 @@ func newStatDescs(ns string) statDescs {
 		return prometheus.NewDesc(prometheus.BuildFQName(ns, "", name), help, labels, nil)
 	}
 	return statDescs{
-		waiting:      d("queue_waiting_messages", "Messages scheduled and not yet promoted.", q),
-		overdue:      d("queue_overdue_messages", "Waiting messages whose due time has passed (a mover is late or absent).", q),
-		overdueAge:   d("queue_overdue_seconds", "How long the earliest waiting message has been due (Redis clock); 0 when none is overdue.", q),
-		streamLen:    d("queue_stream_entries", "Entries in the queue stream, over every shard.", q),
-		quarantined:  d("queue_quarantined_entries", "Entries in the queue's quarantine: waiting messages promotion could not read.", q),
+		waiting:     d("queue_waiting_messages", "Messages scheduled and not yet promoted.", q),
+		overdue:     d("queue_overdue_messages", "Waiting messages whose due time has passed (a mover is late or absent).", q),
+		overdueAge:  d("queue_overdue_seconds", "How long the earliest waiting message has been due (Redis clock); 0 when none is overdue.", q),
+		streamLen:   d("queue_stream_entries", "Entries in the queue stream, over every shard.", q),
+		quarantined: d("queue_quarantined_entries", "Entries in the queue's quarantine: waiting messages promotion could not read.", q),
+		evicting: d("queue_evicting_servers", "Redis servers holding the queue whose maxmemory-policy can evict its keys (messages can be lost): "+
+			"set maxmemory-policy noeviction. 0 when none, or when their settings cannot be read.", q),
 		consumers:    d("group_consumers", "Consumers known to the group on the queue stream.", g),
 		pending:      d("group_pending_messages", "Entries delivered to the group and not yet acknowledged (queue stream and retry lane).", g),
 		oldest:       d("group_oldest_pending_seconds", "Age of the group's oldest pending entry (Redis clock); 0 when none.", g),
@@ -57,7 +60,7 @@ func newStatDescs(ns string) statDescs {
 }
 
 func (s statDescs) describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{s.waiting, s.overdue, s.overdueAge, s.streamLen, s.quarantined,
+	for _, d := range []*prometheus.Desc{s.waiting, s.overdue, s.overdueAge, s.streamLen, s.quarantined, s.evicting,
 		s.consumers, s.pending, s.oldest, s.lag, s.retryWaiting, s.deadLetters,
 		s.recurring, s.recNext, s.recLast, s.recLate, s.recPaused} {
 		ch <- d
@@ -77,6 +80,7 @@ func (s statDescs) send(ch chan<- prometheus.Metric, r admin.QueueReport) {
 	gauge(s.streamLen, float64(r.StreamLength), q)
 	gauge(s.quarantined, float64(r.Quarantined), q)
 	gauge(s.recurring, float64(r.Recurring), q)
+	gauge(s.evicting, float64(len(r.Evicting)), q)
 	for _, g := range r.Groups {
 		gauge(s.consumers, float64(g.Consumers), q, g.Group)
 		gauge(s.pending, float64(g.Pending), q, g.Group)
@@ -185,13 +189,14 @@ func (m *Metrics) watchOf(queue string) (watch, bool) {
 // the stats timeout.
 func (m *Metrics) collectStats(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
-	ws := slices.Clone(m.watched)
+	ws, all := slices.Clone(m.watched), slices.Clone(m.all)
 	m.mu.Unlock()
-	if len(ws) == 0 {
+	if len(ws) == 0 && len(all) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.statsTimeout)
 	defer cancel()
+	ws = append(ws, m.discovered(ctx, all, ws)...)
 	for _, w := range ws {
 		r, err := w.read(ctx)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delaystream/delaystream/internal/memory"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/stream"
 )
@@ -16,7 +17,7 @@ import (
 // script of this package takes them: the delayed set (a ZSET), then, if
 // given, the envelopes (a HASH).
 func explain(ctx context.Context, rdb redis.UniversalClient, err error, keys []string) error {
-	err = scripts.Explain(err)
+	err = memory.Explain(ctx, rdb, scripts.Explain(err))
 	types := make([]stream.KeyType, 0, 2)
 	for i, k := range keys[:min(len(keys), 2)] {
 		want := "zset"

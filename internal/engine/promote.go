@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/delaystream/delaystream/internal/errs"
 	"github.com/delaystream/delaystream/internal/heal"
+	"github.com/delaystream/delaystream/internal/memory"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/stream"
 	"github.com/delaystream/delaystream/internal/wire"
@@ -78,13 +80,13 @@ func (l *lane) promote(ctx context.Context, renew bool) ([]int64, error) {
 // call made under ctx (parent: the context runOnce was given), reports it
 // to the OnError hook and returns it as a *callError.
 func (l *lane) callFailed(ctx, parent context.Context, err error) error {
-	err = scripts.Explain(err)
+	err = memory.Explain(ctx, l.m.rdb, scripts.Explain(err))
 	if errors.Is(err, context.Canceled) && parent.Err() == nil {
 		// Cut by heal.CutIfMoved.
 		err = fmt.Errorf("%w: cut once its slot had another master", err)
 	}
 	heal.After(l.m.rdb, err)
-	stuck := persistent(err)
+	stuck := persistent(err) && !errors.Is(err, errs.ErrOutOfMemory) // memory is freed, or evicted
 	if stuck {
 		// A WRONGTYPE reply (or a script error wrapping one) does not
 		// say which key: ask, so that the log names it. A failure of

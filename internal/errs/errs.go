@@ -21,4 +21,6 @@ var (
 	ErrWrongType      = errors.New("delaystream: key holds the wrong type")
 	ErrMalformed      = errors.New("delaystream: malformed entry")
 	ErrDropped        = errors.New("delaystream: dropped by the handler")
+	ErrOutOfMemory    = errors.New("delaystream: Redis refused the write: out of memory")
+	ErrEvictionPolicy = errors.New("delaystream: Redis may evict the queue's keys")
 )

@@ -124,7 +124,8 @@ func (rd *reader) follow(ctx context.Context, f *affinity, a *arrivals) {
 }
 
 // present keeps this consumer subscribed to its presence channel until ctx
-// ends.
+// ends (on a queue of any shard count: operators list the live consumers
+// by it).
 func (rd *reader) present(ctx context.Context) error {
 	c := rd.r.c
 	return shardsub.Run(ctx, c.rdb, shardsub.Config{

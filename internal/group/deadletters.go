@@ -513,3 +513,7 @@ func splitID(id string) (uint64, uint64) {
 	seq, _ := strconv.ParseUint(id[i+1:], 10, 64)
 	return ms, seq
 }
+
+// ParseDeadLetter decodes dead-letter entry m as the dead letters' reads
+// do, for callers that read entries themselves.
+func ParseDeadLetter(m redis.XMessage) DeadEntry { return parseDeadLetter(m) }

@@ -210,9 +210,12 @@ func (rd *reader) readShards(ctx context.Context) error {
 	defer func() { stop(); bg.Wait() }()
 	lost := newLostStreams()
 	bg.Go(func() { _ = rd.listen(lctx, a, f, lost) })
+	// Every consumer keeps its presence, by which operators tell live
+	// consumers from gone ones; on a sharded queue the consumers also
+	// split the shards by it.
+	bg.Go(func() { _ = rd.present(lctx) })
 	if len(c.shards) > 1 {
 		bg.Go(func() { rd.follow(lctx, f, a) })
-		bg.Go(func() { _ = rd.present(lctx) })
 	}
 	l := newReadLoop(rd, streams, a, lost)
 	defer l.close(ctx)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delaystream/delaystream/internal/memory"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/stream"
 )
@@ -31,10 +32,11 @@ func (c *core) explain(ctx context.Context, err error, sh *shard) error {
 	if err == nil {
 		return nil
 	}
+	err = memory.Explain(ctx, c.rdb, scripts.Explain(err))
 	if sh == nil { // not a stream of this group's: nothing to ask about
-		return scripts.Explain(err)
+		return err
 	}
-	return explainShard(ctx, c.rdb, scripts.Explain(err), c.layout.Shard(sh.i), c.group)
+	return explainShard(ctx, c.rdb, err, c.layout.Shard(sh.i), c.group)
 }
 
 // explainShard is core.explain for callers without a core.

@@ -65,6 +65,8 @@ var (
 	flowSrc string
 	//go:embed keyrate.lua
 	keyRateSrc string
+	//go:embed locate.lua
+	locateSrc string
 )
 
 // The scripts. Those that read or write a delayed set by message id start
@@ -82,6 +84,8 @@ var (
 	Reschedule        = newScript("publish.lua", publishSrc, "once.lua", onceSrc, "ids.lua", idsSrc, "reschedule.lua", rescheduleSrc)
 	Get               = newScript("ids.lua", idsSrc, "get.lua", getSrc)
 	Stats             = newScript("stats.lua", statsSrc)
+	// Locate finds every place of a message id in one shard (read only).
+	Locate = newScript("ids.lua", idsSrc, "locate.lua", locateSrc)
 
 	Retry       = newScript("publish.lua", publishSrc, "retry.lua", retrySrc)
 	Dead        = newScript("dead.lua", deadSrc)

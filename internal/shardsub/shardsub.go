@@ -151,6 +151,11 @@ func (s *sub) keep(ctx context.Context, groups [][]string) {
 				continue
 			}
 		}
+		if ctx.Err() != nil {
+			// Failed as ctx ended (a shutdown): not a loss to report,
+			// nor a subscription to rebuild.
+			return
+		}
 		heal.After(s.rdb, err)
 		s.cfg.OnLost(groups)
 		if time.Since(start) > time.Minute {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -123,10 +124,15 @@ func (s *Server) apiDead(w http.ResponseWriter, r *http.Request) {
 	if in == nil {
 		return
 	}
+	after := r.URL.Query().Get("after")
+	if after != "" && !entryIDPattern.MatchString(after) {
+		s.failClean(w, r, http.StatusBadRequest, fmt.Sprintf("after=%q is not a dead-letter entry id (<ms>-<seq>, with @<shard> on a sharded queue).", after))
+		return
+	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
 	dls, err := in.DeadLetters(ctx, r.PathValue("queue"), r.PathValue("group"),
-		admin.ListOptions{After: r.URL.Query().Get("after"), Limit: limitParam(r, 100, 1000)})
+		admin.ListOptions{After: after, Limit: limitParam(r, 100, 1000)})
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +55,10 @@ type base struct {
 	Path     string // the page's own path and query, where actions return
 	Flash    string
 	Error    string
+	Evicting []delaystream.RedisMemory // Redis servers that may evict the queues' keys
+	// RefreshMs is how often the page's tables and figures are read
+	// again (app.js): the sample interval, at least 1 s.
+	RefreshMs int64
 }
 
 // render executes page into a buffer first, so that a failing template
@@ -78,6 +83,8 @@ func (s *Server) base(r *http.Request, title string) base {
 		b.Path += "?" + r.URL.RawQuery
 	}
 	b.Flash = flash(r.URL.Query())
+	b.Evicting = s.evicting(r.Context())
+	b.RefreshMs = max(s.cfg.sampleInterval, time.Second).Milliseconds()
 	return b
 }
 
@@ -88,17 +95,25 @@ func flash(q url.Values) string {
 	if msg := pauseFlash(did); msg != "" {
 		return msg
 	}
-	if did != "redrive" && did != "purge" {
+	verb, ok := map[string]string{"redrive": "Redrove", "purge": "Purged", "restore": "Restored", "rm": "Deleted"}[did]
+	if !ok {
 		return recurringFlash(q)
 	}
 	n, _ := strconv.Atoi(q.Get("n"))
-	verb := map[string]string{"redrive": "Redrove", "purge": "Purged"}[did]
-	msg := fmt.Sprintf("%s %d dead letter%s.", verb, n, plural(n))
+	what := "dead letter" + plural(n)
+	if did == "restore" || did == "rm" {
+		what = "quarantined entr" + map[bool]string{true: "y", false: "ies"}[n == 1]
+	}
+	msg := fmt.Sprintf("%s %d %s.", verb, n, what)
 	if m, _ := strconv.Atoi(q.Get("missing")); m > 0 {
 		msg += fmt.Sprintf(" %d no longer existed.", m)
 	}
 	if u, _ := strconv.Atoi(q.Get("unrecoverable")); u > 0 {
-		msg += fmt.Sprintf(" %d could not be redriven (no valid envelope): purge them instead.", u)
+		if did == "restore" {
+			msg += fmt.Sprintf(" %d could not be restored (no message id or valid envelope): delete them instead.", u)
+		} else {
+			msg += fmt.Sprintf(" %d could not be redriven (no valid envelope): purge them instead.", u)
+		}
 	}
 	return msg
 }
@@ -148,6 +163,22 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	b.Error = err.Error()
 	s.render(w, r, code, "error", struct{ base }{b})
 }
+
+// failClean answers code with msg, a sentence about the request (no
+// error chain).
+func (s *Server) failClean(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		writeJSON(w, code, map[string]string{"error": msg})
+		return
+	}
+	b := s.base(r, http.StatusText(code))
+	b.Error = msg
+	s.render(w, r, code, "error", struct{ base }{b})
+}
+
+// entryIDPattern matches a dead-letter entry id: "<ms>-<seq>", with
+// "@<shard>" on a sharded queue.
+var entryIDPattern = regexp.MustCompile(`^\d+-\d+(@\d+)?$`)
 
 // reqCtx bounds the Redis reads of one request.
 func reqCtx(r *http.Request) (context.Context, context.CancelFunc) {
@@ -328,6 +359,11 @@ func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	queue, g := r.PathValue("queue"), r.PathValue("group")
+	after := r.URL.Query().Get("after")
+	if after != "" && !entryIDPattern.MatchString(after) {
+		s.failClean(w, r, http.StatusBadRequest, fmt.Sprintf("after=%q is not a dead-letter entry id (<ms>-<seq>, with @<shard> on a sharded queue).", after))
+		return
+	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
 	groups, err := in.Groups(ctx, queue)
@@ -335,7 +371,7 @@ func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	p := groupPage{base: s.base(r, queue+" / "+g), After: r.URL.Query().Get("after"), Limit: groupDeadCount}
+	p := groupPage{base: s.base(r, queue+" / "+g), After: after, Limit: groupDeadCount}
 	p.Stats.Group = g
 	for _, gs := range groups {
 		if gs.Group == g {
@@ -368,10 +404,7 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if !s.checkPost(w, r) {
-		return
-	}
-	in, prefix := s.inspector(w, r)
+	in, prefix := s.actionInspector(w, r)
 	if in == nil {
 		return
 	}
@@ -390,28 +423,7 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 	}
 	s.cfg.logger.InfoContext(ctx, "web: "+action, slog.String("prefix", prefix), slog.String("queue", queue),
 		slog.String("group", g), slog.Int("done", res.Done), slog.Int("matched", res.Matched))
-	back := localPath(r.PostFormValue("return"))
-	if back == "" {
-		back = "/p/" + url.PathEscape(prefix) + "/q/" + url.PathEscape(queue)
-	}
-	u, _ := url.Parse(back) // localPath checked it
-	q := u.Query()
-	for _, k := range []string{"did", "n", "missing", "unrecoverable"} {
-		q.Del(k)
-	}
-	q.Set("did", action)
-	q.Set("n", strconv.Itoa(res.Done))
-	if len(res.NotFound) > 0 {
-		q.Set("missing", strconv.Itoa(len(res.NotFound)))
-	}
-	if len(res.Unrecoverable) > 0 {
-		q.Set("unrecoverable", strconv.Itoa(len(res.Unrecoverable)))
-	}
-	if action == "purge" || res.Done > 0 {
-		q.Del("after") // the page's first entry may be gone
-	}
-	u.RawQuery = q.Encode()
-	http.Redirect(w, r, u.String(), http.StatusSeeOther)
+	s.redirectBack(w, r, prefix, queue, action, res.Done, len(res.NotFound), len(res.Unrecoverable))
 }
 
 // checkPost refuses (and answers) an action posted to a read-only server,
@@ -491,6 +503,89 @@ func (b base) Act(group, action, id string) actionForm {
 		f.Confirm = "Delete every dead letter of " + group + " for good?"
 	}
 	return f
+}
+
+// QAct returns the form of a quarantine action ("restore" or "rm") on
+// entry id of the page's queue.
+func (b base) QAct(action, id string) actionForm {
+	f := actionForm{CSRF: b.CSRF, Return: b.Path, ID: id, Class: "q-" + action,
+		Action: "/p/" + url.PathEscape(b.Prefix) + "/q/" + url.PathEscape(b.Queue) + "/quarantine/" + action}
+	if action == "restore" {
+		f.Label = "Restore"
+		f.Confirm = "Schedule the message of quarantined entry " + id + " again?"
+	} else {
+		f.Label = "Delete"
+		f.Confirm = "Delete quarantined entry " + id + " for good?"
+	}
+	return f
+}
+
+// handleQuarantineAction runs a restore or delete of a quarantined entry
+// posted by a queue page's button, with the checks of handleAction.
+func (s *Server) handleQuarantineAction(w http.ResponseWriter, r *http.Request) {
+	action := r.PathValue("action")
+	if action != "restore" && action != "rm" {
+		http.NotFound(w, r)
+		return
+	}
+	in, prefix := s.actionInspector(w, r)
+	if in == nil {
+		return
+	}
+	queue, ids := r.PathValue("queue"), r.PostForm["id"]
+	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+	defer cancel()
+	var res admin.QuarantineResult
+	var err error
+	if action == "restore" {
+		res, err = in.RestoreQuarantined(ctx, queue, 0, ids...)
+	} else {
+		res, err = in.DeleteQuarantined(ctx, queue, ids...)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.cfg.logger.InfoContext(ctx, "web: quarantine "+action, slog.String("prefix", prefix), slog.String("queue", queue),
+		slog.Int("done", res.Done))
+	s.redirectBack(w, r, prefix, queue, action, res.Done, len(res.NotFound), len(res.Unrecoverable))
+}
+
+// actionInspector checks a posted action (not read-only, a form within
+// bounds, the CSRF token) and returns the Inspector of its prefix, or
+// answers and returns nil.
+func (s *Server) actionInspector(w http.ResponseWriter, r *http.Request) (*admin.Inspector, string) {
+	if !s.checkPost(w, r) {
+		return nil, ""
+	}
+	return s.inspector(w, r)
+}
+
+// redirectBack answers an action with a redirect to the page it came from,
+// with what it did for the flash message.
+func (s *Server) redirectBack(w http.ResponseWriter, r *http.Request, prefix, queue, action string, done, missing, unrecoverable int) {
+	back := localPath(r.PostFormValue("return"))
+	if back == "" {
+		back = "/p/" + url.PathEscape(prefix) + "/q/" + url.PathEscape(queue)
+	}
+	u, _ := url.Parse(back) // localPath checked it
+	q := u.Query()
+	for _, k := range []string{"did", "n", "missing", "unrecoverable"} {
+		q.Del(k)
+	}
+	q.Set("did", action)
+	q.Set("n", strconv.Itoa(done))
+	if missing > 0 {
+		q.Set("missing", strconv.Itoa(missing))
+	}
+	if unrecoverable > 0 {
+		q.Set("unrecoverable", strconv.Itoa(unrecoverable))
+	}
+	if action == "purge" || done > 0 {
+		q.Del("after") // the page's first entry may be gone
+	}
+	u.RawQuery = q.Encode()
+	http.Redirect(w, r, u.String(), http.StatusSeeOther)
 }
 
 // deadTable is a table of dead letters of one group.

@@ -13,10 +13,7 @@ import (
 // or one of its groups (…/g/{group}/pause|resume), posted by a page's
 // button with the CSRF token, and redirects back to the page.
 func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
-	if !s.checkPost(w, r) {
-		return
-	}
-	in, prefix := s.inspector(w, r)
+	in, prefix := s.actionInspector(w, r)
 	if in == nil {
 		return
 	}

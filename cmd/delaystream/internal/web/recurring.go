@@ -60,20 +60,7 @@ func (s *Server) handleRecurringAction(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if s.cfg.readOnly {
-		http.Error(w, "read-only: actions are disabled (--read-only)", http.StatusForbidden)
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "bad form", http.StatusBadRequest)
-		return
-	}
-	if !s.checkToken(r) {
-		http.Error(w, "missing or invalid CSRF token: reload the page and try again", http.StatusForbidden)
-		return
-	}
-	in, prefix := s.inspector(w, r)
+	in, prefix := s.actionInspector(w, r)
 	if in == nil {
 		return
 	}

@@ -15,7 +15,14 @@ var staticFS embed.FS
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	sub, _ := fs.Sub(staticFS, "static") // static is embedded: cannot fail
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(sub)))
+	files := http.StripPrefix("/static/", http.FileServerFS(sub))
+	mux.HandleFunc("GET /static/", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") { // a directory: never listed
+			http.NotFound(w, r)
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 
 	mux.HandleFunc("GET /{$}", s.handleIndex)
 	mux.HandleFunc("GET /p/{prefix}/{$}", s.handleQueues)
@@ -28,6 +35,7 @@ func (s *Server) routes() http.Handler {
 		mux.HandleFunc("POST /p/{prefix}/q/{queue}/"+a, s.handlePause)
 		mux.HandleFunc("POST /p/{prefix}/q/{queue}/g/{group}/"+a, s.handlePause)
 	}
+	mux.HandleFunc("POST /p/{prefix}/q/{queue}/quarantine/{action}", s.handleQuarantineAction)
 
 	mux.HandleFunc("GET /api/p/{prefix}/queues", s.apiQueues)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}", s.apiQueue)

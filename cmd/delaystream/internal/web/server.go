@@ -156,6 +156,7 @@ type Server struct {
 	handler http.Handler
 	running atomic.Bool
 	started atomic.Int64 // unix ms when Run started sampling; 0 before
+	mem     memoryCache  // the servers that can evict, for the banner
 }
 
 // New returns the web view of the queues on rdb under prefix ("" means

@@ -191,7 +191,7 @@ func TestRenderPages(t *testing.T) {
 			`data-entry="1700000000000-0@2"`, "&lt;b&gt;boom&lt;/b&gt;", `class="redrive"`, `name="csrf" value="` + s.token,
 			`name="return" value="/p/ds/q/orders?x=1"`, `action="/p/ds/q/orders/g/billing/purge"`, "invalid due time",
 			"(preview of 100 bytes)", "All 12 dead letters of billing"}},
-		{"group", gp, []string{`id="fig-pending" data-value="3"`, "host-1", `id="next-page"`, "after=2-0", "Purge all"}},
+		{"group", gp, []string{`id="fig-pending" data-value="3"`, "host-1", `<td class="state">gone</td>`, `id="next-page"`, "after=2-0", "Purge all"}},
 		{"queues", queuesPage{base: b, Queues: []admin.QueueReport{st}}, []string{`data-queue="orders"`, `<td class="n dead bad">12</td>`}},
 		{"index", struct{ base }{b}, []string{`href="/p/ds/"`}},
 		{"error", struct{ base }{base{Title: "Not Found", Error: "no <queue>"}}, []string{"no &lt;queue&gt;"}},

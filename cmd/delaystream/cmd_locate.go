@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/delaystream/delaystream"
+)
+
+func (a *app) locateCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "locate <queue> <id>",
+		Short: "Every place of a message: waiting, ready or pending in a group, retrying, dead-lettered, quarantined (exit 3 when nowhere)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			return a.locate(c, args[0], args[1])
+		},
+	}
+	a.addJSON(c)
+	return c
+}
+
+// locate prints every place of message id in queue; a message found
+// nowhere is an error wrapping delaystream.ErrNotFound (after the
+// output).
+func (a *app) locate(c *cobra.Command, queue, id string) error {
+	in, err := a.inspector()
+	if err != nil {
+		return err
+	}
+	loc, err := in.Locate(ctxOf(c), queue, id)
+	if err != nil {
+		return err
+	}
+	switch {
+	case a.jsonOut:
+		if err := a.printJSON(loc); err != nil {
+			return err
+		}
+	case loc.Found():
+		a.printLocation(loc)
+	}
+	if !loc.Found() {
+		if loc.Partial {
+			return fmt.Errorf("message %s of queue %s: %w within the first %d entries of each stream", id, queue, delaystream.ErrNotFound, delaystream.LocateScanLimit)
+		}
+		return fmt.Errorf("message %s of queue %s: %w anywhere (handled by every group, cancelled, or never scheduled)", id, queue, delaystream.ErrNotFound)
+	}
+	return nil
+}
+
+func (a *app) printLocation(loc delaystream.Location) {
+	now := time.Now()
+	fmt.Fprintf(a.stdout, "message %s (shard %d)\n", loc.ID, loc.Shard)
+	w := a.table()
+	fmt.Fprintln(w, "WHERE\tGROUP\tENTRY\tDETAILS")
+	if p := loc.Waiting; p != nil {
+		fmt.Fprintf(w, "waiting\t-\t-\tdue %s, attempt %d\n", when(p.Due, now), p.Attempt)
+	}
+	for _, g := range loc.Groups {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", g.Place, g.Group, g.EntryID, placeDetails(g, now))
+	}
+	for _, e := range loc.Unread {
+		fmt.Fprintf(w, "unread\t-\t%s\tin the stream; the queue has no consumer group yet\n", e)
+	}
+	for _, q := range loc.Quarantined {
+		group := q.Group
+		if group == "" {
+			group = "-"
+		}
+		fmt.Fprintf(w, "quarantined\t%s\t%s\treason %q\n", group, q.EntryID, q.Reason)
+	}
+	_ = w.Flush()
+	if loc.Partial {
+		fmt.Fprintf(a.stdout, "partial: a stream held more than %d entries; entries beyond them were not searched\n", delaystream.LocateScanLimit)
+	}
+}
+
+func placeDetails(g delaystream.GroupPlace, now time.Time) string {
+	lane := ""
+	if g.RetryLane {
+		lane = " (retry lane)"
+	}
+	switch g.Place {
+	case delaystream.PlacePending:
+		return fmt.Sprintf("consumer %s, attempt %d, %d deliveries, idle %s%s", g.Consumer, g.Attempt, g.Deliveries, roundDur(g.Idle), lane)
+	case delaystream.PlaceRetrying:
+		return fmt.Sprintf("attempt %d due %s", g.Attempt, when(g.NextAttempt, now))
+	case delaystream.PlaceDeadLettered:
+		return fmt.Sprintf("reason %q, attempt %d: %s", g.Reason, g.Attempt, g.LastError)
+	}
+	return fmt.Sprintf("attempt %d, not yet delivered to the group%s", g.Attempt, lane)
+}

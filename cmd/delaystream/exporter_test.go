@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/internal/seedtest"
+)
+
+// startExporter runs `delaystream exporter` against tg on a free port and
+// returns its base URL and a function that interrupts it and returns its
+// exit code.
+func startExporter(t *testing.T, tg target) (string, func() int) {
+	t.Helper()
+	cmd := exec.Command(binary, append(append([]string{"--prefix", tg.prefix}, tg.flags...), "exporter", "--addr", "127.0.0.1:0")...)
+	cmd.Env = append(append(os.Environ(), "REDIS_URL="+tg.url), tg.env...)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	stopped := false
+	stop := func() int {
+		if stopped {
+			return 0
+		}
+		stopped = true
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		err := cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode()
+		}
+		return 0
+	}
+	t.Cleanup(func() { stop() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	m := regexp.MustCompile(`on (http://\S+)/metrics`).FindStringSubmatch(line)
+	require.NotNil(t, m, line)
+	return m[1], stop
+}
+
+// scrapeText fetches url/metrics and parses the text format.
+func scrapeText(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	res, err := http.Get(url + "/metrics")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(res.Body)
+	require.NoError(t, err)
+	return fams
+}
+
+// value returns the value of the series of family name with labels (a
+// gauge or a counter), and whether it exists.
+func value(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+next:
+	for _, m := range f.GetMetric() {
+		got := map[string]string{}
+		for _, l := range m.GetLabel() {
+			got[l.GetName()] = l.GetValue()
+		}
+		for k, v := range labels {
+			if got[k] != v {
+				continue next
+			}
+		}
+		if c := m.GetCounter(); c != nil {
+			return c.GetValue(), true
+		}
+		return m.GetGauge().GetValue(), true
+	}
+	return 0, false
+}
+
+// The exporter serves every queue's gauges, discovered at each scrape (a
+// queue created after it started included), with stats_errors_total at 0
+// for each, and a health check; it stops on SIGINT with exit status 0.
+func TestExporter(t *testing.T) {
+	t.Parallel()
+	tg := single(t)
+	seed(t, tg)
+	url, stop := startExporter(t, tg)
+
+	fams := scrapeText(t, url)
+	get := func(name string, labels map[string]string) float64 {
+		t.Helper()
+		v, ok := value(fams, name, labels)
+		require.True(t, ok, "%s%v missing", name, labels)
+		return v
+	}
+	orders := map[string]string{"queue": "orders"}
+	assert.Equal(t, 3.0, get("delaystream_queue_waiting_messages", orders))
+	assert.Equal(t, 1.0, get("delaystream_queue_overdue_messages", orders))
+	assert.Greater(t, get("delaystream_queue_overdue_seconds", orders), 30.0)
+	assert.Equal(t, 0.0, get("delaystream_queue_evicting_servers", orders))
+	assert.Equal(t, 1.0, get("delaystream_queue_quarantined_entries", map[string]string{"queue": "jobs"}))
+	assert.Equal(t, 3.0, get("delaystream_group_dead_letters", map[string]string{"queue": "jobs", "group": "billing"}))
+	assert.Equal(t, 0.0, get("delaystream_group_dead_letters", map[string]string{"queue": "jobs", "group": "audit"}))
+	assert.Equal(t, 0.0, get("delaystream_group_pending_messages", map[string]string{"queue": "jobs", "group": "billing"}))
+	assert.Equal(t, 0.0, get("delaystream_stats_errors_total", orders), "pre-initialised")
+	assert.Equal(t, 0.0, get("delaystream_discovery_errors_total", nil))
+
+	// A queue created later is found by the next scrape.
+	rdb := redis.NewClient(redistest.Options(t, redistest.Addr(t)))
+	defer rdb.Close()
+	q, err := delaystream.New(rdb, "fresh", delaystream.WithPrefix(tg.prefix))
+	require.NoError(t, err)
+	_, err = q.Schedule(context.Background(), delaystream.Message{ID: "x"}, delaystream.After(time.Hour))
+	require.NoError(t, err)
+	fams = scrapeText(t, url)
+	assert.Equal(t, 1.0, get("delaystream_queue_waiting_messages", map[string]string{"queue": "fresh"}))
+
+	res, err := http.Get(url + "/healthz")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	assert.Equal(t, http.StatusOK, res.StatusCode)
+	assert.Equal(t, "ok\n", string(body))
+	assert.Equal(t, 0, stop())
+}
+
+// /healthz answers 503 once Redis is gone, and /metrics still answers,
+// counting the failed discovery.
+func TestExporterRedisDown(t *testing.T) {
+	t.Parallel()
+	s, err := redistest.Spawn()
+	require.NoError(t, err)
+	defer s.Stop()
+	tg := newTarget(t, s.Addr)
+	rdb := redis.NewClient(redistest.Options(t, s.Addr))
+	defer rdb.Close()
+	seedtest.Seed(t, rdb, tg.prefix)
+	url, stop := startExporter(t, tg)
+
+	s.Stop()
+	res, err := http.Get(url + "/healthz")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+	assert.True(t, strings.HasPrefix(string(body), "redis unavailable: "), string(body))
+
+	fams := scrapeText(t, url)
+	v, ok := value(fams, "delaystream_discovery_errors_total", nil)
+	assert.True(t, ok)
+	assert.Equal(t, 1.0, v)
+	_, ok = value(fams, "delaystream_queue_waiting_messages", nil)
+	assert.False(t, ok, "no figures without Redis")
+	assert.Equal(t, 0, stop())
+}

@@ -1,0 +1,281 @@
+package delaystream
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/group"
+	"github.com/delaystream/delaystream/internal/scripts"
+	"github.com/delaystream/delaystream/internal/stream"
+	"github.com/delaystream/delaystream/internal/wire"
+)
+
+// LocateScanLimit is how many entries [Queue.Locate] reads at most from
+// each stream it searches (and members from each retry lane): a message
+// beyond it may be missed, and [Location].Partial says so.
+const LocateScanLimit = 10000
+
+// Place is where a message is for one consumer group.
+type Place string
+
+// The places of a message in a group ([GroupPlace].Place).
+const (
+	// PlaceReady: in the stream, not yet delivered to the group.
+	PlaceReady Place = "ready"
+	// PlacePending: delivered to a consumer of the group, not yet
+	// acknowledged.
+	PlacePending Place = "pending"
+	// PlaceRetrying: failed, waiting in the group's retry lane for its
+	// next attempt.
+	PlaceRetrying Place = "retrying"
+	// PlaceDeadLettered: in the group's dead letters.
+	PlaceDeadLettered Place = "dead-lettered"
+)
+
+// Location is every place a message id is found in a queue
+// ([Queue.Locate]). A message handled by every group (acknowledged,
+// dropped, or trimmed away) is found nowhere: [Location.Found] is false.
+type Location struct {
+	ID    string `json:"id"`
+	Shard int    `json:"shard"` // the shard its id belongs to (searched alone)
+	// Waiting is set when the message waits to be due.
+	Waiting *WaitingPlace `json:"waiting,omitempty"`
+	// Groups are its places in the consumer groups, by group, then entry.
+	// A group that has handled it is not listed.
+	Groups []GroupPlace `json:"groups,omitempty"`
+	// Quarantined are its entries in the quarantines (the queue's and the
+	// groups' retry lanes').
+	Quarantined []QuarantinePlace `json:"quarantined,omitempty"`
+	// Unread are its entry ids in the queue's stream while the queue has
+	// no consumer group: the first group created gets them.
+	Unread []string `json:"unread,omitempty"`
+	// Partial is set when a stream or retry lane held more than
+	// [LocateScanLimit] entries: places beyond them were not searched.
+	Partial bool `json:"partial,omitempty"`
+}
+
+// Found reports whether the message was found anywhere.
+func (l Location) Found() bool {
+	return l.Waiting != nil || len(l.Groups) > 0 || len(l.Quarantined) > 0 || len(l.Unread) > 0
+}
+
+// WaitingPlace is a waiting message's due time and attempt.
+type WaitingPlace struct {
+	Due     time.Time `json:"due"`
+	Attempt int       `json:"attempt"`
+}
+
+// GroupPlace is one place of a message in a consumer group.
+type GroupPlace struct {
+	Group string `json:"group"`
+	Place Place  `json:"place"`
+	// EntryID is the stream entry's id (ready, pending), the dead
+	// letter's (dead-lettered, "<ms>-<seq>@<shard>" on a sharded queue, as
+	// dead-letter listings show it), or the failed entry's (retrying).
+	EntryID   string `json:"entry_id"`
+	RetryLane bool   `json:"retry_lane,omitempty"` // the entry is in the group's retry lane's stream
+	Attempt   int    `json:"attempt"`              // the attempt delivered, waiting, or failed
+	// Pending: the consumer holding it, how often it was delivered, and
+	// for how long it has been idle.
+	Consumer   string        `json:"consumer,omitempty"`
+	Deliveries int64         `json:"deliveries,omitempty"`
+	Idle       time.Duration `json:"idle,omitempty"`
+	// Retrying: when the next attempt is due.
+	NextAttempt time.Time `json:"next_attempt,omitzero"`
+	// Dead-lettered: why, and the last error.
+	Reason    string `json:"reason,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+// QuarantinePlace is a quarantine entry of the message.
+type QuarantinePlace struct {
+	Group   string `json:"group,omitempty"` // "" for the queue's quarantine, else the group's retry lane's
+	EntryID string `json:"entry_id"`
+	Reason  string `json:"reason"`
+}
+
+// Locate returns every place of message id in the queue: waiting (due,
+// attempt), ready or pending in each group (consumer, deliveries, idle),
+// waiting in a group's retry lane (next attempt), dead-lettered (reason,
+// dead-letter id) or quarantined. It searches the id's shard only, with
+// two calls: one reads the shard's recorded groups, one script (read
+// only) searches every key of them. Streams are searched by content, up
+// to [LocateScanLimit] entries each (see [Location].Partial). An invalid
+// id is refused with [ErrInvalidMessage].
+func (q *Queue) Locate(ctx context.Context, id string) (Location, error) {
+	return locate(ctx, q.rdb, q.layout, id)
+}
+
+func locate(ctx context.Context, rdb redis.UniversalClient, l *stream.Layout, id string) (Location, error) {
+	if err := delay.ValidateID(id); err != nil {
+		return Location{}, fmt.Errorf("locate: %w", err)
+	}
+	shard := l.ShardOf(id)
+	keys := l.Shard(shard)
+	groups, err := rdb.SMembers(ctx, keys.Groups()).Result()
+	if err != nil {
+		return Location{}, fmt.Errorf("locate %s: groups: %w", id, err)
+	}
+	main := keys.Main()
+	ks := []string{main.Delayed, main.Envelopes, main.Stream, main.Quarantine}
+	args := []any{id, LocateScanLimit}
+	for _, g := range groups {
+		r := keys.Retry(g)
+		ks = append(ks, r.Delayed, r.Envelopes, r.Stream, r.Quarantine, keys.DeadLetters(g))
+		args = append(args, g)
+	}
+	reply, err := scripts.Locate.Run(ctx, rdb, ks, args...).Slice()
+	if err != nil {
+		return Location{}, fmt.Errorf("locate %s: %w", id, scripts.Explain(err))
+	}
+	loc := Location{ID: id, Shard: shard}
+	if len(reply) != 3 {
+		return loc, fmt.Errorf("locate %s: unexpected reply of %d items", id, len(reply))
+	}
+	loc.Waiting = waitingPlace(reply[0])
+	partial, _ := reply[1].(int64)
+	loc.Partial = partial == 1
+	found, _ := reply[2].([]any)
+	for _, f := range found {
+		loc.add(f, l.Shards() > 1)
+	}
+	slices.SortStableFunc(loc.Groups, func(a, b GroupPlace) int { return strings.Compare(a.Group, b.Group) })
+	return loc, nil
+}
+
+func waitingPlace(v any) *WaitingPlace {
+	w, _ := v.([]any)
+	if len(w) != 2 {
+		return nil
+	}
+	due, _ := w[0].(int64)
+	p := &WaitingPlace{Due: time.UnixMilli(due)}
+	if raw, ok := w[1].(string); ok {
+		var env codec.Envelope
+		if wire.UnmarshalEnvelope([]byte(raw), &env) == nil {
+			p.Attempt = env.Attempt
+		}
+	}
+	return p
+}
+
+// add records one place the script found: {where, group, entry id,
+// fields, extra}.
+func (loc *Location) add(v any, sharded bool) {
+	f, _ := v.([]any)
+	if len(f) != 5 {
+		return
+	}
+	where, _ := f[0].(string)
+	g, _ := f[1].(string)
+	eid := fmt.Sprint(f[2])
+	fields := fieldMap(f[3])
+	extra, _ := f[4].([]any)
+	switch where {
+	case "stream":
+		if len(extra) == 0 { // no group yet
+			loc.Unread = append(loc.Unread, eid)
+		}
+		attempt := entryAttempt(eid, fields)
+		for _, e := range extra {
+			per, _ := e.([]any)
+			if len(per) == 5 {
+				name, _ := per[0].(string)
+				loc.addEntry(name, eid, false, attempt, per[1:])
+			}
+		}
+	case "retry-stream":
+		loc.addEntry(g, eid, true, entryAttempt(eid, fields), extra)
+	case "retry":
+		loc.addRetry(g, eid, f[3])
+	case "dead":
+		loc.addDead(g, eid, fields, sharded)
+	case "quarantine":
+		r, _ := fields[wire.FieldReason].(string)
+		loc.Quarantined = append(loc.Quarantined, QuarantinePlace{Group: g, EntryID: eid, Reason: r})
+	}
+}
+
+// addEntry records stream entry eid of group g in state st: {state,
+// consumer, idle ms, deliveries}. Handled entries are left out.
+func (loc *Location) addEntry(g, eid string, retry bool, attempt int, st []any) {
+	if len(st) != 4 {
+		return
+	}
+	state, _ := st[0].(string)
+	p := GroupPlace{Group: g, EntryID: eid, RetryLane: retry, Attempt: attempt}
+	switch state {
+	case "pending":
+		p.Place = PlacePending
+		p.Consumer, _ = st[1].(string)
+		idle, _ := st[2].(int64)
+		p.Idle = time.Duration(idle) * time.Millisecond
+		p.Deliveries, _ = st[3].(int64)
+	case "ready":
+		p.Place = PlaceReady
+	default:
+		return
+	}
+	loc.Groups = append(loc.Groups, p)
+}
+
+// addRetry records a retry lane member of group g due at score: fields
+// are {member, envelope or nil}.
+func (loc *Location) addRetry(g, score string, v any) {
+	mf, _ := v.([]any)
+	p := GroupPlace{Group: g, Place: PlaceRetrying}
+	if ms, err := strconv.ParseFloat(score, 64); err == nil {
+		p.NextAttempt = time.UnixMilli(int64(ms))
+	}
+	if len(mf) == 2 {
+		member, _ := mf[0].(string)
+		_, p.EntryID, _ = strings.Cut(member, wire.RetrySep)
+		if raw, ok := mf[1].(string); ok {
+			var env codec.Envelope
+			if wire.UnmarshalEnvelope([]byte(raw), &env) == nil {
+				p.Attempt = env.Attempt
+			}
+		}
+	}
+	loc.Groups = append(loc.Groups, p)
+}
+
+// addDead records dead letter eid of group g.
+func (loc *Location) addDead(g, eid string, fields map[string]any, sharded bool) {
+	d := group.ParseDeadLetter(redis.XMessage{ID: eid, Values: fields})
+	if sharded {
+		eid += "@" + strconv.Itoa(loc.Shard)
+	}
+	loc.Groups = append(loc.Groups, GroupPlace{Group: g, Place: PlaceDeadLettered, EntryID: eid,
+		Attempt: d.Attempt, Deliveries: d.Deliveries, Reason: d.Reason, LastError: d.LastError})
+}
+
+// fieldMap turns a flat field list into the map go-redis gives entries.
+func fieldMap(v any) map[string]any {
+	flat, _ := v.([]any)
+	m := make(map[string]any, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		if k, ok := flat[i].(string); ok {
+			m[k] = flat[i+1]
+		}
+	}
+	return m
+}
+
+// entryAttempt returns the attempt of a stream entry's envelope; 0 when
+// it cannot be read.
+func entryAttempt(eid string, fields map[string]any) int {
+	e, err := wire.Decode("", eid, fields)
+	if err != nil {
+		return 0
+	}
+	return e.Envelope.Attempt
+}
