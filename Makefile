@@ -64,10 +64,11 @@ test-modules: ensure-redis ensure-tools
 # (shardsub), a Cluster with tls-cluster and tls-replication (redistest,
 # heal). make test-tls runs everything over TLS.
 TLS_PKGS := . ./internal/redistest ./internal/shardsub ./internal/heal
-# TLS_SKIP are the root package's tests that wait on real time and use
-# nothing TLS changes beyond what the others cover (recurring schedules:
-# the same connections, scripts and reads as every other test).
-TLS_SKIP := Recurring
+# TLS_SKIP are the root package's feature tests (recurring schedules, Redis
+# memory, locate, pause, limits, precision): they mostly wait on real time
+# and use the same connections, scripts and reads as the root's other
+# tests, which the TLS pass runs. make test-tls runs them over TLS too.
+TLS_SKIP := Recurring|Memory|Evict|Locate|Pause|Limit|SlowWork|Precision
 
 # GO_NEWEST is the newest Go release; go.mod's go line is the oldest
 # supported. The toolchain is fetched through the module proxy.

@@ -78,10 +78,11 @@ func TestQueuePrecision(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- q.Run(runCtx) }()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		mu.Lock()
-		defer mu.Unlock()
-		assert.Len(c, seen["billing"], n)
-		assert.Len(c, seen["audit"], n)
+		mu.Lock() // counted under the lock, compared (and formatted) outside it
+		b, a := len(seen["billing"]), len(seen["audit"])
+		mu.Unlock()
+		assert.Equal(c, n, b, "billing")
+		assert.Equal(c, n, a, "audit")
 	}, 20*time.Second, 10*time.Millisecond)
 	cancel()
 	require.NoError(t, <-done)
