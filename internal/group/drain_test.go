@@ -181,7 +181,10 @@ func TestStopHandsBackQueuedEntries(t *testing.T) {
 		}
 		return 0
 	}
-	waitFor(t, 5*time.Second, func() bool { return held() == 5 }, "one handled, four queued")
+	// Within the reader's 30 s poll: the read-ahead is read once the
+	// mover's announcement of the other entries reaches it (seen not to
+	// under load, once in several runs: the poll then reads them).
+	waitFor(t, 40*time.Second, func() bool { return held() == 5 }, "one handled, four queued")
 
 	ra.cancel()    // intake stops now
 	close(release) // the running handler finishes within the drain timeout
