@@ -99,9 +99,9 @@ test-tls: ensure-redis
 		(cd $$m && DELAYSTREAM_TLS=1 $(GO) test $(GOFLAGS_TEST) ./...); \
 	done
 
-## test-unit: the core module only (miniredis and a local redis-server), without the race detector: what to run while editing (make test runs it with -race)
+## test-unit: the core module only (miniredis and a local redis-server), without the race detector and 8 tests at a time (most wait on real time): what to run while editing (make test runs it with -race)
 test-unit: ensure-redis
-	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) test -count=1 -parallel 8 -timeout 15m ./...
 
 ## property: the foreign-member property test at length (make test runs 100 rounds per lane kind)
 property: ensure-redis

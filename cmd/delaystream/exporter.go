@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -84,20 +83,6 @@ func (a *app) exporter(ctx context.Context, addr string, timeout time.Duration) 
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		if err := hs.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := hs.Shutdown(sctx); err != nil {
-			return hs.Close()
-		}
-		return nil
-	})
+	serveUntilDone(ctx, gctx, g, hs, l)
 	return g.Wait()
 }

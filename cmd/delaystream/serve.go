@@ -133,6 +133,14 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(gctx) })
+	serveUntilDone(ctx, gctx, g, hs, l)
+	return g.Wait()
+}
+
+// serveUntilDone serves hs on l in g until gctx ends, then shuts it down
+// gracefully within 5 s (closing it after that), outliving ctx's
+// cancellation for the shutdown.
+func serveUntilDone(ctx, gctx context.Context, g *errgroup.Group, hs *http.Server, l net.Listener) {
 	g.Go(func() error {
 		if err := hs.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 			return err
@@ -148,7 +156,6 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		}
 		return nil
 	})
-	return g.Wait()
 }
 
 // isLoopback reports whether addr ("host:port") listens on loopback only:
