@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // CancelOptions selects the waiting messages of [Inspector.CancelMany]:
@@ -94,7 +94,7 @@ func (in *Inspector) CancelMany(ctx context.Context, queue string, opts CancelOp
 // idsWithPrefix returns the ids of the waiting messages of h with their
 // own ids that start with prefix, shard by shard.
 func (in *Inspector) idsWithPrefix(ctx context.Context, h *handle, prefix string) ([]string, error) {
-	pattern := globEscape(prefix) + "*"
+	pattern := stream.EscapeGlob(prefix) + "*"
 	var out []string
 	for i := range h.layout.Shards() {
 		it := in.rdb.HScan(ctx, h.layout.Shard(i).Main().Envelopes, 0, pattern, 1000).Iterator()
@@ -109,18 +109,6 @@ func (in *Inspector) idsWithPrefix(ctx context.Context, h *handle, prefix string
 	}
 	slices.Sort(out)
 	return out, nil
-}
-
-// globEscape escapes the glob characters of s for a SCAN MATCH pattern.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 func errorsIsNotFound(err error) bool { return errors.Is(err, delaystream.ErrNotFound) }

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // DeleteQueueOptions are the options of [Inspector.DeleteQueue].
@@ -159,7 +160,7 @@ func (in *Inspector) queueKeys(ctx context.Context, h *handle) ([]string, error)
 	)
 	for _, b := range bases {
 		err := in.scanSlot(ctx, b+":q", func(ctx context.Context, c *redis.Client) error {
-			it := c.Scan(ctx, 0, globEscape(b)+":*", 1000).Iterator()
+			it := c.Scan(ctx, 0, stream.EscapeGlob(b)+":*", 1000).Iterator()
 			for it.Next(ctx) {
 				mu.Lock()
 				out = append(out, it.Val())

@@ -91,7 +91,7 @@ func newQueue(mr *miniredis.Miniredis, rdb *redis.Client, name string, opts []de
 // only one on the server: "<prefix>:<version>:{<name>}:q".
 func recordedLayout(ctx context.Context, rdb *redis.Client, name string) (*stream.Layout, error) {
 	suffix := ":" + stream.LayoutVersion + ":{" + name + "}:q"
-	keys, err := rdb.Keys(ctx, "*"+escapeGlob(suffix)).Result()
+	keys, err := rdb.Keys(ctx, "*"+stream.EscapeGlob(suffix)).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -103,18 +103,6 @@ func recordedLayout(ctx context.Context, rdb *redis.Client, name string) (*strea
 		return nil, fmt.Errorf("read %s: %w", keys[0], err)
 	}
 	return stream.NewLayout(strings.TrimSuffix(keys[0], suffix), name, n)
-}
-
-// escapeGlob escapes what KEYS's pattern gives a meaning to.
-func escapeGlob(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // Client returns the client of the embedded server, for code under test

@@ -45,7 +45,7 @@ func Discover(ctx context.Context, rdb redis.UniversalClient, prefix string) ([]
 		return nil, err
 	}
 	head := prefix + ":" + LayoutVersion + ":{"
-	match := escapeGlob(head) + "*}:q"
+	match := EscapeGlob(head) + "*}:q"
 	var (
 		mu  sync.Mutex
 		out []Found
@@ -129,9 +129,9 @@ func readRecords(ctx context.Context, c redis.UniversalClient, head string, keys
 	return kept, nil
 }
 
-// escapeGlob escapes the characters SCAN's MATCH pattern gives a meaning
-// to, so that s matches only itself.
-func escapeGlob(s string) string {
+// EscapeGlob escapes the characters a SCAN MATCH or KEYS pattern gives a
+// meaning to, so that s matches only itself.
+func EscapeGlob(s string) string {
 	var b strings.Builder
 	for _, r := range s {
 		switch r {

@@ -182,7 +182,7 @@ func (k Keys) PresencePrefix(group string) string { return k.base + ":c:" + grou
 // PresencePattern returns the glob pattern (for PUBSUB SHARDCHANNELS) that
 // matches every [Keys.Presence] channel of group and no other channel.
 func (k Keys) PresencePattern(group string) string {
-	return escapeGlob(k.PresencePrefix(group)) + "*}"
+	return EscapeGlob(k.PresencePrefix(group)) + "*}"
 }
 
 // CallPrefix returns the prefix of the shard's call-token keys: a
