@@ -68,6 +68,7 @@ type replica struct {
 func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	out = &lockedWriter{w: out} // the replicas' handlers print beside run
 	schedules, err := definitions()
 	if err != nil {
 		return nil, err
@@ -204,4 +205,16 @@ func orNone(t time.Time) string {
 		return "none yet"
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// lockedWriter serialises writes to w, which goroutines share.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
