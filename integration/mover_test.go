@@ -17,6 +17,7 @@ import (
 	"github.com/delaystream/delaystream/integration/internal/harness"
 	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/mover"
+	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/stream"
 	"github.com/delaystream/delaystream/internal/wire"
 )
@@ -273,25 +274,33 @@ func TestMoverFailover(t *testing.T) {
 func TestIdleCost(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	_, rdb := harness.Dedicated(t)
+	srv, rdb := harness.Dedicated(t)
 	prefix := harness.Prefix(t, rdb)
 	// One entry due now, one in an hour: once the first is promoted, the
 	// mover is idle.
 	q := newQueue(t, rdb, prefix, "idle")
 	_, err := q.ScheduleBatch(ctx, []delay.Item{{When: delay.After(0)}, {When: delay.After(time.Hour)}})
 	require.NoError(t, err)
+	// The mover has a client of its own, and the test polls INFO over one
+	// connection it holds: a shared pool dials a second connection (a HELLO
+	// in the window) whenever a poll and a probe overlap.
+	moverClient := redis.NewClient(redistest.Options(t, srv.Addr))
+	t.Cleanup(func() { _ = moverClient.Close() })
+	stats := rdb.Conn()
+	t.Cleanup(func() { _ = stats.Close() })
+	require.NoError(t, stats.Ping(ctx).Err())
 	tl := newTally(1)
-	startMover(t, rdb, prefix, "idle", mover.WithHooks(tl.hooks()))
+	startMover(t, moverClient, prefix, "idle", mover.WithHooks(tl.hooks()))
 	tl.wait(t, 5*time.Second)
 
 	// The window runs from the mover's first idle probe (by then a call
 	// woken by the subscription's confirmation is over) to its fourth:
 	// three max idles. Each end is seen by polling INFO every 10 ms.
 	const probes = 3
-	require.NoError(t, rdb.ConfigResetStat(ctx).Err())
+	require.NoError(t, stats.ConfigResetStat(ctx).Err())
 	zranges := func(calls map[string]int64) int64 { return calls["zrange"] }
-	first, start := waitCommandStats(t, rdb, 5*time.Second, func(calls map[string]int64) bool { return zranges(calls) >= 1 })
-	last, end := waitCommandStats(t, rdb, (probes+2)*mover.DefaultMaxIdle, func(calls map[string]int64) bool {
+	first, start := waitCommandStats(t, stats, 5*time.Second, func(calls map[string]int64) bool { return zranges(calls) >= 1 })
+	last, end := waitCommandStats(t, stats, (probes+2)*mover.DefaultMaxIdle, func(calls map[string]int64) bool {
 		return zranges(calls) >= zranges(first)+probes
 	})
 	elapsed := end.Sub(start)
@@ -319,16 +328,16 @@ func TestIdleCost(t *testing.T) {
 	assert.Equal(t, total, calls["zrange"], "probes are all an idle mover sends")
 }
 
-// waitCommandStats polls INFO commandstats of rdb every 10 ms until done
+// waitCommandStats polls INFO commandstats over conn every 10 ms until done
 // holds for its calls per command, and returns those and when it saw them.
-func waitCommandStats(t *testing.T, rdb redis.UniversalClient, limit time.Duration, done func(map[string]int64) bool) (map[string]int64, time.Time) {
+func waitCommandStats(t *testing.T, conn *redis.Conn, limit time.Duration, done func(map[string]int64) bool) (map[string]int64, time.Time) {
 	t.Helper()
 	var (
 		calls map[string]int64
 		at    time.Time
 	)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		info, err := rdb.Info(t.Context(), "commandstats").Result()
+		info, err := conn.Info(t.Context(), "commandstats").Result()
 		if !assert.NoError(c, err) {
 			return
 		}
