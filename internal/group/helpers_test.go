@@ -117,6 +117,21 @@ func (h *harness) schedule(ids []string, d time.Duration) []delay.Result {
 	return res
 }
 
+// promoted schedules ids due now and waits until the mover (started by
+// the test) has promoted them all into the main stream: a consumer
+// started after it finds them all there, and its first read takes as many
+// as it has room for. A consumer running while the mover promotes them
+// may instead find them split over several promotions, as their due
+// times fall in different milliseconds, and read them in several reads.
+func (h *harness) promoted(ids []string) {
+	h.t.Helper()
+	h.schedule(ids, 0)
+	waitFor(h.t, 10*time.Second, func() bool {
+		n, err := h.rdb.XLen(context.Background(), h.mainStream()).Result()
+		return err == nil && n == int64(len(ids))
+	}, "the mover promotes what was scheduled")
+}
+
 // addEntry appends an entry straight to a stream, bypassing producer and
 // mover (for hostile or hand-made entries).
 func (h *harness) addEntry(key string, values ...any) string {

@@ -85,7 +85,7 @@ func (rd *reader) roomy(free int64) bool {
 // waitRoom waits until there is room worth a read and returns it (0 when
 // ctx is done).
 func (rd *reader) waitRoom(ctx context.Context) int64 {
-	for {
+	for ctx.Err() == nil {
 		rd.adapt()
 		if n := rd.free(); rd.roomy(n) {
 			return n
@@ -93,9 +93,9 @@ func (rd *reader) waitRoom(ctx context.Context) int64 {
 		select {
 		case <-rd.room:
 		case <-ctx.Done():
-			return 0
 		}
 	}
+	return 0
 }
 
 // adapt sets the default read-ahead to what the workers handle in

@@ -121,7 +121,9 @@ func (l *readLoop) run(ctx context.Context) error {
 			l.dirty.markAll() // resumed: read whatever arrived meanwhile
 		}
 		n := l.rd.waitRoom(ctx)
-		if n == 0 || !l.event(ctx, false) {
+		// event's select may take a ready event over ctx's end: once
+		// Run is cancelled no new read starts.
+		if n == 0 || !l.event(ctx, false) || ctx.Err() != nil {
 			return nil
 		}
 		read, skipped := l.pick(n)
