@@ -23,10 +23,12 @@ import (
 	"github.com/delaystream/delaystream/internal/wire"
 )
 
-// childFlag, as the first argument, runs this binary as a consumer process
-// for the crash scenario: it prints "ready", then "got <seq>" for every
+// childFlag, as the first argument, runs this binary as a consumer process.
+// For the crash scenario it prints "ready", then "got <seq>" for every
 // message its handlers receive, and holds every message (its handlers
-// block; the read-ahead waits behind them) until it is killed.
+// block; the read-ahead waits behind them) until it is killed. With
+// -system crashdup it is crashdup's child (crashdupChild), with -system
+// limit a consumer of the limit scenarios (limitChild).
 const childFlag = "-bench-child"
 
 func childMain(args []string) int {
@@ -35,14 +37,23 @@ func childMain(args []string) int {
 	addr := fs.String("addr", "", "")
 	workers := fs.Int("workers", 8, "")
 	prefetch := fs.Int("prefetch", -1, "group.WithPrefetch; -1: the library default (adaptive)")
+	var spec limitSpec
+	fs.IntVar(&spec.rate, "limit-rate", 0, "limit: the group's rate limit per second; 0: none")
+	fs.IntVar(&spec.burst, "limit-burst", 1, "limit: the rate limit's burst")
+	fs.IntVar(&spec.concurrency, "limit-concurrency", 0, "limit: the group's concurrency cap; 0: none")
+	fs.DurationVar(&spec.hold, "limit-hold", 0, "limit: how long each handler takes")
+	promote := fs.Bool("promote", false, "limit: this process promotes the queue")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	spec.workers = *workers
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: *addr})
 	out := make(chan string, 1024)
+	flushed := make(chan struct{})
 	go func() {
+		defer close(flushed)
 		w := bufio.NewWriter(os.Stdout)
 		for l := range out {
 			w.WriteString(l + "\n")
@@ -50,6 +61,7 @@ func childMain(args []string) int {
 				w.Flush()
 			}
 		}
+		w.Flush()
 	}()
 	hold := func(ctx context.Context, p []byte) error {
 		out <- "got " + strconv.Itoa(payloadSeq(p))
@@ -57,6 +69,15 @@ func childMain(args []string) int {
 		return ctx.Err()
 	}
 	switch *sys {
+	case sysLimit:
+		err := limitChild(ctx, rdb, out, spec, *promote)
+		close(out)
+		<-flushed
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 1
+		}
+		return 0
 	case sysCrashdup:
 		if err := crashdupChild(ctx, rdb); err != nil {
 			fmt.Fprintln(os.Stderr, "child:", err)

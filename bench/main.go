@@ -80,13 +80,16 @@ type config struct {
 	// limit: a rate-limited group over several consumers (limit.go).
 	limitRate, limitBurst, limitConsumers int
 	limitDuration                         time.Duration
+	// limitcap: a concurrency-capped group over the same processes.
+	limitConcurrency int
+	limitHold        time.Duration
 }
 
-var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "queues", "cluster", "backlog", "burst1m", "curve", "crashdup", "recurring", "limit"}
+var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "queues", "cluster", "backlog", "burst1m", "curve", "crashdup", "recurring", "limit", "limitcap"}
 
 // optIn are the scenarios a run without -only leaves out: each takes
 // minutes at its real size.
-var optIn = map[string]bool{"backlog": true, "burst1m": true, "curve": true, "crashdup": true, "recurring": true, "limit": true}
+var optIn = map[string]bool{"backlog": true, "burst1m": true, "curve": true, "crashdup": true, "recurring": true, "limit": true, "limitcap": true}
 
 func main() {
 	if len(os.Args) > 2 && os.Args[1] == childFlag {
@@ -133,8 +136,10 @@ func main() {
 	flag.IntVar(&cfg.crashdupRate, "crashdup-rate", 1500, "crashdup: messages per second, shared by the child and the survivor (8 workers, 10 ms handlers each)")
 	flag.IntVar(&cfg.limitRate, "limit-rate", 200, "limit: the group's rate limit, messages per second")
 	flag.IntVar(&cfg.limitBurst, "limit-burst", 20, "limit: the rate limit's burst")
-	flag.IntVar(&cfg.limitConsumers, "limit-consumers", 3, "limit: consumers of the group, each a Queue with its own client")
-	flag.DurationVar(&cfg.limitDuration, "limit-duration", 60*time.Second, "limit: the measurement window")
+	flag.IntVar(&cfg.limitConsumers, "limit-consumers", 3, "limit, limitcap: consumer processes of the group (this binary re-executed; the first also promotes)")
+	flag.DurationVar(&cfg.limitDuration, "limit-duration", 60*time.Second, "limit, limitcap: the measurement window")
+	flag.IntVar(&cfg.limitConcurrency, "limit-concurrency", 10, "limitcap: the group's concurrency cap (WithConcurrencyLimit)")
+	flag.DurationVar(&cfg.limitHold, "limit-hold", 20*time.Millisecond, "limitcap: how long each handler takes")
 	flag.Parse()
 	var err error
 	if cfg.curvePrecisions, err = parsePrecisions(*curvePrecisions); err != nil {
@@ -166,6 +171,10 @@ func main() {
 	}
 	if cfg.crashWorkers < 1 || cfg.crashPrefetch < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -crash-workers must be >= 1 and -crash-prefetch >= 0")
+		os.Exit(2)
+	}
+	if cfg.limitConsumers < 1 || cfg.limitRate < 1 || cfg.limitBurst < 1 || cfg.limitConcurrency < 1 || cfg.limitHold <= 0 || cfg.limitDuration <= 0 {
+		fmt.Fprintln(os.Stderr, "bench: -limit-consumers, -limit-rate, -limit-burst and -limit-concurrency must be >= 1, -limit-hold and -limit-duration > 0")
 		os.Exit(2)
 	}
 	if cfg.payload < 16 {
@@ -299,6 +308,8 @@ func run(cfg config) error {
 			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.recurringCost)
 		case "limit":
 			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.limitRun)
+		case "limitcap":
+			b.repeat(ctx, sc, []string{sysDS}, cfg.runs, b.limitCapRun)
 		case "curve":
 			sys := curveSystemNames(cfg)
 			if !cfg.asynq {
