@@ -260,9 +260,7 @@ func deadLetterIn(t *testing.T, rdb redis.UniversalClient, prefix string, shards
 			}}))
 		require.NoError(t, err)
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- q.Run(rctx) }()
+	stop := startRun(t, q)
 	_, err = q.Schedule(ctx, delaystream.Message{ID: id}, delaystream.After(0))
 	require.NoError(t, err)
 	want := map[string]bool{dead + "/" + id: true}
@@ -278,8 +276,7 @@ func deadLetterIn(t *testing.T, rdb redis.UniversalClient, prefix string, shards
 			t.Fatalf("not settled: %v", want)
 		}
 	}
-	cancel()
-	require.NoError(t, <-done) // the acknowledgements are flushed
+	stop() // the acknowledgements are flushed
 }
 
 // groupsOf returns the groups a location lists, with their places.
@@ -418,13 +415,10 @@ func TestLocateCluster(t *testing.T) {
 		OnHandled: func(d *delaystream.Delivery, _ delaystream.HandlerOutcome, _ time.Duration) { settled <- d.ID },
 	}))
 	require.NoError(t, err)
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- q.Run(rctx) }()
+	stop := startRun(t, q)
 	defer func() {
 		close(release)
-		cancel()
-		require.NoError(t, <-done)
+		stop()
 	}()
 	for s, list := range ids {
 		for _, id := range list {
