@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -105,37 +106,91 @@ type QuarantinePlace struct {
 // Locate returns every place of message id in the queue: waiting (due,
 // attempt), ready or pending in each group (consumer, deliveries, idle),
 // waiting in a group's retry lane (next attempt), dead-lettered (reason,
-// dead-letter id) or quarantined. It searches the id's shard only, with
-// two calls: one reads the shard's recorded groups, one script (read
-// only) searches every key of them. Streams are searched by content, up
-// to [LocateScanLimit] entries each (see [Location].Partial). An invalid
-// id is refused with [ErrInvalidMessage].
+// dead-letter id) or quarantined. It searches the id's shard only, in one
+// read-only script: the Queue remembers the groups the shards record, and
+// the script searches those; when a shard records a group the Queue did not
+// know of, the script names the groups instead, and Locate searches again
+// with them (one call more, once per change of the groups). Streams are
+// searched by content, up to [LocateScanLimit] entries each (see
+// [Location].Partial). An invalid id is refused with [ErrInvalidMessage].
+// Safe for concurrent use.
 func (q *Queue) Locate(ctx context.Context, id string) (Location, error) {
-	return locate(ctx, q.rdb, q.layout, id)
+	return locate(ctx, q.rdb, q.layout, &q.located, id)
 }
 
-func locate(ctx context.Context, rdb redis.UniversalClient, l *stream.Layout, id string) (Location, error) {
+// groupNames holds the names of the groups a queue's shards record, as
+// Locate last found them; safe for concurrent use.
+type groupNames struct {
+	p atomic.Pointer[[]string]
+}
+
+func (g *groupNames) load() []string {
+	if p := g.p.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (g *groupNames) store(names []string) { g.p.Store(&names) }
+
+// locateTries bounds the searches of one Locate whose groups keep changing.
+const locateTries = 3
+
+func locate(ctx context.Context, rdb redis.UniversalClient, l *stream.Layout, known *groupNames, id string) (Location, error) {
 	if err := delay.ValidateID(id); err != nil {
 		return Location{}, fmt.Errorf("locate: %w", err)
 	}
 	shard := l.ShardOf(id)
 	keys := l.Shard(shard)
-	groups, err := rdb.SMembers(ctx, keys.Groups()).Result()
-	if err != nil {
-		return Location{}, fmt.Errorf("locate %s: groups: %w", id, err)
+	for range locateTries {
+		groups := known.load()
+		reply, err := searchShard(ctx, rdb, keys, id, groups)
+		if err != nil {
+			return Location{}, fmt.Errorf("locate %s: %w", id, scripts.Explain(err))
+		}
+		if recorded, ok := changedGroups(reply); ok {
+			known.store(recorded)
+			continue
+		}
+		return parseLocation(l, shard, id, reply)
 	}
+	return Location{}, fmt.Errorf("locate %s: the groups of shard %d changed during each of %d searches", id, shard, locateTries)
+}
+
+// searchShard runs the locate script on shard keys for id, naming groups.
+func searchShard(ctx context.Context, rdb redis.UniversalClient, keys stream.Keys, id string, groups []string) ([]any, error) {
 	main := keys.Main()
-	ks := []string{main.Delayed, main.Envelopes, main.Stream, main.Quarantine}
-	args := []any{id, LocateScanLimit}
+	ks := make([]string, 0, 5+5*len(groups))
+	ks = append(ks, keys.Groups(), main.Delayed, main.Envelopes, main.Stream, main.Quarantine)
+	args := make([]any, 0, 2+len(groups))
+	args = append(args, id, LocateScanLimit)
 	for _, g := range groups {
 		r := keys.Retry(g)
 		ks = append(ks, r.Delayed, r.Envelopes, r.Stream, r.Quarantine, keys.DeadLetters(g))
 		args = append(args, g)
 	}
-	reply, err := scripts.Locate.Run(ctx, rdb, ks, args...).Slice()
-	if err != nil {
-		return Location{}, fmt.Errorf("locate %s: %w", id, scripts.Explain(err))
+	return scripts.Locate.Run(ctx, rdb, ks, args...).Slice()
+}
+
+// changedGroups returns the groups a locate reply names when the shard
+// records a group the call did not name.
+func changedGroups(reply []any) ([]string, bool) {
+	if len(reply) != 2 || reply[0] != "groups" {
+		return nil, false
 	}
+	list, _ := reply[1].([]any)
+	names := make([]string, 0, len(list))
+	for _, v := range list {
+		if s, ok := v.(string); ok {
+			names = append(names, s)
+		}
+	}
+	slices.Sort(names)
+	return names, true
+}
+
+// parseLocation reads a locate reply of id on shard.
+func parseLocation(l *stream.Layout, shard int, id string, reply []any) (Location, error) {
 	loc := Location{ID: id, Shard: shard}
 	if len(reply) != 3 {
 		return loc, fmt.Errorf("locate %s: unexpected reply of %d items", id, len(reply))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/admin"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/stream"
 )
@@ -228,4 +231,250 @@ func TestLocatePartial(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, loc.Found(), "an entry within the limit is found")
 	assert.Len(t, loc.Unread, 1, "in the stream of a queue without groups")
+}
+
+// deadLetterIn runs a queue with consumer groups dead (which dead-letters
+// message id and acknowledges the rest) and others (which acknowledge
+// everything), schedules id due now, and stops once every group has
+// settled it.
+func deadLetterIn(t *testing.T, rdb redis.UniversalClient, prefix string, shards int, id, dead string, others ...string) {
+	t.Helper()
+	ctx := context.Background()
+	q, err := delaystream.New(rdb, "orders", delaystream.WithPrefix(prefix), delaystream.WithShards(shards),
+		delaystream.WithDrainTimeout(time.Second))
+	require.NoError(t, err)
+	settled := make(chan string, 8)
+	_, err = q.Handle(dead, func(_ context.Context, d *delaystream.Delivery) error {
+		if d.ID == id {
+			return delaystream.DeadLetter(errors.New("refused"))
+		}
+		return nil
+	}, delaystream.WithHooks(delaystream.Hooks{OnDeadLettered: func(d *delaystream.Delivery, _ string) {
+		settled <- dead + "/" + d.ID
+	}}))
+	require.NoError(t, err)
+	for _, g := range others {
+		_, err = q.Handle(g, func(context.Context, *delaystream.Delivery) error { return nil },
+			delaystream.WithHooks(delaystream.Hooks{OnAcked: func(d *delaystream.Delivery, _ time.Duration) {
+				settled <- g + "/" + d.ID
+			}}))
+		require.NoError(t, err)
+	}
+	stop := startRun(t, q)
+	_, err = q.Schedule(ctx, delaystream.Message{ID: id}, delaystream.After(0))
+	require.NoError(t, err)
+	want := map[string]bool{dead + "/" + id: true}
+	for _, g := range others {
+		want[g+"/"+id] = true
+	}
+	deadline := time.After(30 * time.Second)
+	for len(want) > 0 {
+		select {
+		case s := <-settled:
+			delete(want, s)
+		case <-deadline:
+			t.Fatalf("not settled: %v", want)
+		}
+	}
+	stop() // the acknowledgements are flushed
+}
+
+// groupsOf returns the groups a location lists, with their places.
+func groupsOf(loc delaystream.Location) map[string]delaystream.Place {
+	out := map[string]delaystream.Place{}
+	for _, g := range loc.Groups {
+		out[g.Group] = g.Place
+	}
+	return out
+}
+
+// Locate makes one call to the message's shard once the Queue knows the
+// groups: the script, no SMEMBERS. A group recorded after that costs one
+// call more, once, and is searched; a forgotten group is no longer
+// listed, still in one call. Concurrent first Locates of a Queue agree.
+func TestLocateRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	const shards = 4
+	var log redistest.CommandLog
+	counted := redis.NewClient(redistest.Options(t, redistest.Addr(t)))
+	t.Cleanup(func() { _ = counted.Close() })
+	counted.AddHook(&log)
+	q, err := delaystream.New(counted, "orders", delaystream.WithPrefix(prefix), delaystream.WithShards(shards),
+		delaystream.WithoutPromotion())
+	require.NoError(t, err)
+	at := func(id string, calls ...string) delaystream.Location {
+		t.Helper()
+		log.Take()
+		loc, err := q.Locate(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, calls, log.Take(), "the calls locating %s", id)
+		return loc
+	}
+
+	deadLetterIn(t, rdb, prefix, shards, "x1", "a")
+	_, err = q.Locate(ctx, "x1") // learns the groups (and loads the script)
+	require.NoError(t, err)
+	loc := at("x1", "evalsha")
+	assert.Equal(t, map[string]delaystream.Place{"a": delaystream.PlaceDeadLettered}, groupsOf(loc))
+
+	// Group b is recorded after the Queue learnt the groups.
+	deadLetterIn(t, rdb, prefix, shards, "x2", "b", "a")
+	loc = at("x2", "evalsha", "evalsha")
+	assert.Equal(t, map[string]delaystream.Place{"b": delaystream.PlaceDeadLettered}, groupsOf(loc))
+	loc = at("x2", "evalsha")
+	assert.Equal(t, map[string]delaystream.Place{"b": delaystream.PlaceDeadLettered}, groupsOf(loc))
+	loc = at("x1", "evalsha")
+	assert.Equal(t, map[string]delaystream.Place{"a": delaystream.PlaceDeadLettered}, groupsOf(loc))
+
+	// Group b is forgotten: its dead letters stay but are no longer listed.
+	in, err := admin.New(rdb, prefix)
+	require.NoError(t, err)
+	require.NoError(t, in.ForgetGroup(ctx, "orders", "b"))
+	loc = at("x2", "evalsha")
+	assert.False(t, loc.Found(), "%+v", loc)
+	loc = at("x1", "evalsha")
+	assert.Equal(t, map[string]delaystream.Place{"a": delaystream.PlaceDeadLettered}, groupsOf(loc))
+
+	// A fresh Queue located from many goroutines at once.
+	fresh, err := delaystream.New(counted, "orders", delaystream.WithPrefix(prefix), delaystream.WithShards(shards),
+		delaystream.WithoutPromotion())
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	locs := make([]delaystream.Location, 8)
+	errs := make([]error, len(locs))
+	for i := range locs {
+		wg.Go(func() { locs[i], errs[i] = fresh.Locate(ctx, "x1") })
+	}
+	wg.Wait()
+	for i := range locs {
+		require.NoError(t, errs[i])
+		assert.Equal(t, map[string]delaystream.Place{"a": delaystream.PlaceDeadLettered}, groupsOf(locs[i]))
+	}
+	log.Take()
+	_, err = fresh.Locate(ctx, "x2")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"evalsha"}, log.Take())
+}
+
+// On a Cluster of three masters, a sharded queue locates messages on
+// shards of every master, in each state: waiting, pending in a consumer,
+// retrying, dead-lettered.
+func TestLocateCluster(t *testing.T) {
+	t.Parallel()
+	c, err := redistest.SpawnCluster(3, 0)
+	require.NoError(t, err)
+	t.Cleanup(c.Stop)
+	rdb := c.Client()
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	const shards = 6
+	l, err := stream.NewLayout(prefix, "orders", shards)
+	require.NoError(t, err)
+
+	// For each state, ids whose shards are on every master.
+	masterOf := func(id string) string {
+		n, err := rdb.MasterForKey(ctx, l.Shard(l.ShardOf(id)).Main().Stream)
+		require.NoError(t, err)
+		return n.Options().Addr
+	}
+	ids := map[string][]string{}
+	for _, s := range []string{"w", "p", "r", "d"} {
+		masters := map[string]bool{}
+		for i := 0; len(masters) < 3; i++ {
+			require.Less(t, i, 1000, "no id of state %s on every master", s)
+			id := fmt.Sprintf("%s%d", s, i)
+			if m := masterOf(id); !masters[m] {
+				masters[m] = true
+				ids[s] = append(ids[s], id)
+			}
+		}
+	}
+
+	q, err := delaystream.New(rdb, "orders", delaystream.WithPrefix(prefix), delaystream.WithShards(shards),
+		delaystream.WithDrainTimeout(100*time.Millisecond))
+	require.NoError(t, err)
+	release := make(chan struct{})
+	holding := make(chan string, 8)
+	settled := make(chan string, 8)
+	_, err = q.Handle("billing", func(ctx context.Context, d *delaystream.Delivery) error {
+		switch d.ID[0] {
+		case 'p':
+			holding <- d.ID
+			<-release
+		case 'r':
+			return delaystream.RetryAfter(time.Hour, errors.New("try later"))
+		case 'd':
+			return delaystream.DeadLetter(errors.New("bad order"))
+		}
+		return nil
+	}, delaystream.WithWorkers(8), delaystream.WithConsumerName("worker-1"), delaystream.WithHooks(delaystream.Hooks{
+		OnHandled: func(d *delaystream.Delivery, _ delaystream.HandlerOutcome, _ time.Duration) { settled <- d.ID },
+	}))
+	require.NoError(t, err)
+	stop := startRun(t, q)
+	defer func() {
+		close(release)
+		stop()
+	}()
+	for s, list := range ids {
+		for _, id := range list {
+			when := delaystream.After(0)
+			if s == "w" {
+				when = delaystream.After(time.Hour)
+			}
+			_, err = q.Schedule(ctx, delaystream.Message{ID: id}, when)
+			require.NoError(t, err)
+		}
+	}
+	want := map[string]bool{}
+	for _, id := range slices.Concat(ids["p"], ids["r"], ids["d"]) {
+		want[id] = true
+	}
+	deadline := time.After(60 * time.Second)
+	for len(want) > 0 {
+		select {
+		case id := <-settled:
+			delete(want, id)
+		case id := <-holding:
+			delete(want, id)
+		case <-deadline:
+			t.Fatalf("not handled: %v", want)
+		}
+	}
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for s, list := range ids {
+			for _, id := range list {
+				loc, err := q.Locate(ctx, id)
+				if !assert.NoError(c, err) {
+					return
+				}
+				assert.Equal(c, l.ShardOf(id), loc.Shard, id)
+				switch s {
+				case "w":
+					assert.NotNil(c, loc.Waiting, id)
+					assert.Empty(c, loc.Groups, id)
+				case "p":
+					if assert.Len(c, loc.Groups, 1, id) {
+						assert.Equal(c, delaystream.PlacePending, loc.Groups[0].Place, id)
+						assert.Equal(c, "worker-1", loc.Groups[0].Consumer, id)
+					}
+				case "r":
+					if assert.Len(c, loc.Groups, 1, id) {
+						assert.Equal(c, delaystream.PlaceRetrying, loc.Groups[0].Place, id)
+						assert.Equal(c, 2, loc.Groups[0].Attempt, id)
+					}
+				case "d":
+					if assert.Len(c, loc.Groups, 1, id) {
+						assert.Equal(c, delaystream.PlaceDeadLettered, loc.Groups[0].Place, id)
+						assert.Regexp(c, fmt.Sprintf(`^\d+-\d+@%d$`, loc.Shard), loc.Groups[0].EntryID, id)
+					}
+				}
+			}
+		}
+	}, 10*time.Second, 50*time.Millisecond)
 }

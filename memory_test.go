@@ -17,6 +17,7 @@ import (
 
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // logBuf is a logger's output, safe for concurrent use.
@@ -51,6 +52,20 @@ func memoryServer(t *testing.T, args ...string) (*redis.Client, string) {
 	rdb := redis.NewClient(redistest.Options(t, s.Addr))
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb, s.Addr
+}
+
+// startRun runs q until the stop it returns is called, which checks that
+// Run returned nil.
+func startRun(t *testing.T, q *delaystream.Queue) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- q.Run(ctx) }()
+	return func() {
+		t.Helper()
+		cancel()
+		require.NoError(t, <-done)
+	}
 }
 
 // A server that may evict (maxmemory set, allkeys-lru) is reported at the
@@ -250,8 +265,9 @@ func TestOutOfMemory(t *testing.T) {
 	}
 }
 
-// A failure whose retry Redis refuses for memory stays pending: once
-// memory is freed, another consumer takes it over and handles it.
+// A failure whose retry Redis refuses for memory stays pending, held by
+// its consumer: once memory is freed, the retry is written and the next
+// attempt succeeds; the handler ran once per attempt.
 func TestRetryRefusedForMemory(t *testing.T) {
 	t.Parallel()
 	rdb, _ := memoryServer(t, "--maxmemory-policy", "noeviction")
@@ -297,7 +313,7 @@ func TestRetryRefusedForMemory(t *testing.T) {
 		require.NoError(t, <-done)
 	}()
 	require.Eventually(t, func() bool {
-		return strings.Contains(logs.String(), "scheduling retry failed") && strings.Contains(logs.String(), "write refused, nothing written")
+		return strings.Contains(logs.String(), "Redis refuses writes for memory") && strings.Contains(logs.String(), "write refused, nothing written")
 	}, 30*time.Second, 20*time.Millisecond)
 	require.NoError(t, rdb.ConfigSet(ctx, "maxmemory", "0").Err())
 	select {
@@ -307,8 +323,9 @@ func TestRetryRefusedForMemory(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	assert.Equal(t, []delaystream.HandlerOutcome{delaystream.Unsettled, delaystream.Acked}, outcomes)
+	assert.Equal(t, []delaystream.HandlerOutcome{delaystream.Retried, delaystream.Acked}, outcomes)
 	assert.Equal(t, 2, calls)
+	assert.NotContains(t, logs.String(), "scheduling retry failed")
 }
 
 // On a Cluster every master is read: the one master configured to evict
@@ -342,4 +359,150 @@ func TestEvictionPolicyCluster(t *testing.T) {
 	_, err = strict.Schedule(ctx, delaystream.Message{ID: "a"}, delaystream.After(time.Minute))
 	require.ErrorIs(t, err, delaystream.ErrEvictionPolicy)
 	assert.Contains(t, err.Error(), evicting)
+}
+
+// While Redis refuses writes for memory, consumers whose handlers fail
+// hold the entries whose retry (or dead letter) is refused: nothing is
+// acknowledged, no entry is delivered again, no handler runs again, the
+// workers take nothing new (intake backs off), and the episode is logged
+// once. Once memory is freed, every message is retried and handled once
+// more (or dead-lettered once, with one attempt allowed).
+func TestConsumersBackOffOutOfMemory(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		attempts int // allowed: 1 dead-letters the failure, 2 retries it
+	}{{"retry", 2}, {"dead-letter", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testConsumersBackOffOutOfMemory(t, tc.attempts)
+		})
+	}
+}
+
+func testConsumersBackOffOutOfMemory(t *testing.T, attempts int) {
+	const (
+		n       = 12
+		workers = 4
+	)
+	rdb, _ := memoryServer(t, "--maxmemory-policy", "noeviction")
+	ctx := context.Background()
+	var logs logBuf
+	prefix := redistest.Prefix(t)
+	l, err := stream.NewLayout(prefix, "orders", 1)
+	require.NoError(t, err)
+	q, err := delaystream.New(rdb, "orders", delaystream.WithPrefix(prefix), delaystream.WithLogger(logs.logger()))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the queue's log:\n%s", logs.String())
+		}
+	})
+	full := make(chan struct{}) // closed once Redis refuses writes
+	var mu sync.Mutex
+	calls := map[string][]int{} // id -> attempts handled
+	outcomes := map[string][]delaystream.HandlerOutcome{}
+	g, err := q.Handle("billing", func(_ context.Context, d *delaystream.Delivery) error {
+		mu.Lock()
+		calls[d.ID] = append(calls[d.ID], d.Attempt)
+		mu.Unlock()
+		if d.Attempt == 1 {
+			<-full
+			return errors.New("first attempt fails")
+		}
+		return nil
+	}, delaystream.WithWorkers(workers), delaystream.WithMaxAttempts(attempts), delaystream.WithBackoff(delaystream.ConstantBackoff(10*time.Millisecond)),
+		delaystream.WithVisibilityTimeout(time.Second), delaystream.WithReclaimInterval(100*time.Millisecond),
+		delaystream.WithHooks(delaystream.Hooks{OnHandled: func(d *delaystream.Delivery, o delaystream.HandlerOutcome, _ time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			outcomes[d.ID] = append(outcomes[d.ID], o)
+		}}))
+	require.NoError(t, err)
+	defer startRun(t, q)()
+	for i := range n {
+		_, err = q.Schedule(ctx, delaystream.Message{ID: fmt.Sprint("m", i)}, delaystream.After(0))
+		require.NoError(t, err)
+	}
+	// Every message is in the stream, and the workers are busy with the
+	// first ones, before writes are refused.
+	require.Eventually(t, func() bool {
+		st, err := q.Stats(ctx)
+		mu.Lock()
+		started := len(calls)
+		mu.Unlock()
+		return err == nil && st.Waiting == 0 && started == workers
+	}, 30*time.Second, 10*time.Millisecond)
+	require.NoError(t, rdb.ConfigSet(ctx, "maxmemory", "1").Err())
+	close(full)
+
+	// Each worker's settling write is refused again and again, for well
+	// over the visibility timeout.
+	require.Eventually(t, func() bool {
+		return g.Counters().MemoryRefused >= 6*workers
+	}, 60*time.Second, 20*time.Millisecond, "the refused writes are tried again")
+	mu.Lock()
+	assert.Len(t, calls, workers, "no worker took another entry")
+	for id, a := range calls {
+		assert.Equal(t, []int{1}, a, "%s: the handler ran once", id)
+	}
+	mu.Unlock()
+	st, err := g.Stats(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, st.RetryWaiting)
+	assert.Zero(t, st.DeadLetters)
+	assert.Equal(t, int64(n), st.Pending+st.Lag, "nothing acknowledged: every message pending or not yet read")
+	pending, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: l.Shard(0).Main().Stream, Group: "billing", Start: "-", End: "+", Count: 100}).Result()
+	require.NoError(t, err)
+	for _, p := range pending {
+		assert.Equal(t, int64(1), p.RetryCount, "%s delivered once", p.ID)
+	}
+	c := g.Counters()
+	assert.Zero(t, c.Reclaimed)
+	assert.Zero(t, c.Retried+c.DeadLettered+c.Acked)
+	assert.Equal(t, 1, strings.Count(logs.String(), "Redis refuses writes for memory"), "the episode is logged once")
+
+	require.NoError(t, rdb.ConfigSet(ctx, "maxmemory", "0").Err())
+	want := delaystream.Retried
+	if attempts == 1 {
+		want = delaystream.DeadLettered
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range n {
+			id := fmt.Sprint("m", i)
+			if attempts == 1 {
+				assert.Equal(c, []delaystream.HandlerOutcome{want}, outcomes[id], id)
+			} else {
+				assert.Equal(c, []delaystream.HandlerOutcome{want, delaystream.Acked}, outcomes[id], id)
+			}
+		}
+	}, 60*time.Second, 50*time.Millisecond, "every message settled once memory is freed")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		st, err := g.Stats(ctx)
+		if assert.NoError(c, err) {
+			assert.Zero(c, st.Pending)
+			assert.Zero(c, st.RetryWaiting)
+			if attempts == 1 {
+				assert.Equal(c, int64(n), st.DeadLetters)
+			} else {
+				assert.Zero(c, st.DeadLetters)
+			}
+		}
+	}, 30*time.Second, 50*time.Millisecond)
+	c = g.Counters()
+	assert.Equal(t, uint64(n), c.Failed)
+	if attempts == 1 {
+		assert.Equal(t, uint64(n), c.DeadLettered)
+	} else {
+		assert.Equal(t, uint64(n), c.Retried)
+		assert.Equal(t, uint64(n), c.Acked)
+	}
+	assert.Zero(t, c.Reclaimed)
+	out := logs.String()
+	assert.Equal(t, 1, strings.Count(out, "Redis refuses writes for memory"))
+	assert.Equal(t, 1, strings.Count(out, "Redis accepts writes again"))
+	assert.NotContains(t, out, "scheduling retry failed")
+	assert.NotContains(t, out, "dead-lettering failed")
 }

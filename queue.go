@@ -36,6 +36,7 @@ type Queue struct {
 	mover    *mover.Mover // nil WithoutPromotion
 	recur    *recur.Store // recurring schedules
 	mem      *memWatch
+	located  groupNames // the groups Locate last found recorded
 
 	mu      sync.Mutex
 	running bool

@@ -127,6 +127,11 @@ type Counters struct {
 	OwnershipLost       uint64 // handlers whose entry another consumer took over
 	Panics              uint64 // handler panics (also counted in Failed)
 	Expired             uint64 // messages past their deadline, dead-lettered unhandled
+	// MemoryRefused counts the writes settling a failure (its retry, its
+	// dead letter) that Redis refused for memory ([ErrOutOfMemory]): the
+	// entry stays held and pending, and the write is tried again after a
+	// pause, without running the handler again.
+	MemoryRefused uint64
 	// LimitWait is how long the consumer waited, with workers free, for
 	// the group's flow limits ([WithConcurrencyLimit], [WithRateLimit]).
 	LimitWait time.Duration

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,6 +32,9 @@ type Inspector struct {
 	rdb        redis.UniversalClient
 	prefix     string
 	liveWithin time.Duration // LiveWithin; shorter in tests
+
+	mu       sync.Mutex
+	locators map[locatorKey]*delaystream.Queue // Locate's, by queue and shard count
 }
 
 // New returns an Inspector of the queues under prefix ("" means
@@ -48,7 +52,7 @@ func New(rdb redis.UniversalClient, prefix string) (*Inspector, error) {
 	if err := stream.ValidateName("prefix", prefix); err != nil {
 		return nil, invalid(err)
 	}
-	return &Inspector{rdb: rdb, prefix: prefix, liveWithin: LiveWithin}, nil
+	return &Inspector{rdb: rdb, prefix: prefix, liveWithin: LiveWithin, locators: map[locatorKey]*delaystream.Queue{}}, nil
 }
 
 // QueueInfo is a queue found under the prefix.

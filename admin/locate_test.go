@@ -4,10 +4,14 @@ import (
 	"context"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/admin"
+	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/internal/seedtest"
 )
 
 // Locate finds a message of a queue by name: dead-lettered in one group,
@@ -29,4 +33,30 @@ func TestLocate(t *testing.T) {
 
 	_, err = in.Locate(ctx, "nosuch", "x")
 	require.ErrorIs(t, err, delaystream.ErrNotFound)
+}
+
+// Once the Inspector knows a queue's groups, Locate reads the queue's
+// record and searches the message's shard in one script, nothing more.
+func TestLocateCalls(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	seedtest.Seed(t, rdb, prefix)
+	var log redistest.CommandLog
+	counted := redis.NewClient(redistest.Options(t, redistest.Addr(t)))
+	t.Cleanup(func() { _ = counted.Close() })
+	counted.AddHook(&log)
+	in, err := admin.New(counted, prefix)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = in.Locate(ctx, "jobs", "job-3") // learns the groups
+	require.NoError(t, err)
+	for range 2 {
+		log.Take()
+		loc, err := in.Locate(ctx, "jobs", "job-3")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"hget", "evalsha"}, log.Take())
+		require.Len(t, loc.Groups, 1)
+		assert.Equal(t, delaystream.PlaceDeadLettered, loc.Groups[0].Place)
+	}
 }

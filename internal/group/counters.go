@@ -9,6 +9,7 @@ import (
 type counters struct {
 	delivered, acked, failed, retried, deadLettered, deadDropped, dropped atomic.Uint64
 	reclaimed, deletedPending, handedBack, lost, panics, expired          atomic.Uint64
+	memoryRefused                                                         atomic.Uint64
 	limitWait                                                             atomic.Int64 // ns
 }
 
@@ -27,6 +28,7 @@ type Counters struct {
 	OwnershipLost       uint64 // handlers whose entry another consumer took over
 	Panics              uint64 // handler panics (also counted in Failed)
 	Expired             uint64 // messages past their deadline, dead-lettered unhandled (also counted in DeadLettered)
+	MemoryRefused       uint64 // settling writes (retries, dead letters) Redis refused for memory, each tried again after a pause
 	// LimitWait is how long the reader waited for the group's flow limits
 	// (concurrency slots, rate permits) with workers free.
 	LimitWait time.Duration
@@ -39,6 +41,6 @@ func (x *counters) load() Counters {
 		Retried: x.retried.Load(), DeadLettered: x.deadLettered.Load(), DeadLettersDropped: x.deadDropped.Load(),
 		Dropped: x.dropped.Load(), Reclaimed: x.reclaimed.Load(), DeletedWhilePending: x.deletedPending.Load(),
 		HandedBack: x.handedBack.Load(), OwnershipLost: x.lost.Load(), Panics: x.panics.Load(),
-		Expired: x.expired.Load(), LimitWait: time.Duration(x.limitWait.Load()),
+		Expired: x.expired.Load(), MemoryRefused: x.memoryRefused.Load(), LimitWait: time.Duration(x.limitWait.Load()),
 	}
 }

@@ -53,42 +53,46 @@ func (s *settler) failed(hctx context.Context, f *flight, m *Message, env *codec
 		return OutcomeReclaimed
 	case errors.As(herr, &dl):
 		c.ctr.failed.Add(1)
-		return s.deadLetter(r.opCtx, m, env, ReasonHandler, herr)
+		return s.deadLetter(hctx, m, env, ReasonHandler, herr)
 	case errors.As(herr, &ud):
 		c.ctr.failed.Add(1)
-		return s.deadLetter(r.opCtx, m, env, ReasonUndecodable, herr)
+		return s.deadLetter(hctx, m, env, ReasonUndecodable, herr)
 	case errors.As(herr, &re) && !re.Counted:
-		return s.retry(r.opCtx, m, env, herr, max(re.Delay, 0), m.Attempt)
+		return s.retry(hctx, m, env, herr, max(re.Delay, 0), m.Attempt)
 	case m.Attempt >= c.cfg.maxAttempts:
 		c.ctr.failed.Add(1)
-		return s.deadLetter(r.opCtx, m, env, ReasonAttempts, herr)
+		return s.deadLetter(hctx, m, env, ReasonAttempts, herr)
 	default:
 		c.ctr.failed.Add(1)
 		wait := c.cfg.backoff(m.Attempt + 1)
 		if re != nil {
 			wait = re.Delay
 		}
-		return s.retry(r.opCtx, m, env, herr, max(wait, 0), m.Attempt+1)
+		return s.retry(hctx, m, env, herr, max(wait, 0), m.Attempt+1)
 	}
 }
 
 // retry acknowledges the entry and schedules attempt in the retry lane,
-// due after wait.
-func (s *settler) retry(ctx context.Context, m *Message, env *codec.Envelope, herr error, wait time.Duration, attempt int) Outcome {
+// due after wait. While Redis refuses the write for memory, it holds the
+// entry and tries again (see store) until hold ends.
+func (s *settler) retry(hold context.Context, m *Message, env *codec.Envelope, herr error, wait time.Duration, attempt int) Outcome {
 	r, c := s.r, s.r.c
 	next := *env
 	next.Attempt = attempt
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	lane := c.shardOf(m.Stream).retry
-	due, err := scripts.Retry.Run(ctx, c.rdb,
-		[]string{m.Stream, lane.Delayed, lane.Envelopes},
-		c.group, m.EntryID, wire.RetryMember(m.ID, m.EntryID), wire.MarshalEnvelope(&next),
-		wait.Milliseconds(), scripts.Channel(lane.Wake, lane.Sharded)).Int64()
+	sh := c.shardOf(m.Stream)
+	lane := sh.retry
+	keys := []string{m.Stream, lane.Delayed, lane.Envelopes}
+	args := []any{c.group, m.EntryID, wire.RetryMember(m.ID, m.EntryID), wire.MarshalEnvelope(&next),
+		wait.Milliseconds(), scripts.Channel(lane.Wake, lane.Sharded)}
+	var due int64
+	err := s.store(hold, sh, func(ctx context.Context) (err error) {
+		due, err = scripts.Retry.Run(ctx, c.rdb, keys, args...).Int64()
+		return err
+	})
 	if err != nil {
 		// The entry stays pending; it is reclaimed after the visibility timeout.
 		heal.After(c.rdb, err)
-		r.log.ErrorContext(ctx, "scheduling retry failed", slog.String("id", m.ID), slog.Any("err", c.explain(ctx, err, c.shardOf(m.Stream))))
+		r.log.ErrorContext(r.opCtx, "scheduling retry failed", slog.String("id", m.ID), slog.Any("err", c.explain(r.opCtx, err, sh)))
 		return OutcomeUnsettled
 	}
 	if due < 0 {
@@ -103,7 +107,9 @@ func (s *settler) retry(ctx context.Context, m *Message, env *codec.Envelope, he
 }
 
 // deadLetter acknowledges the entry and appends it to the dead letters.
-func (s *settler) deadLetter(ctx context.Context, m *Message, env *codec.Envelope, reason string, cause error) Outcome {
+// While Redis refuses the write for memory, it holds the entry and tries
+// again (see store) until hold ends.
+func (s *settler) deadLetter(hold context.Context, m *Message, env *codec.Envelope, reason string, cause error) Outcome {
 	fields := []any{
 		wire.FieldID, m.ID,
 		wire.FieldDue, strconv.FormatInt(m.Due.UnixMilli(), 10),
@@ -115,7 +121,7 @@ func (s *settler) deadLetter(ctx context.Context, m *Message, env *codec.Envelop
 		fieldSource, m.Stream,
 		fieldEntry, m.EntryID,
 	}
-	o := s.settleDead(ctx, m.Stream, m.EntryID, fields)
+	o := s.settleDead(hold, m.Stream, m.EntryID, fields)
 	if o == OutcomeDeadLettered {
 		if h := s.r.c.cfg.hooks.OnDeadLettered; h != nil {
 			h(m, reason)
@@ -125,8 +131,8 @@ func (s *settler) deadLetter(ctx context.Context, m *Message, env *codec.Envelop
 }
 
 // deadLetterRaw dead-letters an entry that could not be decoded, keeping
-// whatever fields it had.
-func (s *settler) deadLetterRaw(ctx context.Context, f *flight, cause error) {
+// whatever fields it had; hold as for deadLetter.
+func (s *settler) deadLetterRaw(hold context.Context, f *flight, cause error) {
 	streamKey, id := f.b.stream, f.x.ID
 	fields := []any{wire.FieldReason, ReasonUndecodable, fieldError, cause.Error(),
 		fieldDeliveries, f.deliveries, fieldSource, streamKey, fieldEntry, id}
@@ -153,7 +159,7 @@ func (s *settler) deadLetterRaw(ctx context.Context, f *flight, cause error) {
 		}
 	}
 	s.r.log.Warn("undecodable entry dead-lettered", slog.String("stream", streamKey), slog.String("entry", id), slog.Any("err", cause))
-	if s.settleDead(ctx, streamKey, id, fields) == OutcomeDeadLettered {
+	if s.settleDead(hold, streamKey, id, fields) == OutcomeDeadLettered {
 		if h := s.r.c.cfg.hooks.OnDeadLettered; h != nil {
 			h(nil, ReasonUndecodable)
 		}
@@ -161,18 +167,23 @@ func (s *settler) deadLetterRaw(ctx context.Context, f *flight, cause error) {
 }
 
 // settleDead acknowledges entry id of streamKey and appends fields to the
-// dead letters, in one script. It returns OutcomeDeadLettered when the
-// entry was still pending with the group (and so was dead-lettered),
+// dead letters, in one script (tried again while Redis refuses it for
+// memory, until hold ends: see store). It returns OutcomeDeadLettered when
+// the entry was still pending with the group (and so was dead-lettered),
 // OutcomeReclaimed when it was not, OutcomeUnsettled when the script failed.
-func (s *settler) settleDead(ctx context.Context, streamKey, id string, fields []any) Outcome {
+func (s *settler) settleDead(hold context.Context, streamKey, id string, fields []any) Outcome {
 	r, c := s.r, s.r.c
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
+	sh := c.shardOf(streamKey)
+	keys := []string{streamKey, sh.dead}
 	args := append([]any{c.group, id, c.cfg.deadCap}, fields...)
-	v, err := scripts.Dead.Run(ctx, c.rdb, []string{streamKey, c.shardOf(streamKey).dead}, args...).Int64Slice()
+	var v []int64
+	err := s.store(hold, sh, func(ctx context.Context) (err error) {
+		v, err = scripts.Dead.Run(ctx, c.rdb, keys, args...).Int64Slice()
+		return err
+	})
 	if err != nil || len(v) != 2 {
 		heal.After(c.rdb, err)
-		r.log.ErrorContext(ctx, "dead-lettering failed", slog.String("entry", id), slog.Any("err", c.explain(ctx, err, c.shardOf(streamKey))))
+		r.log.ErrorContext(r.opCtx, "dead-lettering failed", slog.String("entry", id), slog.Any("err", c.explain(r.opCtx, err, sh)))
 		return OutcomeUnsettled
 	}
 	if v[0] == 0 {
@@ -182,7 +193,7 @@ func (s *settler) settleDead(ctx context.Context, streamKey, id string, fields [
 	c.ctr.deadLettered.Add(1)
 	if v[1] > 0 {
 		c.ctr.deadDropped.Add(uint64(v[1]))
-		r.log.WarnContext(ctx, "dead-letter cap reached; oldest dead letters trimmed", slog.Int64("dropped", v[1]), slog.Int64("cap", c.cfg.deadCap))
+		r.log.WarnContext(r.opCtx, "dead-letter cap reached; oldest dead letters trimmed", slog.Int64("dropped", v[1]), slog.Int64("cap", c.cfg.deadCap))
 	}
 	return OutcomeDeadLettered
 }

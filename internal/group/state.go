@@ -123,6 +123,7 @@ type runState struct {
 	opCtx    context.Context // for recording outcomes: never cancelled (each call has its own timeout)
 	handlers sync.WaitGroup  // the workers; extension goes on until they are done
 	pause    *pauseState     // the group's pause (pause.go)
+	refused  refusals        // settling writes Redis refuses for memory (refused.go)
 }
 
 // failureLogEvery is how often a loop whose calls keep failing logs: its

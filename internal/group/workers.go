@@ -67,11 +67,11 @@ func (w *workers) handBackQueued(f *flight, paused bool) {
 
 // handle decodes, runs the handler and settles the entry.
 func (w *workers) handle(wctx context.Context, f *flight) {
-	r, c := w.r, w.r.c
+	c := w.r.c
 	c.ctr.delivered.Add(1)
 	e, err := wire.Decode(f.b.stream, f.x.ID, f.x.Values)
 	if err != nil {
-		w.settle.deadLetterRaw(r.opCtx, f, err)
+		w.settle.deadLetterRaw(wctx, f, err)
 		return
 	}
 	m := &Message{
@@ -80,20 +80,21 @@ func (w *workers) handle(wctx context.Context, f *flight) {
 		Due: e.Envelope.Due, Created: e.Envelope.Created, Deadline: e.Envelope.Deadline,
 		Group: c.group, Stream: f.b.stream, EntryID: f.x.ID,
 	}
-	if !m.Deadline.IsZero() && time.Now().After(m.Deadline) {
-		c.ctr.expired.Add(1)
-		w.settle.deadLetter(r.opCtx, m, &e.Envelope, ReasonExpired, fmt.Errorf("deadline %s passed", m.Deadline.Format(time.RFC3339Nano)))
-		return
-	}
-	if f.deliveries > c.cfg.maxDeliveries {
-		w.settle.deadLetter(r.opCtx, m, &e.Envelope, ReasonDeliveries, fmt.Errorf("delivered %d times, max %d", f.deliveries, c.cfg.maxDeliveries))
-		return
-	}
+	// hctx ends when the entry is taken over or at the drain timeout.
 	hctx, cancel := context.WithCancelCause(wctx)
 	defer cancel(nil)
 	f.mu.Lock()
 	f.cancel = cancel
 	f.mu.Unlock()
+	if !m.Deadline.IsZero() && time.Now().After(m.Deadline) {
+		c.ctr.expired.Add(1)
+		w.settle.deadLetter(hctx, m, &e.Envelope, ReasonExpired, fmt.Errorf("deadline %s passed", m.Deadline.Format(time.RFC3339Nano)))
+		return
+	}
+	if f.deliveries > c.cfg.maxDeliveries {
+		w.settle.deadLetter(hctx, m, &e.Envelope, ReasonDeliveries, fmt.Errorf("delivered %d times, max %d", f.deliveries, c.cfg.maxDeliveries))
+		return
+	}
 	if h := c.cfg.hooks.OnDelivered; h != nil {
 		h(m)
 	}

@@ -1,10 +1,17 @@
 -- locate.lua: find every place of one message id in one queue shard, for
 -- operators (read only). Preceded by ids.lua (locate, genparts).
 --
--- KEYS[1]  ZSET    the main lane's delayed set
--- KEYS[2]  HASH    the main lane's envelopes
--- KEYS[3]  STREAM  the main lane's stream
--- KEYS[4]  STREAM  the main lane's quarantine
+-- The caller names the groups it believes the shard records, with their
+-- keys; the script reads the record (KEYS[1]) and, when it holds a group
+-- not named, searches nothing and returns the recorded names, for the
+-- caller to call again with them. A named group the record does not hold
+-- (forgotten) is not searched.
+--
+-- KEYS[1]  SET     the shard's recorded groups
+-- KEYS[2]  ZSET    the main lane's delayed set
+-- KEYS[3]  HASH    the main lane's envelopes
+-- KEYS[4]  STREAM  the main lane's stream
+-- KEYS[5]  STREAM  the main lane's quarantine
 -- then for each group named in ARGV[3..], five keys:
 --          ZSET    its retry lane's delayed set
 --          HASH    its retry lane's envelopes
@@ -16,7 +23,8 @@
 --          scanned in each retry lane's delayed set
 -- ARGV[3..] group names
 --
--- Returns {waiting, partial, found}:
+-- Returns {'groups', names} when the record holds a group not named in
+-- ARGV (names: every recorded group), else {waiting, partial, found}:
 --   waiting  {} or {due_ms, envelope or false}
 --   partial  1 when a stream or set held more than the scan limit (the
 --            search may have missed entries beyond it), else 0
@@ -34,6 +42,19 @@ local _, rnd = genparts(id)
 local retryPrefix = id .. '\31'
 local partial = 0
 local found = {}
+
+-- The groups to search: those named that the record holds.
+local named, recorded = {}, {}
+for i = 3, #ARGV do
+  named[ARGV[i]] = true
+end
+local members = redis.call('SMEMBERS', KEYS[1])
+for _, g in ipairs(members) do
+  if not named[g] then
+    return {'groups', members}
+  end
+  recorded[g] = true
+end
 
 local function matches(f)
   for j = 1, #f, 2 do
@@ -106,34 +127,37 @@ end
 
 -- Waiting in the main lane.
 local waiting = {}
-local m, due, packed = locate(KEYS[1], id)
+local m, due, packed = locate(KEYS[2], id)
 if m then
   if packed then
     waiting = {due, string.sub(m, 18)}
   else
-    waiting = {due, redis.call('HGET', KEYS[2], id)}
+    waiting = {due, redis.call('HGET', KEYS[3], id)}
   end
 end
 
 -- The main stream, with each group's view of what was found.
-local hits = scan(KEYS[3])
+local hits = scan(KEYS[4])
 if #hits > 0 then
-  local last = lastDelivered(KEYS[3])
+  local last = lastDelivered(KEYS[4])
   for _, e in ipairs(hits) do
     local per = {}
     for i = 3, #ARGV do
-      local s = state(KEYS[3], ARGV[i], e[1], last[ARGV[i]])
-      per[#per + 1] = {ARGV[i], s[1], s[2], s[3], s[4]}
+      if recorded[ARGV[i]] then
+        local s = state(KEYS[4], ARGV[i], e[1], last[ARGV[i]])
+        per[#per + 1] = {ARGV[i], s[1], s[2], s[3], s[4]}
+      end
     end
     found[#found + 1] = {'stream', '', e[1], e[2], per}
   end
 end
-for _, e in ipairs(scan(KEYS[4])) do
+for _, e in ipairs(scan(KEYS[5])) do
   found[#found + 1] = {'quarantine', '', e[1], e[2], {}}
 end
 
-for i = 3, #ARGV do
-  local g, k = ARGV[i], 4 + (i - 3) * 5
+-- searchGroup searches group g's retry lane and dead letters, whose keys
+-- start at KEYS[k + 1].
+local function searchGroup(g, k)
   -- Waiting for its next attempt: members "<id>\31<entry id>".
   local cursor, seen = '0', 0
   repeat
@@ -162,6 +186,12 @@ for i = 3, #ARGV do
   end
   for _, e in ipairs(scan(KEYS[k + 5])) do
     found[#found + 1] = {'dead', g, e[1], e[2], {}}
+  end
+end
+
+for i = 3, #ARGV do
+  if recorded[ARGV[i]] then
+    searchGroup(ARGV[i], 5 + (i - 3) * 5)
   end
 end
 return {waiting, partial, found}
