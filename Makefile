@@ -25,12 +25,12 @@ FUZZMINTIME    ?= 5s
 
 all: lint test
 
-## test: two lanes side by side, each printing its steps' times: the integration module (real servers and Clusters, mostly waiting on real time) then the core module's vet and tests on the newest Go release, in the background; vet, every other module -race, the TLS subset and fuzz-short in the foreground. The background lane's output is printed after the other's. Either lane failing fails make test.
+## test: two lanes side by side, each printing its steps' times: the integration module (real servers and Clusters, mostly waiting on real time) then the core module's vet and tests on the newest Go release, in the background; every other module -race and vetted, the TLS subset and fuzz-short in the foreground. The background lane's output is printed after the other's. Either lane failing fails make test.
 test: ensure-redis ensure-tools
 	@start=$$(date +%s); log=$$(mktemp); \
 	( s=$$(date +%s); rc=0; $(MAKE) -k --no-print-directory test-integration test-newest-go >$$log 2>&1 || rc=$$?; \
 	  echo "== integration lane: rc=$$rc in $$(( $$(date +%s) - s ))s" >>$$log; exit $$rc ) & ipid=$$!; \
-	s=$$(date +%s); rc=0; $(MAKE) --no-print-directory vet test-modules || rc=$$?; \
+	s=$$(date +%s); rc=0; $(MAKE) --no-print-directory test-modules || rc=$$?; \
 	echo "== modules lane: rc=$$rc in $$(( $$(date +%s) - s ))s"; \
 	irc=0; wait $$ipid || irc=$$?; \
 	echo "== integration lane output"; cat $$log; rm -f $$log; \
@@ -44,14 +44,18 @@ INTEGRATION_PARALLEL ?= 4
 ## test-integration: the integration module (real servers, Clusters, chaos short mode), -race, its tests INTEGRATION_PARALLEL at a time
 test-integration: ensure-redis
 	@echo "== go test ./integration (-parallel $(INTEGRATION_PARALLEL))"; s=$$(date +%s); \
-	rc=0; (cd integration && $(GO) test $(GOFLAGS_TEST) -parallel $(INTEGRATION_PARALLEL) ./...) || rc=$$?; \
+	rc=0; (cd integration && $(GO) test $(GOFLAGS_TEST) -parallel $(INTEGRATION_PARALLEL) ./... && $(GO) vet -race ./...) || rc=$$?; \
 	echo "== go test ./integration: rc=$$rc in $$(( $$(date +%s) - s ))s"; exit $$rc
 
-## test-modules: every module but integration -race, the TLS subset, fuzz-short
+# CORE_PARALLEL is how many of the core module's tests run at once in
+# make test: most of them wait on real time.
+CORE_PARALLEL ?= 8
+
+## test-modules: every module but integration -race and then go vet (with -race, so that it reuses the tests' builds), the TLS subset, fuzz-short
 test-modules: ensure-redis ensure-tools
 	@set -e; for m in $(filter-out ./integration,$(MODULES)); do \
-		echo "== go test $$m"; s=$$(date +%s); \
-		(cd $$m && $(GO) test $(GOFLAGS_TEST) ./...); \
+		echo "== go test $$m"; s=$$(date +%s); p=""; [ "$$m" = . ] && p="-parallel $(CORE_PARALLEL)"; \
+		(cd $$m && $(GO) test $(GOFLAGS_TEST) $$p ./... && $(GO) vet -race ./...); \
 		echo "== go test $$m: $$(( $$(date +%s) - s ))s"; \
 	done
 	@echo "== go test (TLS): $(TLS_PKGS)"; s=$$(date +%s); \
@@ -78,7 +82,7 @@ GO_NEWEST ?= go1.27.1
 test-newest-go: ensure-redis
 	@echo "== $(GO_NEWEST): go vet and go test (core module)"; s=$$(date +%s); \
 	GOTOOLCHAIN=$(GO_NEWEST) $(GO) vet ./... && \
-	GOTOOLCHAIN=$(GO_NEWEST) $(GO) test -count=1 -timeout 15m ./... && \
+	GOTOOLCHAIN=$(GO_NEWEST) $(GO) test -count=1 -timeout 15m -parallel $(CORE_PARALLEL) ./... && \
 	echo "== $(GO_NEWEST): $$(( $$(date +%s) - s ))s"
 
 ## stress: the core packages -race -count=5 while two CPU-burning processes share the machine, then the integration module twice
@@ -86,8 +90,8 @@ stress: ensure-redis
 	@set -e; \
 	sh -c 'while :; do :; done' & b1=$$!; sh -c 'while :; do :; done' & b2=$$!; \
 	trap 'kill $$b1 $$b2 2>/dev/null' EXIT; \
-	echo "== go test -race -count=5 ./... (core) beside two CPU burners"; \
-	$(GO) test -race -count=5 -timeout 30m ./...; \
+	echo "== go test -race -count=5 -parallel $(CORE_PARALLEL) ./... (core) beside two CPU burners"; \
+	$(GO) test -race -count=5 -parallel $(CORE_PARALLEL) -timeout 30m ./...; \
 	kill $$b1 $$b2; trap - EXIT; \
 	echo "== go test -race -count=2 -parallel $(INTEGRATION_PARALLEL) ./... (integration)"; \
 	cd integration && $(GO) test -race -count=2 -parallel $(INTEGRATION_PARALLEL) -timeout 30m ./...
