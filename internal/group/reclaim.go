@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/delaystream/delaystream/internal/memory"
 	"github.com/delaystream/delaystream/internal/stream"
 	"github.com/delaystream/delaystream/internal/wire"
 	"github.com/redis/go-redis/v9"
@@ -160,13 +161,45 @@ func (rc *reclaimer) recordDeleted(ctx context.Context, streamKey string, ids []
 	// XAUTOCLAIM has already dropped these ids from the pending list: the
 	// record must be written even when the reclaim loop is stopping, so it
 	// runs on the work context (which outlives intake), bounded like any
-	// outcome.
+	// outcome. Records Redis refuses for memory are written again after a
+	// growing pause while the loop runs, and once more as it stops.
+	sh := c.shardOf(streamKey)
+	pause := refusedFirstWait
+	for {
+		refused, oom, err := rc.writeDeleted(sh.dead, streamKey, ids)
+		if err != nil {
+			r.log.ErrorContext(ctx, "recording deleted entries failed", slog.Any("ids", ids), slog.Any("err", err))
+			return
+		}
+		if len(refused) == 0 {
+			r.refused.accepted(r.opCtx, r.log)
+			return
+		}
+		ids = refused
+		c.ctr.memoryRefused.Add(1)
+		if ctx.Err() != nil {
+			r.log.ErrorContext(r.opCtx, "recording deleted entries failed: Redis refuses writes for memory",
+				slog.Any("ids", ids), slog.Any("err", c.explain(r.opCtx, oom, sh)))
+			return
+		}
+		r.refused.refused(r.opCtx, r.log, c.explain(r.opCtx, oom, sh))
+		sleepCtx(ctx, jitter(pause))
+		pause = min(2*pause, refusedMaxWait)
+	}
+}
+
+// writeDeleted appends a dead letter for each of ids (pending entries of
+// streamKey found deleted) to dead, in one pipeline, and counts those
+// written. It returns the ids whose record Redis refused for memory with
+// the refusal, and any other failure.
+func (rc *reclaimer) writeDeleted(dead, streamKey string, ids []string) (refused []string, oom, err error) {
+	r, c := rc.r, rc.r.c
 	ctx, cancel := context.WithTimeout(r.opCtx, opTimeout)
 	defer cancel()
-	dead := c.shardOf(streamKey).dead
 	pipe := c.rdb.Pipeline()
-	for _, id := range ids {
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: dead, Values: []any{
+	adds := make([]*redis.StringCmd, len(ids))
+	for i, id := range ids {
+		adds[i] = pipe.XAdd(ctx, &redis.XAddArgs{Stream: dead, Values: []any{
 			wire.FieldReason, ReasonDeleted, fieldSource, streamKey, fieldEntry, id,
 		}})
 	}
@@ -176,20 +209,32 @@ func (rc *reclaimer) recordDeleted(ctx context.Context, streamKey string, ids []
 	if c.cfg.deadCap > 0 {
 		trimmed = pipe.XTrimMaxLen(ctx, dead, c.cfg.deadCap)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		r.log.ErrorContext(ctx, "recording deleted entries failed", slog.Any("err", err))
-		return
+	_, _ = pipe.Exec(ctx) // each command's error is read below
+	written := 0
+	for i, cmd := range adds {
+		switch e := cmd.Err(); {
+		case e == nil:
+			written++
+		case memory.IsOOM(e):
+			refused, oom = append(refused, ids[i]), e
+		case err == nil:
+			err = e
+		}
 	}
-	c.ctr.deadLettered.Add(uint64(len(ids)))
+	if err != nil && written == 0 && len(refused) == 0 {
+		return nil, nil, err
+	}
+	c.ctr.deadLettered.Add(uint64(written))
 	if trimmed != nil && trimmed.Val() > 0 {
 		c.ctr.deadDropped.Add(uint64(trimmed.Val()))
 		r.log.WarnContext(ctx, "dead-letter cap reached; oldest dead letters trimmed", slog.Int64("dropped", trimmed.Val()), slog.Int64("cap", c.cfg.deadCap))
 	}
 	if h := c.cfg.hooks.OnDeadLettered; h != nil {
-		for range ids {
+		for range written {
 			h(nil, ReasonDeleted)
 		}
 	}
+	return refused, oom, err
 }
 
 // reclaimBatch bounds one XAUTOCLAIM's count (see claimFrom).
