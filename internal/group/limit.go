@@ -45,7 +45,7 @@ import (
 // back at once for a later pass.
 const (
 	slotPoll      = time.Second           // a consumer refused a slot asks again at least this often
-	flushCoalesce = 20 * time.Millisecond // slots freed by workers are reported together after this
+	flushCoalesce = 20 * time.Millisecond // slots freed by workers are reported together, this long after the first
 	rateReserve   = time.Second           // rate permits due within this are granted ahead (flow.lua ARGV[12])
 )
 
@@ -71,6 +71,7 @@ type limiter struct {
 	freed      chan struct{} // a token: a worker finished (slots to report)
 	kick       chan struct{} // a token: another consumer freed slots
 	unreported atomic.Int64  // ns waited for permits, not yet added to the group's total in Redis
+	slotWait   atomic.Bool   // the reader waits for slots (none free at its last call): a worker's release wakes it
 }
 
 func newLimiter(r *runState, rd *reader) *limiter {
@@ -137,6 +138,9 @@ func (l *limiter) acquire(ctx context.Context, want int64) int64 {
 		}
 	}()
 	backoff := minReadBackoff
+	if l.slotWait.Load() {
+		since = l.awaitFreedSlot(ctx)
+	}
 	for ctx.Err() == nil && !l.r.pause.paused() {
 		g, err := l.call(ctx, want)
 		if err != nil {
@@ -159,6 +163,8 @@ func (l *limiter) acquire(ctx context.Context, want int64) int64 {
 			}
 		}
 		if g.n > 0 {
+			// Only the cap limits: fewer slots than wanted means none is free.
+			l.slotWait.Store(g.n < want && l.capOnly())
 			return g.n
 		}
 		if since.IsZero() {
@@ -168,9 +174,25 @@ func (l *limiter) acquire(ctx context.Context, want int64) int64 {
 		if g.blocker == 2 {
 			d = max(g.wait, time.Millisecond)
 		}
+		l.slotWait.Store(g.blocker == 1)
 		l.sleep(ctx, d, g.blocker == 1)
+		l.slotWait.Store(false)
 	}
 	return 0
+}
+
+// capOnly reports whether the group's only limit is the concurrency cap.
+func (l *limiter) capOnly() bool { return l.lim.Concurrency > 0 && l.lim.Interval() == 0 }
+
+// awaitFreedSlot waits, when the cap left workers without slots at the
+// last grant, until a slot is freed (a worker's release or another
+// consumer's notice wakes it; slotPoll at most), so that the next call is
+// not made at once only to be refused. It returns when it began.
+func (l *limiter) awaitFreedSlot(ctx context.Context) time.Time {
+	since := time.Now()
+	l.sleep(ctx, slotPoll, true)
+	l.slotWait.Store(false)
+	return since
 }
 
 // sleep waits d, or less: until ctx ends, the group is paused or (slots)
@@ -228,15 +250,21 @@ func (l *limiter) settle(granted, used int64) {
 }
 
 // released notes that slots or permits may be reported or given back (a
-// worker finished, a read used less than granted).
+// worker finished, a read used less than granted), and wakes this
+// consumer's reader if it waits for slots: its next call reports the slot
+// freed here and takes it again, rather than leaving it unused in Redis
+// until the loop reports it.
 func (l *limiter) released() {
 	select {
 	case l.freed <- struct{}{}:
 	default:
 	}
+	if l.slotWait.Load() {
+		l.poke()
+	}
 }
 
-// poke wakes a consumer waiting for slots: another one freed some.
+// poke wakes a consumer waiting for slots: it or another one freed some.
 func (l *limiter) poke() {
 	select {
 	case l.kick <- struct{}{}:
@@ -278,14 +306,19 @@ func (l *limiter) loop(ctx context.Context) error {
 	coalesce := time.NewTimer(time.Hour)
 	coalesce.Stop()
 	defer coalesce.Stop()
+	armed := false // the coalesce timer runs: what is freed until it fires is reported with it
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-l.freed:
-			coalesce.Reset(flushCoalesce)
+			if !armed {
+				coalesce.Reset(flushCoalesce)
+				armed = true
+			}
 			continue
 		case <-coalesce.C:
+			armed = false
 			if !l.stale() {
 				continue
 			}

@@ -27,7 +27,8 @@
 -- ARGV[9]  permits granted before and not used (read found fewer entries):
 --          given back to the limiter
 -- ARGV[10] optional: a channel on which ARGV[11] is published when this
---          call freed slots and a consumer was refused one
+--          call freed slots (net of those it granted) and a consumer was
+--          refused one
 -- ARGV[12] reservation horizon, µs: when fewer than need rate permits are
 --          free but need will be within it, they are granted now for then
 --          (the caller waits until then before it reads), so that waiting
@@ -67,11 +68,10 @@ if waited > 0 then
 end
 
 local granted, wait, blocker = want, -1, 0
-local freed = false
+local mine = 0 -- slots Redis counted for this consumer before this call
 
 if cap > 0 then
   local others = 0
-  local mine = 0
   local all = redis.call('HGETALL', key)
   for i = 1, #all, 2 do
     local f = all[i]
@@ -87,7 +87,6 @@ if cap > 0 then
       end
     end
   end
-  freed = held < mine
   granted = math.max(0, math.min(granted, cap - others - held))
   if want > 0 and granted == 0 then
     blocker = 1
@@ -128,7 +127,9 @@ if cap > 0 then
   else
     redis.call('HDEL', key, me)
   end
-  if freed and ARGV[10] and ARGV[10] ~= '' and redis.call('HDEL', key, 'waiting') == 1 then
+  -- Announced only when the call frees slots net of what it takes: a
+  -- consumer that takes back the slot its worker just freed frees none.
+  if total < mine and ARGV[10] and ARGV[10] ~= '' and redis.call('HDEL', key, 'waiting') == 1 then
     publish(ARGV[10], ARGV[11])
   end
 end
