@@ -149,7 +149,10 @@ func locate(ctx context.Context, rdb redis.UniversalClient, l *stream.Layout, kn
 			return Location{}, fmt.Errorf("locate %s: %w", id, scripts.Explain(err))
 		}
 		if recorded, ok := changedGroups(reply); ok {
-			known.store(recorded)
+			// The names known with those recorded: the shards of a queue
+			// may record different groups, and a name the shard does not
+			// hold is skipped, so none is dropped.
+			known.store(union(groups, recorded))
 			continue
 		}
 		return parseLocation(l, shard, id, reply)
@@ -170,6 +173,13 @@ func searchShard(ctx context.Context, rdb redis.UniversalClient, keys stream.Key
 		args = append(args, g)
 	}
 	return scripts.Locate.Run(ctx, rdb, ks, args...).Slice()
+}
+
+// union returns the sorted names of a and b, each once.
+func union(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // changedGroups returns the groups a locate reply names when the shard

@@ -329,6 +329,22 @@ func TestLocateRoundTrips(t *testing.T) {
 	loc = at("x1", "evalsha")
 	assert.Equal(t, map[string]delaystream.Place{"a": delaystream.PlaceDeadLettered}, groupsOf(loc))
 
+	// Shards that record different groups (c on x1's only, d on x2's):
+	// the Queue keeps every name it learnt, so they do not take turns
+	// refreshing it.
+	l, err := stream.NewLayout(prefix, "orders", shards)
+	require.NoError(t, err)
+	require.NotEqual(t, l.ShardOf("x1"), l.ShardOf("x2"))
+	require.NoError(t, rdb.SAdd(ctx, l.Shard(l.ShardOf("x1")).Groups(), "c").Err())
+	require.NoError(t, rdb.SAdd(ctx, l.Shard(l.ShardOf("x2")).Groups(), "d").Err())
+	at("x1", "evalsha", "evalsha")
+	at("x2", "evalsha", "evalsha")
+	loc = at("x1", "evalsha")
+	assert.Equal(t, map[string]delaystream.Place{"a": delaystream.PlaceDeadLettered}, groupsOf(loc))
+	at("x2", "evalsha")
+	require.NoError(t, rdb.SRem(ctx, l.Shard(l.ShardOf("x1")).Groups(), "c").Err())
+	require.NoError(t, rdb.SRem(ctx, l.Shard(l.ShardOf("x2")).Groups(), "d").Err())
+
 	// Group b is forgotten: its dead letters stay but are no longer listed.
 	in, err := admin.New(rdb, prefix)
 	require.NoError(t, err)
