@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -30,6 +31,20 @@ import (
 // -system crashdup it is crashdup's child (crashdupChild), with -system
 // limit a consumer of the limit scenarios (limitChild).
 const childFlag = "-bench-child"
+
+// childCommand returns the command that runs this binary as a child
+// process (childFlag) with args, its stderr written to stderr. The child is
+// killed if this process dies.
+func childCommand(stderr io.Writer, args ...string) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, append([]string{childFlag}, args...)...)
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd, nil
+}
 
 func childMain(args []string) int {
 	fs := flag.NewFlagSet("child", flag.ContinueOnError)
@@ -148,18 +163,15 @@ func (b *bench) crash(ctx context.Context, sysName string, run int) (map[string]
 			return nil, err
 		}
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
 	childSys := sysName
 	if sysName == sysRaw {
 		childSys = sysDS // the killed consumer is a group.Consumer; only the survivor is the floor
 	}
-	cmd := exec.Command(exe, childFlag, "-system", childSys, "-addr", b.addr,
+	cmd, err := childCommand(os.Stderr, "-system", childSys, "-addr", b.addr,
 		"-workers", strconv.Itoa(childWorkers), "-prefetch", strconv.Itoa(childPrefetch))
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err != nil {
+		return nil, err
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

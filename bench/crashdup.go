@@ -141,13 +141,10 @@ type child struct {
 
 // startChild starts child who and returns once it is ready.
 func (b *bench) startChild(who int, h *handled) (*child, error) {
-	exe, err := os.Executable()
+	cmd, err := childCommand(os.Stderr, "-system", sysCrashdup, "-addr", b.addr)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, childFlag, "-system", sysCrashdup, "-addr", b.addr)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

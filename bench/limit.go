@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,7 +32,7 @@ type limitSpec struct {
 
 // args are the child's command-line flags for s.
 func (s limitSpec) args(addr string, promote bool) []string {
-	return []string{childFlag, "-system", sysLimit, "-addr", addr, "-workers", strconv.Itoa(s.workers),
+	return []string{"-system", sysLimit, "-addr", addr, "-workers", strconv.Itoa(s.workers),
 		"-limit-rate", strconv.Itoa(s.rate), "-limit-burst", strconv.Itoa(s.burst),
 		"-limit-concurrency", strconv.Itoa(s.concurrency), "-limit-hold", s.hold.String(),
 		"-promote=" + strconv.FormatBool(promote)}
@@ -134,16 +133,14 @@ type limitFleet struct {
 // They are killed if this process dies (Pdeathsig) and stop at the end of
 // their stdin; stop them with stop.
 func startLimitFleet(addr string, n int, spec limitSpec) (*limitFleet, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
 	f := &limitFleet{failed: make(chan error, n), stopping: make(chan struct{})}
 	for i := range n {
 		p := &limitProc{stderr: &tailWriter{max: 4096}, ready: make(chan struct{}), waits: make(chan time.Duration, 1), exited: make(chan error, 1)}
-		p.cmd = exec.Command(exe, spec.args(addr, i == 0)...)
-		p.cmd.Stderr = io.MultiWriter(os.Stderr, p.stderr)
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		var err error
+		if p.cmd, err = childCommand(io.MultiWriter(os.Stderr, p.stderr), spec.args(addr, i == 0)...); err != nil {
+			f.kill()
+			return nil, err
+		}
 		if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 			f.kill()
 			return nil, err
