@@ -702,7 +702,8 @@ func TestTyped(t *testing.T) {
 }
 
 // The schedule and reschedule scripts publish on the lane's wake channel
-// only when the new due time becomes the earliest.
+// only when the new due time becomes the earliest (strictly: a message due
+// with the head wakes nothing), for caller-chosen and generated ids.
 func TestWakePublish(t *testing.T) {
 	t.Parallel()
 	onEachBackend(t, func(t *testing.T, b backend) {
@@ -736,6 +737,10 @@ func TestWakePublish(t *testing.T) {
 			}, ms(10)},
 			{"reschedule to the head", func() error { _, err := q.Reschedule(ctx, "b", at(5)); return err }, ms(5)},
 			{"reschedule behind the head", func() error { _, err := q.Reschedule(ctx, "a", at(6)); return err }, ""},
+			{"due with the head", func() error { _, err := q.Schedule(ctx, delay.Message{ID: "t"}, at(5)); return err }, ""},
+			{"generated id, earlier", func() error { _, err := q.Schedule(ctx, delay.Message{}, at(4)); return err }, ms(4)},
+			{"generated id, with the head", func() error { _, err := q.Schedule(ctx, delay.Message{}, at(4)); return err }, ""},
+			{"generated id, later", func() error { _, err := q.Schedule(ctx, delay.Message{}, at(7)); return err }, ""},
 			{"marker", func() error { _, err := q.Schedule(ctx, delay.Message{ID: "z"}, at(0)); return err }, ms(0)},
 		}
 		var want []string

@@ -24,11 +24,16 @@ if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1) == 0 then
 end
 local t = redis.call('TIME') -- now rounded up to the ms: the delay is never cut short
 local due = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000) + tonumber(ARGV[5])
-local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+-- The score as a string made once: Redis would format the number with a
+-- double's printf for each command it is passed to. ZCOUNT (an integer
+-- reply) tells whether a member is due no later, rather than the head's
+-- score (a double Redis would format).
+local score = string.format('%d', due)
+local sooner = redis.call('ZCOUNT', KEYS[2], '-inf', score)
 redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
-redis.call('ZADD', KEYS[2], due, ARGV[3])
-if head[2] == nil or due < tonumber(head[2]) then
-  publish(ARGV[6], due)
+redis.call('ZADD', KEYS[2], score, ARGV[3])
+if sooner == 0 then
+  publish(ARGV[6], score)
 end
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 return due

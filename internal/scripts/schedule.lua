@@ -19,12 +19,12 @@
 --          status (1 created, 2 replaced, 3 kept, 4 refused), due ms (the
 --          stored due time: the existing one for kept and refused)
 --
--- Commands, for any number of messages: TIME, ZRANGE, ZMSCORE (ZSCORE for a
+-- Commands, for any number of messages: TIME, ZMSCORE (ZSCORE for a
 -- single caller-chosen id, none for generated ids), one HEXISTS per id
 -- already waiting, a lookup per caller-chosen id that has the layout of a
 -- generated one and is not waiting as a plain member, ZADD, HSET (only for
--- caller-chosen ids), maybe PUBLISH (ZMSCORE, ZADD and HSET once per slice of
--- 2000 values).
+-- caller-chosen ids), ZCOUNT (when something is written), maybe PUBLISH
+-- (ZMSCORE, ZADD and HSET once per slice of 2000 values).
 local nargv = once_args(2)
 -- With a call token, the first run stores "<now>|<statuses>|<dues>": its
 -- "now", one status digit per message, and the stored due times of the
@@ -66,8 +66,6 @@ local t = redis.call('TIME')
 -- "now" rounded up to the next ms, so "r<ms>" is never due sooner than <ms>
 -- after this script ran.
 local now = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000)
-local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local headDue = head[2] and tonumber(head[2]) or nil
 
 -- unpack is bounded by Lua's C stack (about 8000 values): multi-value
 -- commands are sent in slices.
@@ -117,7 +115,7 @@ local dues, scores = {}, {}
 local written = {} -- id -> due of a message written earlier in this call
 local out, zargs, hargs, nz, nh = {}, {}, {}, 0, 0
 local zrem, nr = {}, 0 -- packed members replaced by a caller-chosen id
-local earliest = nil
+local earliest, first = nil, nil -- the earliest due written, and its score
 for k = 1, n do
   local id, when = ARGV[4 * k - 2], ARGV[4 * k]
   local due = dues[when]
@@ -180,11 +178,16 @@ for k = 1, n do
     end
   end
   if status <= 2 and (earliest == nil or due < earliest) then
-    earliest = due
+    earliest, first = due, scores[when]
   end
   out[2 * k - 1] = status
   out[2 * k] = due
 end
+-- Whether a member is due no later than the earliest message written,
+-- before anything is written (the mover is woken when none is): ZCOUNT
+-- replies an integer, where reading the head's score would have Redis
+-- format a double.
+local sooner = first and redis.call('ZCOUNT', KEYS[1], '-inf', first)
 local function send(cmd, key, args, count)
   for i = 1, count, SLICE do
     redis.call(cmd, key, unpack(args, i, math.min(i + SLICE - 1, count)))
@@ -195,8 +198,8 @@ end
 send('ZREM', KEYS[1], zrem, nr)
 send('ZADD', KEYS[1], zargs, nz)
 send('HSET', KEYS[2], hargs, nh)
-if ARGV[1] ~= '' and earliest and (headDue == nil or earliest < headDue) then
-  publish(ARGV[1], string.format('%d', earliest))
+if ARGV[1] ~= '' and sooner == 0 then
+  publish(ARGV[1], first)
 end
 if ONCE_KEY then
   local st, kept = {}, {}

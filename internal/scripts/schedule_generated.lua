@@ -15,7 +15,7 @@
 -- Returns a flat array, two items per message, in order: status (always 1,
 -- created), due ms.
 --
--- Commands, for any number of messages: TIME, ZRANGE, ZADD (once per slice
+-- Commands, for any number of messages: TIME, ZCOUNT, ZADD (once per slice
 -- of 2000 values), maybe PUBLISH; with a call token (once.lua) one SET
 -- (NX GET).
 local nargv = once_args(1)
@@ -23,45 +23,57 @@ local t = redis.call('TIME')
 -- "now" rounded up to the next ms, so "r<ms>" is never due sooner than
 -- <ms> after this script ran.
 local now = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000)
--- The head before anything is written: a delayed set of the wrong type
--- fails the call here, with nothing stored.
-local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local n = (nargv - 1) / 2
+
+-- plan returns the reply for a run at now, the ZADD arguments and the
+-- earliest due time (nil without messages) with its score string.
+local function plan(now)
+  local out, zargs = {}, {}
+  local lastWhen, due, score, earliest, first
+  for k = 1, n do
+    local when = ARGV[2 * k + 1]
+    if when ~= lastWhen then -- a batch usually shares its whens
+      due = tonumber(string.sub(when, 2))
+      if string.byte(when) == 114 then -- "r": relative to now
+        due = now + due
+      end
+      lastWhen, score = when, string.format('%d', due)
+      if earliest == nil or due < earliest then
+        earliest, first = due, score
+      end
+    end
+    zargs[2 * k - 1] = score
+    zargs[2 * k] = ARGV[2 * k]
+    out[2 * k - 1] = 1
+    out[2 * k] = due
+  end
+  return out, zargs, earliest, first
+end
+
+local out, zargs, earliest, first = plan(now)
+-- Whether a member is due no later than the earliest new message, before
+-- anything is written (the mover is woken when none is): ZCOUNT replies an
+-- integer, where reading the head's score would have Redis format a
+-- double. A delayed set of the wrong type fails the call here, with
+-- nothing stored.
+local sooner
+if first then
+  sooner = redis.call('ZCOUNT', KEYS[1], '-inf', first)
+else
+  redis.call('ZCARD', KEYS[1])
+end
 -- With a call token, the first run stores its "now" (every message is
 -- created, so that is the whole reply); a later run rebuilds the reply
 -- from it and writes nothing.
 local seen = once_claim('^%d+$', string.format('%d', now))
 if seen then
-  now = tonumber(seen)
-end
-
-local n = (nargv - 1) / 2
-local out, zargs = {}, {}
-local lastWhen, due, score, earliest
-for k = 1, n do
-  local when = ARGV[2 * k + 1]
-  if when ~= lastWhen then -- a batch usually shares its whens
-    due = tonumber(string.sub(when, 2))
-    if string.byte(when) == 114 then -- "r": relative to now
-      due = now + due
-    end
-    lastWhen, score = when, string.format('%d', due)
-    if earliest == nil or due < earliest then
-      earliest = due
-    end
-  end
-  zargs[2 * k - 1] = score
-  zargs[2 * k] = ARGV[2 * k]
-  out[2 * k - 1] = 1
-  out[2 * k] = due
-end
-if seen then
-  return out
+  return (plan(tonumber(seen)))
 end
 -- unpack is bounded by Lua's C stack (about 8000 values): slices of 2000.
 for i = 1, 2 * n, 2000 do
   redis.call('ZADD', KEYS[1], unpack(zargs, i, math.min(i + 1999, 2 * n)))
 end
-if ARGV[1] ~= '' and earliest and (head[2] == nil or earliest < tonumber(head[2])) then
-  publish(ARGV[1], string.format('%d', earliest))
+if ARGV[1] ~= '' and sooner == 0 then
+  publish(ARGV[1], first)
 end
 return out
