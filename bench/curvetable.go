@@ -54,7 +54,7 @@ func printCurveTable(w io.Writer, r *results, cfg config) {
 	slices.Sort(rates)
 	both := slices.Contains(systems, sysDS) && slices.Contains(systems, sysAsynq)
 	fmt.Fprintf(w, "\nTrickle curve (delaystream at the default precision 0, and \"p=\" at WithPrecision(p)): at each rate, Schedule one call at a time (one producer goroutine per 1000 msg/s) for %s, delays uniform in [0, 3 s]; costs over the whole run (schedule + delivery + idle), per message; medians of %d runs (%% early, lost, duplicates: worst run). Systems alternate within each rate.\n\n",
-		cfg.curveDuration, cfg.runs)
+		cfg.curveWindows(), cfg.runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	hdr := []string{"rate", "system"}
 	for _, c := range curveCols {

@@ -770,5 +770,27 @@ func (b *bench) curveOnce(ctx context.Context, sysName string, run, rate int) (m
 		return nil, err
 	}
 	defer sys.Close()
-	return b.trickleOn(ctx, sys, sysName, run, "curve", fmt.Sprintf("%d msg/s", rate), rate, b.cfg.curveDuration)
+	return b.trickleOn(ctx, sys, sysName, run, "curve", fmt.Sprintf("%d msg/s", rate), rate, b.cfg.curveWindow(rate))
+}
+
+// curveWindows describes each rate's window, as "40s at 50 msg/s, 10s at
+// 500 msg/s".
+func (c config) curveWindows() string {
+	parts := make([]string, 0, len(c.curveRates))
+	for _, r := range c.curveRates {
+		parts = append(parts, fmt.Sprintf("%s at %d msg/s", c.curveWindow(r), r))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// curveWindow returns how long the curve runs at rate: -curve-duration, or
+// longer where that holds fewer than -curve-min-msgs messages. A low rate's
+// cost per message is noisy over a few hundred messages (each is a wake-up
+// of an otherwise idle server).
+func (c config) curveWindow(rate int) time.Duration {
+	d := c.curveDuration
+	if rate > 0 && c.curveMinMsgs > 0 {
+		d = max(d, time.Duration(c.curveMinMsgs)*time.Second/time.Duration(rate))
+	}
+	return d
 }

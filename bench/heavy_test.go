@@ -292,3 +292,21 @@ func TestXlenSeries(t *testing.T) {
 		t.Errorf("xlenSeries = %q, want %q", got, want)
 	}
 }
+
+// A low rate's window grows to hold -curve-min-msgs messages; a high rate
+// keeps -curve-duration.
+func TestCurveWindow(t *testing.T) {
+	c := config{curveDuration: 10 * time.Second, curveMinMsgs: 2000, curveRates: []int{50, 500, 5000}}
+	for rate, want := range map[int]time.Duration{50: 40 * time.Second, 500: 10 * time.Second, 5000: 10 * time.Second, 100: 20 * time.Second} {
+		if got := c.curveWindow(rate); got != want {
+			t.Errorf("curveWindow(%d) = %s, want %s", rate, got, want)
+		}
+	}
+	if got, want := c.curveWindows(), "40s at 50 msg/s, 10s at 500 msg/s, 10s at 5000 msg/s"; got != want {
+		t.Errorf("curveWindows() = %q, want %q", got, want)
+	}
+	c.curveMinMsgs = 0
+	if got := c.curveWindow(50); got != 10*time.Second {
+		t.Errorf("without a minimum, curveWindow(50) = %s, want 10s", got)
+	}
+}

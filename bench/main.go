@@ -71,7 +71,8 @@ type config struct {
 	bigN             int             // burst1m size
 	trimWait         time.Duration   // burst1m: how long to wait for trimming after delivery
 	curveRates       []int           // curve: trickle rates, msg/s
-	curveDuration    time.Duration   // curve: trickle duration per rate and system
+	curveDuration    time.Duration   // curve: trickle duration per rate and system (at least)
+	curveMinMsgs     int             // curve: a rate's window is long enough for at least this many messages
 	curvePrecisions  []time.Duration // curve: delaystream also at these precisions (WithPrecision)
 	crashdupDuration time.Duration   // crashdup: length of one run
 	crashdupKills    int             // crashdup: kills per run
@@ -129,7 +130,8 @@ func main() {
 	flag.IntVar(&cfg.bigN, "burst1m-n", 1000000, "burst1m: messages all due at the same instant")
 	flag.DurationVar(&cfg.trimWait, "trim-wait", 90*time.Second, "burst1m: longest wait, after all is delivered, for the stream to be trimmed below 1 % of n")
 	curveRates := flag.String("curve-rates", "50,500,5000", "curve: trickle rates in msg/s, comma-separated")
-	flag.DurationVar(&cfg.curveDuration, "curve-duration", 10*time.Second, "curve: trickle duration per rate and system")
+	flag.DurationVar(&cfg.curveDuration, "curve-duration", 10*time.Second, "curve: trickle duration per rate and system (at least)")
+	flag.IntVar(&cfg.curveMinMsgs, "curve-min-msgs", 2000, "curve: each rate's window is long enough for at least this many messages (50 msg/s: 40 s at 2000)")
 	curvePrecisions := flag.String("curve-precisions", "10ms,100ms", "curve: delaystream also runs at these precisions (WithPrecision), comma-separated; empty: only the default (0)")
 	flag.DurationVar(&cfg.crashdupDuration, "crashdup-duration", 12*time.Second, "crashdup: length of one run")
 	flag.IntVar(&cfg.crashdupKills, "crashdup-kills", 5, "crashdup: child consumers killed (SIGKILL) per run")
@@ -161,6 +163,7 @@ func main() {
 		cfg.backlogN = min(cfg.backlogN, 100000)
 		cfg.bigN = min(cfg.bigN, 100000)
 		cfg.curveDuration = min(cfg.curveDuration, 3*time.Second)
+		cfg.curveMinMsgs = 0
 	}
 	if cfg.backlogN < 1 || cfg.bigN < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -backlog-n and -burst1m-n must be >= 1")

@@ -646,7 +646,7 @@ func printHeader(w io.Writer, m machine, cfg config) {
 		fmt.Fprintf(w, "burst1m: n=%d due at one instant\n", cfg.bigN)
 	}
 	if cfg.only["curve"] {
-		fmt.Fprintf(w, "curve: trickle at %v msg/s, %s per rate and system\n", cfg.curveRates, cfg.curveDuration)
+		fmt.Fprintf(w, "curve: trickle at %v msg/s per rate and system for %s\n", cfg.curveRates, cfg.curveWindows())
 	}
 	mb := "default"
 	if cfg.moverBatch > 0 {
