@@ -18,7 +18,9 @@ var curveCols = []struct {
 	m    metricDef
 }{
 	{"Redis CPU / msg", "redis_cpu_per_msg", metricDef{unit: "µs", scale: 1e6}},
+	{"of it kernel", "redis_sys_per_msg", metricDef{unit: "µs", scale: 1e6}},
 	{"Redis cmds / msg", "cmds_per_msg", metricDef{scale: 1}},
+	{"read events / msg", "reads_per_msg", metricDef{scale: 1}},
 	{"lateness p50", "lat_p50", metricDef{unit: "ms", scale: 1e3}},
 	{"lateness p99", "lat_p99", metricDef{unit: "ms", scale: 1e3}},
 	{"% early (worst)", "early_pct", metricDef{unit: "%", scale: 1, agg: "max"}},

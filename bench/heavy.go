@@ -773,11 +773,13 @@ func (b *bench) curveOnce(ctx context.Context, sysName string, run, rate int) (m
 	return b.trickleOn(ctx, sys, sysName, run, "curve", fmt.Sprintf("%d msg/s", rate), rate, b.cfg.curveWindow(rate))
 }
 
-// curveWindows describes each rate's window, as "40s at 50 msg/s, 10s at
-// 500 msg/s".
+// curveWindows describes each rate's window, rates ascending, as "40s at 50
+// msg/s, 10s at 500 msg/s".
 func (c config) curveWindows() string {
-	parts := make([]string, 0, len(c.curveRates))
-	for _, r := range c.curveRates {
+	rates := slices.Clone(c.curveRates)
+	slices.Sort(rates)
+	parts := make([]string, 0, len(rates))
+	for _, r := range rates {
 		parts = append(parts, fmt.Sprintf("%s at %d msg/s", c.curveWindow(r), r))
 	}
 	return strings.Join(parts, ", ")

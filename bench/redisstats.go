@@ -26,6 +26,7 @@ var ownCommands = map[string]bool{
 // redisSnap is what INFO says at one instant.
 type redisSnap struct {
 	cpu   float64          // used_cpu_sys + used_cpu_user, seconds
+	sys   float64          // used_cpu_sys: the kernel's share of cpu
 	calls map[string]int64 // commandstats calls, by command (inside scripts included)
 	usec  map[string]int64 // commandstats usec, by command (a script's includes its inner commands)
 	mem   int64            // used_memory
@@ -44,7 +45,7 @@ func takeSnap(ctx context.Context, rdb *redis.Client) (redisSnap, error) {
 	s := redisSnap{calls: map[string]int64{}, usec: map[string]int64{}}
 	sys, _ := strconv.ParseFloat(infoField(info, "used_cpu_sys"), 64)
 	usr, _ := strconv.ParseFloat(infoField(info, "used_cpu_user"), 64)
-	s.cpu = sys + usr
+	s.cpu, s.sys = sys+usr, sys
 	s.mem, _ = strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
 	s.reads, _ = strconv.ParseInt(infoField(info, "total_reads_processed"), 10, 64)
 	s.writes, _ = strconv.ParseInt(infoField(info, "total_writes_processed"), 10, 64)
@@ -75,6 +76,7 @@ func takeSnap(ctx context.Context, rdb *redis.Client) (redisSnap, error) {
 // redisDelta is the difference between two snapshots.
 type redisDelta struct {
 	cpu float64
+	sys float64 // the kernel's share of cpu (used_cpu_sys)
 	// reads and writes count the server's read and write events (INFO
 	// stats), the bench's own INFO calls included (a few per snapshot).
 	reads, writes int64
@@ -84,7 +86,7 @@ type redisDelta struct {
 }
 
 func (a redisSnap) delta(b redisSnap) redisDelta {
-	d := redisDelta{cpu: b.cpu - a.cpu, reads: b.reads - a.reads, writes: b.writes - a.writes, by: map[string]int64{}, usec: map[string]int64{}}
+	d := redisDelta{cpu: b.cpu - a.cpu, sys: b.sys - a.sys, reads: b.reads - a.reads, writes: b.writes - a.writes, by: map[string]int64{}, usec: map[string]int64{}}
 	for k, v := range b.calls {
 		if ownCommands[k] {
 			continue

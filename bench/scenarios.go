@@ -281,6 +281,7 @@ func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run i
 		"dups":               float64(sum.dups),
 		"cmds_per_msg":       float64(d.calls) / dn,
 		"redis_cpu_per_msg":  d.cpu / dn,
+		"redis_sys_per_msg":  d.sys / dn,
 		"client_cpu_per_msg": (c1 - c0).Seconds() / dn,
 		"reads_per_msg":      float64(d.reads) / dn,
 		"writes_per_msg":     float64(d.writes) / dn,
