@@ -733,7 +733,7 @@ func parseRates(s string) ([]int, error) {
 }
 
 // curveKeys are the trickle figures the curve keeps per rate.
-var curveKeys = []string{"redis_cpu_per_msg", "cmds_per_msg", "lat_p50", "lat_p99", "lat_max", "early_pct", "lost", "dups", "client_cpu_per_msg"}
+var curveKeys = []string{"redis_cpu_per_msg", "redis_sys_per_msg", "cmds_per_msg", "reads_per_msg", "lat_p50", "lat_p99", "lat_max", "early_pct", "lost", "dups", "client_cpu_per_msg"}
 
 func curveKey(rate int, k string) string { return fmt.Sprintf("r%d_%s", rate, k) }
 

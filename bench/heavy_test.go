@@ -213,6 +213,7 @@ func TestPrintCurveTable(t *testing.T) {
 	add := func(sys string, rate int, cpu, p99 float64) {
 		r.add("curve", sys, 1, map[string]float64{
 			curveKey(rate, "redis_cpu_per_msg"): cpu, curveKey(rate, "cmds_per_msg"): 10,
+			curveKey(rate, "redis_sys_per_msg"): cpu / 4, curveKey(rate, "reads_per_msg"): 1.25,
 			curveKey(rate, "lat_p50"): 0.001, curveKey(rate, "lat_p99"): p99,
 			curveKey(rate, "early_pct"): 0, curveKey(rate, "lost"): 0, curveKey(rate, "dups"): 0,
 		})
@@ -226,7 +227,7 @@ func TestPrintCurveTable(t *testing.T) {
 	printCurveTable(&buf, r, cfg)
 	out := buf.String()
 	for _, want := range []string{
-		"50 msg/s    delaystream  300 µs",
+		"50 msg/s    delaystream  300 µs           75.0 µs       10                1.25",
 		"            asynq        150 µs",
 		"5000 msg/s  delaystream  90.0 µs",
 		"2.00", "0.90",
