@@ -217,3 +217,54 @@ func waitPromoted(ctx context.Context, t *testing.T, rdb redis.UniversalClient, 
 
 // strconvMs is t as the stream entries' due field: Unix ms.
 func strconvMs(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+
+// A Schedule of a generated id due After twice the call-token window
+// carries no token; sent again after its reply was lost, its second run
+// finds the message still waiting (nobody else knows the id, and it is not
+// due): still one message, at the due time the call returned, and no token
+// written.
+func TestScheduleWithoutTokenSentAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	addr := redistest.Addr(t)
+	ctl := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	const queue = "resent-far"
+	keys, err := stream.NewKeys(prefix, queue, 0, 1)
+	require.NoError(t, err)
+	lane := keys.Main()
+
+	var armed, hit atomic.Bool
+	rdb := lossyClient(t, addr, &armed, &hit, func() bool { return true })
+	q, err := delay.New(rdb, queue, delay.WithPrefix(prefix))
+	require.NoError(t, err)
+	// Warm up: the shard-count check and the script load happen now.
+	_, err = q.Schedule(ctx, delay.Message{ID: "warm-up"}, delay.After(time.Hour))
+	require.NoError(t, err)
+	before, err := ctl.Keys(ctx, prefix+":*").Result()
+	require.NoError(t, err)
+
+	armed.Store(true)
+	res, err := q.Schedule(ctx, delay.Message{Payload: []byte("x")}, delay.After(time.Hour))
+	require.NoError(t, err)
+	require.True(t, hit.Load(), "the call's reply was not lost after its first run: the test tested nothing")
+	assert.Equal(t, delay.Created, res.Outcome)
+
+	members, err := ctl.ZRangeWithScores(ctx, lane.Delayed, 0, -1).Result()
+	require.NoError(t, err)
+	require.Len(t, members, 2, "the warm-up and one message: %v", members)
+	var ours []redis.Z
+	for _, m := range members {
+		if m.Member != "warm-up" {
+			ours = append(ours, m)
+		}
+	}
+	require.Len(t, ours, 1)
+	assert.Equal(t, float64(res.Due.UnixMilli()), ours[0].Score, "the stored due time is the one Schedule returned")
+	env, err := q.Get(ctx, res.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "x", string(env.Payload))
+	after, err := ctl.Keys(ctx, prefix+":*").Result()
+	require.NoError(t, err)
+	assert.ElementsMatch(t, before, after, "no call token written")
+}

@@ -245,7 +245,9 @@ func (cm *committer) calls(items []Item, results []Result, p *batchPlan) (calls 
 				args = append(args, it.Message.ID, wire.MarshalEnvelope(&env), when, pol)
 			}
 		}
-		keys, args = cm.tokens.add(l, keys, args)
+		if !ch.generated || !cm.tokens.spares(items, p, ch.start, ch.end) {
+			keys, args = cm.tokens.add(l, keys, args)
+		}
 		calls[c] = scripts.Call{Keys: keys, Args: args}
 	}
 	return calls, byScript

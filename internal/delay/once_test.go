@@ -46,7 +46,19 @@ func TestCallTokens(t *testing.T) {
 	require.NoError(t, err)
 	_, err = q.Schedule(ctx, delay.Message{ID: "a"}, delay.After(time.Hour))
 	require.NoError(t, err)
-	_, err = q.Schedule(ctx, delay.Message{}, delay.After(time.Hour)) // a generated id: the fast script
+	_, err = q.Schedule(ctx, delay.Message{}, delay.After(time.Minute)) // a generated id: the fast script
+	require.NoError(t, err)
+	// Generated ids due After twice the token's time to live need none,
+	// unless an item of the call is due At a time (a clock) or sooner.
+	o := rdb.Options() // as the client normalised them
+	want := time.Duration(o.MaxRetries)*(o.DialTimeout+o.WriteTimeout+o.ReadTimeout+o.MaxRetryBackoff) + 5*time.Second
+	_, err = q.Schedule(ctx, delay.Message{}, delay.After(time.Hour))
+	require.NoError(t, err)
+	_, err = q.ScheduleBatch(ctx, []delay.Item{{When: delay.After(time.Hour)}, {When: delay.After(2 * want)}})
+	require.NoError(t, err)
+	_, err = q.ScheduleBatch(ctx, []delay.Item{{When: delay.After(time.Hour)}, {When: delay.At(time.Now().Add(2 * time.Hour))}})
+	require.NoError(t, err)
+	_, err = q.ScheduleBatch(ctx, []delay.Item{{When: delay.After(time.Hour)}, {When: delay.After(2*want - time.Millisecond)}})
 	require.NoError(t, err)
 	_, err = q.Reschedule(ctx, "a", delay.After(2*time.Hour))
 	require.NoError(t, err)
@@ -54,9 +66,7 @@ func TestCallTokens(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	tokens := callTokens(t, rdb, prefix)
-	assert.Len(t, tokens, 4, "one token per call")
-	o := rdb.Options() // as the client normalised them
-	want := time.Duration(o.MaxRetries)*(o.DialTimeout+o.WriteTimeout+o.ReadTimeout+o.MaxRetryBackoff) + 5*time.Second
+	assert.Len(t, tokens, 6, "one token per call but the two that need none")
 	for k, ttl := range tokens {
 		assert.Greater(t, ttl, want-10*time.Second, k)
 		assert.LessOrEqual(t, ttl, want, k)
