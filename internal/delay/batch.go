@@ -187,21 +187,28 @@ func (cm *committer) cut(items []Item, p *batchPlan, s, start, end int) {
 	}
 }
 
+// scripts returns each chunk's script, or nil when every chunk runs the
+// same one.
+func (p *batchPlan) scripts() []*redis.Script {
+	for _, ch := range p.chunks[1:] {
+		if ch.generated != p.chunks[0].generated {
+			out := make([]*redis.Script, len(p.chunks))
+			for c := range p.chunks {
+				out[c] = p.chunks[c].script()
+			}
+			return out
+		}
+	}
+	return nil
+}
+
 // calls encodes the chunks of p into script calls. A call in which every
 // message gets a generated id takes the fast path: nothing to look up, two
 // arguments per message. byScript is nil when every call runs the same
 // script, else each call's script.
 func (cm *committer) calls(items []Item, results []Result, p *batchPlan) (calls []scripts.Call, byScript []*redis.Script) {
 	calls = make([]scripts.Call, len(p.chunks))
-	for _, ch := range p.chunks[1:] {
-		if ch.generated != p.chunks[0].generated {
-			byScript = make([]*redis.Script, len(p.chunks))
-			for c := range p.chunks {
-				byScript[c] = p.chunks[c].script()
-			}
-			break
-		}
-	}
+	byScript = p.scripts()
 	created := time.Now()
 	// Items in a run with the same When or policy (the usual batch) share
 	// one argument each: no formatting and no allocation per item.
