@@ -22,8 +22,10 @@ const MaxPrecision = time.Second
 // most about d after it. The messages of one bucket cost one promote
 // call, one announcement and one read per group, which is what makes a
 // coarser precision cheaper in Redis CPU per message at low rates (see
-// docs/performance.md). It applies to the queue's promotion and to every
-// group's retries. Processes of one queue may use different precisions;
+// docs/performance.md); a consumer's acknowledgements wait up to 2d
+// (at most a quarter of the visibility timeout, and 16 at a time) to ride
+// with the next bucket's read. It applies to the queue's promotion and to
+// every group's retries. Processes of one queue may use different precisions;
 // each promotes by its own.
 func WithPrecision(d time.Duration) Option {
 	return func(c *config) error {

@@ -123,7 +123,8 @@ type dsSystem struct {
 	shards int
 	cfg    config
 	raw    bool
-	// precision is the mover's (delaystream.WithPrecision); 0 = the default.
+	// precision is the queue's (delaystream.WithPrecision), for the mover
+	// and the consumer; 0 = the default.
 	precision time.Duration
 	stops     []func()
 	timer     *scriptTimer // round trips of the library's script calls, once timeScripts is called
@@ -247,7 +248,10 @@ func (s *dsSystem) startConsumer(ctx context.Context, h handler) error {
 	}
 	// A queue of its own, as a consumer process has: the system's mover
 	// promotes.
-	q, err := delaystream.New(s.rdb, benchQueue, delaystream.WithShards(s.shards), delaystream.WithoutPromotion())
+	// The queue's precision, as a user's consumer process configures its
+	// queue (it sets the group's acknowledgement delay and retry lanes).
+	q, err := delaystream.New(s.rdb, benchQueue, delaystream.WithShards(s.shards), delaystream.WithoutPromotion(),
+		delaystream.WithPrecision(s.precision))
 	if err != nil {
 		return err
 	}

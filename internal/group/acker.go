@@ -20,7 +20,8 @@ import (
 const ackBatch = 16
 
 // acker batches acknowledgements: an ack waits at most the ack delay (50
-// ms, less under a short visibility timeout: ackDelayFor) or until
+// ms, twice a coarser precision, less under a short visibility timeout:
+// ackDelayFor) or until
 // ackBatch are queued; then one XACK per stream (pipelined when there are
 // two) acknowledges them all. Meanwhile the reader takes what is queued
 // into its next read's pipeline (take): at a trickle, where a read follows
@@ -33,7 +34,7 @@ const ackBatch = 16
 type acker struct {
 	r     *runState
 	trim  *trimmer      // told which streams were acknowledged
-	delay time.Duration // the ack delay: ackDelayFor the visibility timeout
+	delay time.Duration // the ack delay: ackDelayFor the visibility timeout and precision
 	mu    sync.Mutex
 	buf   []ackReq      // queued; guarded by mu
 	kick  chan struct{} // a token when buf got its first or its ackBatch-th entry
@@ -41,7 +42,7 @@ type acker struct {
 }
 
 func newAcker(r *runState, trim *trimmer) *acker {
-	return &acker{r: r, trim: trim, delay: ackDelayFor(r.c.cfg.visibility), buf: make([]ackReq, 0, ackBatch), kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	return &acker{r: r, trim: trim, delay: ackDelayFor(r.c.cfg.visibility, r.c.cfg.precision), buf: make([]ackReq, 0, ackBatch), kick: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
 // ackReq is one entry to acknowledge; success says whether its handler

@@ -75,17 +75,24 @@ const (
 	DefaultTrimEvery     = 5 * time.Second
 	DefaultStaleConsumer = time.Hour
 	// ackFlushDelay is the longest an ack waits for a read to ride with
-	// (or to be batched), capped at a quarter of the visibility timeout
-	// (ackDelayFor). It is long enough that on a sharded queue, where
-	// each node sees a fraction of the reads, most acks still find one.
+	// (or to be batched) at precision 0, capped at a quarter of the
+	// visibility timeout (ackDelayFor). It is long enough that on a
+	// sharded queue, where each node sees a fraction of the reads, most
+	// acks still find one.
 	ackFlushDelay = 50 * time.Millisecond
 )
 
-// ackDelayFor is the ack delay under visibility timeout vis: an entry whose
-// handler returned waits at most this before its XACK, on top of up to
-// a third of vis since its last extension (the extender), so it is never
-// reclaimable while its ack waits.
-func ackDelayFor(vis time.Duration) time.Duration { return min(ackFlushDelay, vis/4) }
+// ackDelayFor is the ack delay under visibility timeout vis and precision
+// prec: an entry whose handler returned waits at most this before its
+// XACK, on top of up to a third of vis since its last extension (the
+// extender), so it is never reclaimable while its ack waits. At a precision
+// of d, reads come once per bucket, d apart: acks wait up to 2d, so that
+// they ride with the next bucket's read rather than cost a call of their
+// own. What a crash leaves handled but unacknowledged stays bounded by
+// ackBatch.
+func ackDelayFor(vis, prec time.Duration) time.Duration {
+	return min(max(ackFlushDelay, 2*prec), vis/4)
+}
 
 func defaultConfig() config {
 	return config{
