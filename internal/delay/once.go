@@ -16,8 +16,9 @@ import (
 // Cancel reports false for the message it removed, a Reschedule reports
 // ErrNotFound for the message it moved. So every such call carries a
 // token (but the calls callTokens.spares): its script stores, under the
-// token's key (in the lane's slot) for callTokenTTL, what it needs to give the same reply again (its "now", one
-// status digit per message and the due times of kept and refused ones;
+// token's key (in the lane's slot) for callTokenTTL, what it needs to give
+// the same reply again (its "now", one status digit per message and the
+// due times of kept and refused ones;
 // Cancel's and Reschedule's reply), and a second run of the call rebuilds
 // that reply and changes nothing (internal/scripts/once.lua). A client
 // that never re-sends (MaxRetries -1) makes no tokens. Cost: a GET and a
