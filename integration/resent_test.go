@@ -75,6 +75,16 @@ func lossyClient(t *testing.T, addr string, armed, hit *atomic.Bool, ready func(
 	return rdb
 }
 
+// resentServer returns a test server's address, a client of it, a prefix
+// of the test's own and the main lane of queue under that prefix.
+func resentServer(t *testing.T, queue string) (addr string, ctl *redis.Client, prefix string, lane stream.Lane) {
+	t.Helper()
+	addr, ctl, prefix = redistest.Addr(t), redistest.Client(t), redistest.Prefix(t)
+	keys, err := stream.NewKeys(prefix, queue, 0, 1)
+	require.NoError(t, err)
+	return addr, ctl, prefix, keys.Main()
+}
+
 // A Schedule that go-redis sends again after its reply was lost, when the
 // message of its first run was promoted in between, creates nothing more:
 // one stream entry, at the due time the call returned. Found by the chaos
@@ -83,13 +93,8 @@ func lossyClient(t *testing.T, addr string, armed, hit *atomic.Bool, ready func(
 func TestScheduleSentAgainAfterPromotion(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	addr := redistest.Addr(t)
-	ctl := redistest.Client(t)
-	prefix := redistest.Prefix(t)
 	const queue = "resent"
-	keys, err := stream.NewKeys(prefix, queue, 0, 1)
-	require.NoError(t, err)
-	lane := keys.Main()
+	addr, ctl, prefix, lane := resentServer(t, queue)
 
 	var armed, hit atomic.Bool
 	promoted := newTally(2) // the warm-up + ours
@@ -133,13 +138,8 @@ func TestScheduleSentAgainAfterPromotion(t *testing.T) {
 func TestCancelSentAgain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	addr := redistest.Addr(t)
-	ctl := redistest.Client(t)
-	prefix := redistest.Prefix(t)
 	const queue = "resent-cancel"
-	keys, err := stream.NewKeys(prefix, queue, 0, 1)
-	require.NoError(t, err)
-	lane := keys.Main()
+	addr, ctl, prefix, lane := resentServer(t, queue)
 
 	var armed, hit atomic.Bool
 	rdb := lossyClient(t, addr, &armed, &hit, func() bool { n, _ := ctl.ZCard(ctx, lane.Delayed).Result(); return n == 0 })
@@ -166,13 +166,8 @@ func TestCancelSentAgain(t *testing.T) {
 func TestRescheduleSentAgain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	addr := redistest.Addr(t)
-	ctl := redistest.Client(t)
-	prefix := redistest.Prefix(t)
 	const queue = "resent-reschedule"
-	keys, err := stream.NewKeys(prefix, queue, 0, 1)
-	require.NoError(t, err)
-	lane := keys.Main()
+	addr, ctl, prefix, lane := resentServer(t, queue)
 
 	var armed, hit atomic.Bool
 	promoted := newTally(1)
@@ -226,13 +221,8 @@ func strconvMs(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10)
 func TestScheduleWithoutTokenSentAgain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	addr := redistest.Addr(t)
-	ctl := redistest.Client(t)
-	prefix := redistest.Prefix(t)
 	const queue = "resent-far"
-	keys, err := stream.NewKeys(prefix, queue, 0, 1)
-	require.NoError(t, err)
-	lane := keys.Main()
+	addr, ctl, prefix, lane := resentServer(t, queue)
 
 	var armed, hit atomic.Bool
 	rdb := lossyClient(t, addr, &armed, &hit, func() bool { return true })
