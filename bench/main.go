@@ -55,7 +55,10 @@ type config struct {
 	cpuProfile string
 	allowFlush bool
 	moverBatch int // 0 = library default
-	queuesN    int // queues served by one process in the "queues" scenario
+	// consumerPromotes: delaystream's consumer promotes its queue (the
+	// library's default) instead of a separate mover.Mover.
+	consumerPromotes bool
+	queuesN          int // queues served by one process in the "queues" scenario
 
 	// crash: what the killed consumer holds, in its handlers (its workers)
 	// and read ahead (group.WithPrefetch)
@@ -120,6 +123,7 @@ func main() {
 	flag.IntVar(&cfg.crashWorkers, "crash-workers", 100, "crash: messages the killed consumer holds in its handlers (its workers)")
 	flag.IntVar(&cfg.crashPrefetch, "crash-prefetch", 100, "crash: messages the killed consumer holds read ahead (group.WithPrefetch; asynq: more workers)")
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (producers, mover, consumers) to this file")
+	flag.BoolVar(&cfg.consumerPromotes, "consumer-promotes", false, "delaystream: the consumer promotes its queue (the library's default for a consumer) instead of a separate mover.Mover (burst, trickle, curve)")
 	flag.IntVar(&cfg.moverBatch, "mover-batch", 0, "delaystream mover batch size (mover.WithBatchSize); 0 = the library default")
 	flag.IntVar(&cfg.queuesN, "queues-n", 100, "queues served by one process (one consumer each, one client) in the queues scenario")
 	flag.BoolVar(&cfg.allowFlush, "allow-flush", false, "with REDIS_ADDR: allow FLUSHALL on that server (required)")

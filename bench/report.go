@@ -656,7 +656,11 @@ func printHeader(w io.Writer, m machine, cfg config) {
 	if cfg.shards > 1 {
 		sh = fmt.Sprintf(", queue of %d shards on this one server (WithShards on queue, mover and consumer)", cfg.shards)
 	}
-	fmt.Fprintf(w, "delaystream: 1 mover.Mover (batch %s) + 1 group.Consumer (WithWorkers(%d), other options default), ScheduleBatch of %d items%s\n", mb, cfg.workers, cfg.batch, sh)
+	if cfg.consumerPromotes {
+		fmt.Fprintf(w, "delaystream: 1 group.Consumer that promotes its queue (WithWorkers(%d), other options default; no mover.Mover), ScheduleBatch of %d items%s\n", cfg.workers, cfg.batch, sh)
+	} else {
+		fmt.Fprintf(w, "delaystream: 1 mover.Mover (batch %s) + 1 group.Consumer (WithWorkers(%d), other options default), ScheduleBatch of %d items%s\n", mb, cfg.workers, cfg.batch, sh)
+	}
 	if cfg.asynq {
 		fmt.Fprintf(w, "asynq: Config{Concurrency: %d, TaskCheckInterval: 100ms, DelayedTaskCheckInterval: 100ms, RetryDelayFunc: 0 for ErrLeaseExpired}, ProcessAt/ProcessIn, Enqueue on %d goroutines for bulk\n",
 			cfg.workers, cfg.parallel)

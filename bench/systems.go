@@ -218,6 +218,9 @@ func (s *dsSystem) scheduleWithIDs(ctx context.Context, ps [][]byte, ws []when) 
 // Start runs the mover and one consumer group (or, for the floor reference,
 // a bare XREADGROUP reader) until Stop.
 func (s *dsSystem) Start(ctx context.Context, h handler) error {
+	if s.cfg.consumerPromotes && !s.raw {
+		return s.startConsumer(ctx, h)
+	}
 	if err := s.startMoverOnly(ctx); err != nil {
 		return err
 	}
@@ -247,11 +250,14 @@ func (s *dsSystem) startConsumer(ctx context.Context, h handler) error {
 		return nil
 	}
 	// A queue of its own, as a consumer process has: the system's mover
-	// promotes.
+	// promotes, unless the consumer does (-consumer-promotes).
 	// The queue's precision, as a user's consumer process configures its
 	// queue (it sets the group's acknowledgement delay and retry lanes).
-	q, err := delaystream.New(s.rdb, benchQueue, delaystream.WithShards(s.shards), delaystream.WithoutPromotion(),
-		delaystream.WithPrecision(s.precision))
+	opts := []delaystream.Option{delaystream.WithShards(s.shards), delaystream.WithPrecision(s.precision)}
+	if !s.cfg.consumerPromotes {
+		opts = append(opts, delaystream.WithoutPromotion())
+	}
+	q, err := delaystream.New(s.rdb, benchQueue, opts...)
 	if err != nil {
 		return err
 	}
