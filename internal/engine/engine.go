@@ -50,6 +50,8 @@ type Engine struct {
 	// the registry, as a mover that crashed would (tests only).
 	noLeave atomic.Bool
 
+	taker atomic.Pointer[takerRef] // the consumer that takes part in promote calls (SetTaker)
+
 	running  atomic.Bool
 	looking  atomic.Bool // Run has checked the shard count and looks at its lanes (Owned of an engine without registry)
 	promoted atomic.Uint64
