@@ -37,6 +37,11 @@ type taker struct {
 	calls   sync.WaitGroup             // offers not handed back yet
 }
 
+// maxTakeAcks bounds the acknowledgements one promote call carries (script
+// arguments, unpacked onto the Lua stack): the acker sends at 16 queued, so
+// more wait only while Redis is slow to answer.
+const maxTakeAcks = 1000
+
 // takeState is what an offer reserved: the acknowledgements it took from
 // the acker and the room it counted as held.
 type takeState struct {
@@ -68,6 +73,10 @@ func (t *taker) Offer(stream string) *engine.Take {
 	}
 	rd, c := t.rd, t.rd.r.c
 	acks := rd.settle.ack.take(nil, func(s string) bool { return s == stream })
+	if len(acks) > maxTakeAcks {
+		rd.settle.ack.requeue(acks[maxTakeAcks:]) // for the next call, a read or the acker
+		acks = acks[:maxTakeAcks]
+	}
 	n := t.room(i / 2)
 	if n == 0 && len(acks) == 0 {
 		return nil
