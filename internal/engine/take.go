@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -10,7 +11,7 @@ import (
 )
 
 // A Taker is a consumer group's consumer in the engine's process that
-// takes part in the engine's promote calls (SetTaker): each call of a lane
+// takes part in the engine's promote calls (Join): each call of a lane
 // sends the group's acknowledgements of the lane's stream, and a call that
 // appends entries reads the group's new ones for the consumer, so that
 // the consumer needs no read (and no acknowledgement call) of its own for
@@ -45,9 +46,40 @@ type Take struct {
 	CaughtUp bool             // the read left nothing new for Group: its announcement says so
 }
 
-// SetTaker makes t take part in the engine's promote calls (nil: none).
-// At most one Taker does at a time; the engine calls it from the next call on.
-func (m *Engine) SetTaker(t Taker) {
+// Join offers t to take part in the engine's promote calls. One Taker
+// takes part at a time: the first that joined, then the next when it
+// leaves (Leave). The engine calls it from the next call on.
+func (m *Engine) Join(t Taker) {
+	m.takersMu.Lock()
+	defer m.takersMu.Unlock()
+	m.takers = append(m.takers, t)
+	if len(m.takers) == 1 {
+		m.setTaker(t)
+	}
+}
+
+// Leave withdraws t (Join). A call it takes part in may still be running:
+// its Took comes when the call ends.
+func (m *Engine) Leave(t Taker) {
+	m.takersMu.Lock()
+	defer m.takersMu.Unlock()
+	i := slices.Index(m.takers, t)
+	if i < 0 {
+		return
+	}
+	m.takers = slices.Delete(m.takers, i, i+1)
+	if i > 0 {
+		return
+	}
+	if len(m.takers) > 0 {
+		m.setTaker(m.takers[0])
+	} else {
+		m.setTaker(nil)
+	}
+}
+
+// setTaker makes t the Taker of the engine's promote calls (nil: none).
+func (m *Engine) setTaker(t Taker) {
 	if t == nil {
 		m.taker.Store(nil)
 		return

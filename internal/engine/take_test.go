@@ -109,7 +109,7 @@ func TestTakeReadsInPromoteCall(t *testing.T) {
 			ft := &fakeTaker{offer: func(s string) *Take {
 				return &Take{Stream: s, Group: "g", Consumer: "c1", Count: tc.count}
 			}}
-			m.SetTaker(ft)
+			m.setTaker(ft)
 			r, err := m.lanes[0].runOnce(ctx)
 			require.NoError(t, err)
 			require.Equal(t, 3, r.moved, "%+v", r)
@@ -144,7 +144,7 @@ func TestTakeAcknowledges(t *testing.T) {
 	ctx := context.Background()
 	rdb, lane, m := takeQueue(t, 3, true)
 	read := &fakeTaker{offer: func(s string) *Take { return &Take{Stream: s, Group: "g", Consumer: "c1", Count: 10} }}
-	m.SetTaker(read)
+	m.setTaker(read)
 	_, err := m.lanes[0].runOnce(ctx)
 	require.NoError(t, err)
 	ids := []string{}
@@ -155,7 +155,7 @@ func TestTakeAcknowledges(t *testing.T) {
 
 	ack := func(ids ...string) *fakeTaker {
 		ft := &fakeTaker{offer: func(s string) *Take { return &Take{Stream: s, Group: "g", Consumer: "c1", Acks: ids} }}
-		m.SetTaker(ft)
+		m.setTaker(ft)
 		return ft
 	}
 	ft := ack(ids[0])
@@ -195,7 +195,7 @@ func TestTakeMissingGroup(t *testing.T) {
 	rdb, lane, m := takeQueue(t, 2, false)
 	next := announced(t, rdb, lane)
 	ft := &fakeTaker{offer: func(s string) *Take { return &Take{Stream: s, Group: "g", Consumer: "c1", Count: 5} }}
-	m.SetTaker(ft)
+	m.setTaker(ft)
 	r, err := m.lanes[0].runOnce(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 2, r.moved)
@@ -224,13 +224,13 @@ func TestTakeCallFailed(t *testing.T) {
 	ft := &fakeTaker{offer: func(s string) *Take {
 		return &Take{Stream: s, Group: "g", Consumer: "c1", Count: 5, Acks: []string{"1-1"}}
 	}}
-	dead.SetTaker(ft)
+	dead.setTaker(ft)
 	_, err = dead.lanes[0].runOnce(ctx)
 	require.Error(t, err)
 	assert.False(t, ft.last(t).Sent)
 
 	none := &fakeTaker{offer: func(string) *Take { return nil }}
-	m.SetTaker(none)
+	m.setTaker(none)
 	r, err := m.lanes[0].runOnce(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, r.moved)

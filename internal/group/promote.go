@@ -3,7 +3,6 @@ package group
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -46,40 +45,6 @@ type promoter struct {
 	refs   int
 	cancel context.CancelFunc
 	done   chan struct{}
-
-	// takers are the running consumers that offered to take part in its
-	// promote calls (taker); the first takes part, the next when it leaves.
-	mu     sync.Mutex
-	takers []*taker
-}
-
-// join offers t to take part in p's promote calls.
-func (p *promoter) join(t *taker) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.takers = append(p.takers, t)
-	if len(p.takers) == 1 {
-		p.eng.SetTaker(t)
-	}
-}
-
-// leave withdraws t; the next consumer that offered takes its place. Call
-// t.close after it, which waits for a call t is part of.
-func (p *promoter) leave(t *taker) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	i := slices.Index(p.takers, t)
-	if i < 0 {
-		return
-	}
-	p.takers = slices.Delete(p.takers, i, i+1)
-	if i == 0 {
-		if len(p.takers) > 0 {
-			p.eng.SetTaker(p.takers[0])
-		} else {
-			p.eng.SetTaker(nil)
-		}
-	}
 }
 
 // acquirePromoter returns the shared mover of c's queue, started if c is

@@ -233,10 +233,10 @@ func (rd *reader) readShards(ctx context.Context) error {
 	if len(c.shards) > 1 {
 		bg.Go(func() { rd.follow(lctx, f, a) })
 	}
-	if p := rd.r.prom; p != nil {
+	if p := rd.r.calls; p != nil {
 		t := newTaker(ctx, rd, a, f)
-		p.join(t)
-		defer func() { p.leave(t); t.close() }()
+		p.Join(t)
+		defer func() { p.Leave(t); t.close() }()
 	}
 	l := newReadLoop(rd, streams, a, lost)
 	defer l.close(ctx)
