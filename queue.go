@@ -165,11 +165,6 @@ func (q *Queue) handle(name string, h Handler, opts []GroupOption) (*Group, erro
 	gopts := []group.Option{group.WithLogger(q.cfg.logger), group.WithDrainTimeout(q.cfg.drain),
 		group.WithPrefix(q.cfg.prefix), group.WithShards(q.cfg.shards), group.WithoutPromotion(),
 		group.WithPrecision(q.cfg.prec)}
-	if q.mover != nil {
-		// Its consumer joins the queue's promote calls, which then read
-		// its new entries and send its acknowledgements.
-		gopts = append(gopts, group.WithPromoteCalls(q.mover))
-	}
 	if gc.hooks != nil {
 		gopts = append(gopts, group.WithHooks(gc.hooks.internal()))
 	}

@@ -51,14 +51,7 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 	defer heal.CutIfMoved(ctx, cancel, l.m.rdb, l.keys.Delayed, node, slowCall)()
 	start := time.Now()
 	renew := time.Duration(start.UnixNano()-l.renewed.Load()) >= l.m.cfg.leaseTTL/3
-	var take *Take
-	t := takerOf(&l.m.taker)
-	if t != nil {
-		if take = t.Offer(l.keys.Stream); take != nil {
-			defer t.Took(take)
-		}
-	}
-	v, err := l.promote(ctx, renew, take)
+	v, err := l.promote(ctx, renew)
 	if err != nil {
 		return result{}, l.callFailed(ctx, parent, err)
 	}
@@ -67,33 +60,18 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 	return r, nil
 }
 
-// promote runs the promote script, with take's part when take is not nil,
-// and returns its reply's five integers; take is filled in from the rest.
-func (l *lane) promote(ctx context.Context, renew bool, take *Take) ([]int64, error) {
-	args := l.promoteArgs(renew)
-	if take != nil {
-		args = append(args, takeArgs(take)...)
-	}
-	reply, err := scripts.Promote.Run(ctx, l.m.rdb, l.promoteKeys, args...).Result()
+// promote runs the promote script and returns its reply's five integers.
+func (l *lane) promote(ctx context.Context, renew bool) ([]int64, error) {
+	reply, err := scripts.Promote.Run(ctx, l.m.rdb, l.promoteKeys, l.promoteArgs(renew)...).Result()
 	if err != nil {
 		return nil, err
 	}
-	arr, ok := reply.([]any)
-	want := 5
-	if take != nil {
-		want = 7
+	v, err := scripts.Ints(reply)
+	if err != nil {
+		return nil, err
 	}
-	if !ok || len(arr) != want {
+	if len(v) != 5 {
 		return nil, errors.New("unexpected promote reply")
-	}
-	v, err := scripts.Ints(arr[:5])
-	if err != nil {
-		return nil, err
-	}
-	if take != nil {
-		if err := take.fill(arr[5], arr[6]); err != nil {
-			return nil, err
-		}
 	}
 	return v, nil
 }

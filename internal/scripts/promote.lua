@@ -19,26 +19,8 @@
 -- ARGV[7]  optional: "0" when the caller renewed its lease recently: a
 --          call that finds it holds the lease then leaves it as it is (one
 --          SET fewer per call; the caller renews it well before it lapses)
--- ARGV[8]  optional: a consumer group that takes part in the call (a
---          consumer of it runs in the caller's process); "" or absent = none.
---          Its acknowledgements (ARGV[11..]) are sent first, whatever
---          else the call does; once entries were appended, up to ARGV[10]
---          of the group's new entries are read for consumer ARGV[9]
---          (XREADGROUP without BLOCK), so that it needs no read of its
---          own; when that read leaves nothing new for the group, the
---          announcement (ARGV[5]) says so: ARGV[6], a newline, the group,
---          and the group's consumers need not read the stream for it
--- ARGV[9]  the consumer that reads (with ARGV[8])
--- ARGV[10] most entries to read for it; 0 = none (acknowledgements only)
--- ARGV[11..] ids of the stream's entries the group acknowledges (XACK)
 --
--- Returns {moved, quarantined, next, now_us, lease_ttl_ms}, and with ARGV[8]
--- two more: {..., acked, read}
---          acked        XACK's reply (0 with no ids), or its error's text
---          read         0 when nothing was read; the XREADGROUP error's text
---                       (a missing group: the consumer recreates it when it
---                       reads); else the entries read, {{id, {field,
---                       value, ...}}, ...}
+-- Returns {moved, quarantined, next, now_us, lease_ttl_ms}
 --          moved        entries appended to the stream
 --          quarantined  entries appended to the quarantine (see below)
 --          next         due ms of the earliest remaining message, -1 if none
@@ -72,41 +54,19 @@
 local t = redis.call('TIME')
 local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now = math.floor(nowus / 1000)
--- The taking part group's acknowledgements go out whatever the call does;
--- their failure (a key of the wrong type, say) is the group's to report,
--- not the promotion's.
-local group = ARGV[8]
-if group == '' then
-  group = nil
-end
-local acked = 0
-if group and #ARGV > 10 then
-  local r = redis.pcall('XACK', KEYS[3], group, unpack(ARGV, 11))
-  if type(r) == 'table' and r['err'] then
-    acked = r['err']
-  else
-    acked = r
-  end
-end
-local function reply(moved, bad, nextDue, lease, read)
-  if group then
-    return {moved, bad, nextDue, nowus, lease, acked, read or 0}
-  end
-  return {moved, bad, nextDue, nowus, lease}
-end
 local lease = -1
 local holder = nil
 if ARGV[2] ~= '' then
   holder = redis.call('GET', KEYS[5])
   if holder and holder ~= ARGV[2] then
-    return reply(0, 0, -1, redis.call('PTTL', KEYS[5]))
+    return {0, 0, -1, nowus, redis.call('PTTL', KEYS[5])}
   end
 end
 if KEYS[6] and redis.call('HEXISTS', KEYS[6], 'queue') == 1 then
   if holder or ARGV[2] == '' then
-    return reply(0, 0, -1, -1)
+    return {0, 0, -1, nowus, -1}
   end
-  return reply(0, 0, -1, -2)
+  return {0, 0, -1, nowus, -2}
 end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[1]))
 if ARGV[2] ~= '' then
@@ -208,24 +168,8 @@ if n > 0 then
     redis.call('HDEL', KEYS[2], unpack(plain))
   end
 end
--- The group's new entries, read for its consumer in this process. A
--- read that returns fewer than asked for leaves nothing new for the group:
--- the announcement says so, and none of the group's consumers reads the
--- stream for it (what is appended later is announced by its own call).
-local read, payload = 0, ARGV[6]
-if moved > 0 and group and tonumber(ARGV[10]) > 0 then
-  local r = redis.pcall('XREADGROUP', 'GROUP', group, ARGV[9], 'COUNT', ARGV[10], 'STREAMS', KEYS[3], '>')
-  if type(r) == 'table' and r['err'] then
-    read = r['err']
-  else
-    read = (r and r[1][2]) or {}
-    if #read < tonumber(ARGV[10]) then
-      payload = ARGV[6] .. '\n' .. group
-    end
-  end
-end
 if moved > 0 and ARGV[5] and ARGV[5] ~= '' then
-  publish(ARGV[5], payload)
+  publish(ARGV[5], ARGV[6])
 end
 local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local nextDue = -1
@@ -238,4 +182,4 @@ if nxt[2] then
   end
   nextDue = math.ceil(nextDue)
 end
-return reply(moved, bad, nextDue, lease, read)
+return {moved, bad, nextDue, nowus, lease}
