@@ -147,7 +147,11 @@ func quarantineCursor(after string, shards int) (int, string, error) {
 // consumer of it in this process, with h as its handler. Every group gets
 // every message and retries and dead-letters on its own. A group added
 // twice, or while the queue runs (wrapping [ErrRunning]), is refused, as
-// are invalid options (wrapping [ErrInvalidOption]).
+// are invalid options (wrapping [ErrInvalidOption]). With promotion, the
+// first group added reads its new entries in the pipelines of the queue's
+// promote calls, which also carry its acknowledgements: at a trickle a
+// message costs that group no round trip of its own (see the concepts
+// guide); the other groups read on the calls' announcements.
 func (q *Queue) Handle(name string, h Handler, opts ...GroupOption) (*Group, error) {
 	if h == nil {
 		return nil, fmt.Errorf("%w: group %s: nil handler", ErrInvalidOption, name)
@@ -165,6 +169,15 @@ func (q *Queue) handle(name string, h Handler, opts []GroupOption) (*Group, erro
 	gopts := []group.Option{group.WithLogger(q.cfg.logger), group.WithDrainTimeout(q.cfg.drain),
 		group.WithPrefix(q.cfg.prefix), group.WithShards(q.cfg.shards), group.WithoutPromotion(),
 		group.WithPrecision(q.cfg.prec)}
+	q.mu.Lock()
+	first := len(q.groups) == 0
+	q.mu.Unlock()
+	if q.mover != nil && first {
+		// The first group's consumer joins the queue's promote calls:
+		// their pipelines send its acknowledgements and read its new
+		// entries (one group per process does).
+		gopts = append(gopts, group.WithPromoteCalls(q.mover))
+	}
 	if gc.hooks != nil {
 		gopts = append(gopts, group.WithHooks(gc.hooks.internal()))
 	}

@@ -50,6 +50,10 @@ type Engine struct {
 	// the registry, as a mover that crashed would (tests only).
 	noLeave atomic.Bool
 
+	taker    atomic.Pointer[takerRef] // the consumer that takes part in promote calls (Join)
+	takersMu sync.Mutex
+	takers   []Taker // joined, in order; takers[0] is the one set
+
 	running  atomic.Bool
 	looking  atomic.Bool // Run has checked the shard count and looks at its lanes (Owned of an engine without registry)
 	promoted atomic.Uint64

@@ -37,11 +37,16 @@ type lane struct {
 	// failing over).
 	failing atomic.Bool
 	until   atomic.Int64 // due ms the lane sleeps until; noDue while awake or when nothing is due
+	// lastNext and lastAhead are the last reply's next due ms (-1: none;
+	// 0: a full batch) and how far the Redis clock was ahead (ns): see
+	// expects.
+	lastNext, lastAhead atomic.Int64
 }
 
 func (m *Engine) newLane(keys stream.Lane) *lane {
 	l := &lane{m: m, keys: keys, promoteKeys: lanePromoteKeys(keys), turn: make(chan struct{}, 1)}
 	l.until.Store(noDue) // keep wake-ups that arrive before the lane runs
+	l.lastNext.Store(0)  // not known: the first call may find entries due
 	return l
 }
 

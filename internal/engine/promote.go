@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/delaystream/delaystream/internal/errs"
 	"github.com/delaystream/delaystream/internal/heal"
 	"github.com/delaystream/delaystream/internal/memory"
@@ -51,18 +53,43 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 	defer heal.CutIfMoved(ctx, cancel, l.m.rdb, l.keys.Delayed, node, slowCall)()
 	start := time.Now()
 	renew := time.Duration(start.UnixNano()-l.renewed.Load()) >= l.m.cfg.leaseTTL/3
-	v, err := l.promote(ctx, renew)
+	var take *Take
+	t := takerOf(&l.m.taker)
+	if t != nil {
+		if take = t.Offer(l.keys.Stream); take != nil {
+			if !l.expects() {
+				take.Count = 0 // a read would likely find nothing: none
+			}
+			defer t.Took(take)
+		}
+	}
+	v, err := l.promote(ctx, renew, take)
 	if err != nil {
 		return result{}, l.callFailed(ctx, parent, err)
 	}
 	r := result{moved: int(v[0]), quarantined: int(v[1]), next: v[2], nowUs: v[3], leaseTTL: v[4], local: time.Now()}
 	l.record(r, start, renew)
+	l.lastNext.Store(r.next)
+	if r.moved+r.quarantined >= l.m.cfg.batch {
+		l.lastNext.Store(0) // a full batch: more is due now
+	}
+	l.lastAhead.Store(int64(r.redisAhead()))
 	return r, nil
 }
 
 // promote runs the promote script and returns its reply's five integers.
-func (l *lane) promote(ctx context.Context, renew bool) ([]int64, error) {
-	reply, err := scripts.Promote.Run(ctx, l.m.rdb, l.promoteKeys, l.promoteArgs(renew)...).Result()
+// With take, the script's call goes in one pipeline with take's
+// acknowledgements before it and its read after it, and take is filled in.
+func (l *lane) promote(ctx context.Context, renew bool, take *Take) ([]int64, error) {
+	var reply any
+	var err error
+	if take == nil {
+		reply, err = scripts.Promote.Run(ctx, l.m.rdb, l.promoteKeys, l.promoteArgs(renew)...).Result()
+	} else if take.Count > 0 || len(take.Acks) > 0 {
+		reply, err = l.promoteTaking(ctx, renew, take)
+	} else {
+		reply, err = scripts.Promote.Run(ctx, l.m.rdb, l.promoteKeys, l.promoteArgs(renew)...).Result()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +101,35 @@ func (l *lane) promote(ctx context.Context, renew bool) ([]int64, error) {
 		return nil, errors.New("unexpected promote reply")
 	}
 	return v, nil
+}
+
+// promoteTaking sends take's acknowledgements, the promote script (by its
+// hash) and take's read in one pipeline, and returns the script's reply.
+// A server that does not have the script yet (NOSCRIPT) gets it in a call
+// of its own, without take's announcement: the read went out all the same.
+func (l *lane) promoteTaking(ctx context.Context, renew bool, take *Take) (any, error) {
+	pipe := l.m.rdb.Pipeline()
+	var ack *redis.IntCmd
+	if len(take.Acks) > 0 {
+		ack = pipe.XAck(ctx, take.Stream, take.Group, take.Acks...)
+	}
+	args := l.promoteArgs(renew)
+	if take.Count > 0 {
+		args = append(args, take.Group, take.Consumer) // its announcement names the consumer that reads
+	}
+	ev := scripts.Promote.EvalSha(ctx, pipe, l.promoteKeys, args...)
+	var read *redis.XStreamSliceCmd
+	if take.Count > 0 {
+		read = pipe.XReadGroup(ctx, &redis.XReadGroupArgs{Group: take.Group, Consumer: take.Consumer,
+			Streams: []string{take.Stream, ">"}, Count: take.Count, Block: -1})
+	}
+	_, _ = pipe.Exec(ctx) // errors are per command
+	take.fill(ack, read)
+	reply, err := ev.Result()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return scripts.Promote.Run(ctx, l.m.rdb, l.promoteKeys, l.promoteArgs(renew)...).Result()
+	}
+	return reply, err
 }
 
 // callFailed explains, classifies and counts err, the failure of a promote
@@ -232,4 +288,13 @@ func (f *failing) succeeded(ctx context.Context, log *slog.Logger) {
 	}
 	f.watch.End()
 	*f = failing{}
+}
+
+// expects reports whether a call now would likely append entries: the
+// lane's last reply named a due time (or a full batch) that has come by the
+// Redis clock, as estimated from that reply. A call made on a wake-up for
+// a time not come yet, or to check an idle lane, does not.
+func (l *lane) expects() bool {
+	next := l.lastNext.Load()
+	return next >= 0 && time.Now().Add(time.Duration(l.lastAhead.Load())).UnixMilli() >= next
 }

@@ -67,6 +67,18 @@ func (a *acker) add(streamKey, id string, success bool) {
 	}
 }
 
+// requeue queues again acknowledgements taken (take) whose sending failed
+// before a reply, ahead of those queued since.
+func (a *acker) requeue(reqs []ackReq) {
+	a.mu.Lock()
+	a.buf = append(reqs[:len(reqs):len(reqs)], a.buf...)
+	a.mu.Unlock()
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
 // close flushes what is queued and ends run. Call it after every handler
 // has returned.
 func (a *acker) close() { close(a.stop) }

@@ -119,6 +119,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err := c.start(ctx, log); err != nil || ctx.Err() != nil {
 		return err
 	}
+	calls := c.cfg.joinCalls
 	if !c.cfg.noPromote {
 		// After the group exists: entries promoted before it would be
 		// missed by a group created from new entries only.
@@ -127,6 +128,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return err
 		}
 		defer releasePromoter(p)
+		calls = p.eng
 	}
 	log.DebugContext(ctx, "consumer started")
 
@@ -136,7 +138,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	// what it settled; the extender keeps held entries from being reclaimed.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
-	r := &runState{c: &c.core, log: log, workCtx: workCtx, opCtx: context.WithoutCancel(workCtx), pause: newPauseState()}
+	r := &runState{c: &c.core, log: log, workCtx: workCtx, opCtx: context.WithoutCancel(workCtx), pause: newPauseState(), calls: calls}
 	// A pause in place is obeyed (and reported) before anything is read.
 	var pauseFails failures
 	r.readPause(ctx, true, &pauseFails)

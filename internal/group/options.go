@@ -41,6 +41,7 @@ type config struct {
 	reclaimEvery  time.Duration
 	noReclaim     bool
 	noPromote     bool
+	joinCalls     PromoteCalls // with noPromote: the process's promotion whose calls the consumer joins; nil = none
 	drain         time.Duration
 	maxAttempts   int
 	maxDeliveries int64
@@ -285,6 +286,30 @@ func WithoutReclaim() Option {
 func WithoutPromotion() Option {
 	return func(c *config) error {
 		c.noPromote = true
+		return nil
+	}
+}
+
+// PromoteCalls is a queue's promotion running in the consumer's process
+// (an engine or a mover.Mover on the consumer's client), whose promote calls
+// a running consumer joins (see WithPromoteCalls).
+type PromoteCalls interface {
+	Join(t engine.Taker)
+	Leave(t engine.Taker)
+}
+
+// WithPromoteCalls makes a consumer built WithoutPromotion join the promote
+// calls of p, the queue's promotion run by the same process on the same
+// client: those calls then send the consumer's acknowledgements and read
+// its group's new entries for it, as a consumer's own promotion does (see
+// the Consumer's doc). p must promote the consumer's queue (same prefix,
+// name and shards). Without it such a consumer reads everything itself.
+func WithPromoteCalls(p PromoteCalls) Option {
+	return func(c *config) error {
+		if p == nil {
+			return fmt.Errorf("%w: nil promotion", ErrInvalidOption)
+		}
+		c.joinCalls = p
 		return nil
 	}
 }

@@ -217,14 +217,20 @@ func (rd *reader) release(f *flight) {
 		rd.lim.released()
 	}
 	if rd.roomy(rd.capacity() - rd.held.Add(-1)) {
-		select {
-		case rd.room <- struct{}{}:
-		default:
-		}
-		select {
-		case rd.rcRoom <- struct{}{}:
-		default:
-		}
+		rd.roomFreed()
+	}
+}
+
+// roomFreed tells the reader and the reclaimer, if they wait for room,
+// that some was freed.
+func (rd *reader) roomFreed() {
+	select {
+	case rd.room <- struct{}{}:
+	default:
+	}
+	select {
+	case rd.rcRoom <- struct{}{}:
+	default:
 	}
 }
 

@@ -140,27 +140,8 @@ func (rd *reader) listen(ctx context.Context, a *arrivals, f *affinity, lost *lo
 	}
 
 	cfg := shardsub.Config{
-		Groups: groups,
-		OnMessage: func(ch, payload string) {
-			if payload == flow.Notice {
-				rd.r.pause.poke() // the group's pause may have changed
-				return
-			}
-			if g, ok := strings.CutPrefix(payload, flow.SlotsNotice); ok {
-				if g == c.group && rd.lim != nil {
-					rd.lim.poke() // another consumer freed slots
-				}
-				return
-			}
-			if i, ok := byChan[ch]; ok {
-				if f.owns(i / 2) {
-					a.mark(i)
-				} else {
-					a.markLater(i)
-				}
-				rd.act.touch(i)
-			}
-		},
+		Groups:    groups,
+		OnMessage: func(ch, payload string) { rd.arrival(ch, payload, byChan, a, f) },
 		OnReset: func() {
 			rd.r.pause.poke() // a notice may have been lost
 			a.markAll()
@@ -186,6 +167,42 @@ func (rd *reader) listen(ctx context.Context, a *arrivals, f *affinity, lost *lo
 		cfg.Classic, cfg.Health = true, unshardedPoll
 	}
 	return shardsub.Run(ctx, c.rdb, cfg)
+}
+
+// arrival acts on a message of the arrivals channels (byChan: channel ->
+// stream index): a pause or flow-limit notice pokes what waits for it; an
+// announcement marks its stream for the reader (a, f as in listen) and the
+// reclaimer, unless it names this consumer, which read the stream in the
+// announcing promote call's pipeline (take.go): then only the reclaimer
+// looks.
+func (rd *reader) arrival(ch, payload string, byChan map[string]int, a *arrivals, f *affinity) {
+	c := rd.r.c
+	if payload == flow.Notice {
+		rd.r.pause.poke() // the group's pause may have changed
+		return
+	}
+	if g, ok := strings.CutPrefix(payload, flow.SlotsNotice); ok {
+		if g == c.group && rd.lim != nil {
+			rd.lim.poke() // another consumer freed slots
+		}
+		return
+	}
+	if _, who, ok := strings.Cut(payload, "\n"); ok && who == c.group+"\n"+c.cfg.consumer {
+		// This consumer read the stream in the announcing promote
+		// call's pipeline (take.go).
+		if i, ok := byChan[ch]; ok {
+			rd.act.touch(i)
+		}
+		return
+	}
+	if i, ok := byChan[ch]; ok {
+		if f.owns(i / 2) {
+			a.mark(i)
+		} else {
+			a.markLater(i)
+		}
+		rd.act.touch(i)
+	}
 }
 
 // readShards is the intake of every queue. XREADGROUP can block on
@@ -216,6 +233,11 @@ func (rd *reader) readShards(ctx context.Context) error {
 	bg.Go(func() { _ = rd.present(lctx) })
 	if len(c.shards) > 1 {
 		bg.Go(func() { rd.follow(lctx, f, a) })
+	}
+	if p := rd.r.calls; p != nil {
+		t := newTaker(ctx, rd, a, f)
+		p.Join(t)
+		defer func() { p.Leave(t); t.close() }()
 	}
 	l := newReadLoop(rd, streams, a, lost)
 	defer l.close(ctx)

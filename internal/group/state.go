@@ -124,6 +124,7 @@ type runState struct {
 	handlers sync.WaitGroup  // the workers; extension goes on until they are done
 	pause    *pauseState     // the group's pause (pause.go)
 	refused  refusals        // settling writes Redis refuses for memory (refused.go)
+	calls    PromoteCalls    // the process's promotion of the queue, whose calls the consumer joins (take.go); nil: none
 }
 
 // failureLogEvery is how often a loop whose calls keep failing logs: its

@@ -89,3 +89,11 @@ func (m *Mover) Owned() []int { return m.e.Owned() }
 // in-flight promote call (bounded by a 5 s timeout) plus a lease release or
 // registry leave of at most 1 s.
 func (m *Mover) Run(ctx context.Context) error { return m.e.Run(ctx) }
+
+// Join makes t, a consumer in this process on the Mover's client, take
+// part in its promote calls (engine.Engine.Join): they send its
+// acknowledgements and read its group's new entries for it.
+func (m *Mover) Join(t engine.Taker) { m.e.Join(t) }
+
+// Leave withdraws t (Join).
+func (m *Mover) Leave(t engine.Taker) { m.e.Leave(t) }

@@ -19,6 +19,11 @@
 -- ARGV[7]  optional: "0" when the caller renewed its lease recently: a
 --          call that finds it holds the lease then leaves it as it is (one
 --          SET fewer per call; the caller renews it well before it lapses)
+-- ARGV[8]  optional: a consumer group, and ARGV[9] one of its consumers,
+--          that reads the stream right after this call, in the same
+--          pipeline: the announcement is then ARGV[6], a newline, the
+--          group, a newline and the consumer, and that consumer does not
+--          read the stream for it
 --
 -- Returns {moved, quarantined, next, now_us, lease_ttl_ms}
 --          moved        entries appended to the stream
@@ -169,7 +174,11 @@ if n > 0 then
   end
 end
 if moved > 0 and ARGV[5] and ARGV[5] ~= '' then
-  publish(ARGV[5], ARGV[6])
+  if ARGV[8] and ARGV[8] ~= '' then
+    publish(ARGV[5], ARGV[6] .. '\n' .. ARGV[8] .. '\n' .. ARGV[9])
+  else
+    publish(ARGV[5], ARGV[6])
+  end
 end
 local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local nextDue = -1

@@ -1,0 +1,126 @@
+package delaystream_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/internal/redistest"
+)
+
+// readCount counts the XREADGROUP commands a client sends by group,
+// leaving out those in a promote call's pipeline (with an EVALSHA).
+type readCount struct{ first, second atomic.Int64 }
+
+func (c *readCount) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
+}
+
+func (c *readCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.see(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *readCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if !slices.ContainsFunc(cmds, func(cmd redis.Cmder) bool { return cmd.Name() == "evalsha" }) {
+			for _, cmd := range cmds {
+				c.see(cmd)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (c *readCount) see(cmd redis.Cmder) {
+	if !strings.EqualFold(cmd.Name(), "xreadgroup") || len(cmd.Args()) < 3 {
+		return
+	}
+	switch cmd.Args()[2] {
+	case "first":
+		c.first.Add(1)
+	case "second":
+		c.second.Add(1)
+	}
+}
+
+// A queue's first group takes part in its promote calls: at a trickle each
+// message reaches it in the pipeline of the call that promotes it, with no
+// read of its own, while a second group reads each message itself. Both get every
+// message once, never before its due time.
+func TestPromoteCallReadsForFirstGroup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redis.NewClient(redistest.Options(t, redistest.Addr(t)))
+	t.Cleanup(func() { _ = rdb.Close() })
+	reads := new(readCount)
+	rdb.AddHook(reads)
+	q, err := delaystream.New(rdb, "q", delaystream.WithPrefix(redistest.Prefix(t)),
+		delaystream.WithDrainTimeout(time.Second), delaystream.WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, err)
+	type got struct {
+		id       string
+		due, now time.Time
+	}
+	handled := map[string]chan got{"first": make(chan got, 100), "second": make(chan got, 100)}
+	groups := map[string]*delaystream.Group{}
+	for _, name := range []string{"first", "second"} {
+		g, err := q.Handle(name, func(ctx context.Context, d *delaystream.Delivery) error {
+			handled[name] <- got{id: d.ID, due: d.Due, now: time.Now()}
+			return nil
+		})
+		require.NoError(t, err)
+		groups[name] = g
+	}
+	qctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- q.Run(qctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	await := func(g, id string) got {
+		select {
+		case m := <-handled[g]:
+			require.Equal(t, id, m.id, "group %s", g)
+			return m
+		case <-time.After(10 * time.Second):
+			require.FailNow(t, "not delivered", "%s to %s", id, g)
+			return got{}
+		}
+	}
+	// The first message waits for the groups to be created and read.
+	_, err = q.Schedule(ctx, delaystream.Message{ID: "m0"}, delaystream.After(0))
+	require.NoError(t, err)
+	await("first", "m0")
+	await("second", "m0")
+	first0, second0 := reads.first.Load(), reads.second.Load()
+	const n = 30
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprint("m", i)
+		_, err := q.Schedule(ctx, delaystream.Message{ID: id}, delaystream.After(20*time.Millisecond))
+		require.NoError(t, err)
+		for _, g := range []string{"first", "second"} {
+			m := await(g, id)
+			assert.False(t, m.now.Before(m.due), "%s to %s before its due time", id, g)
+		}
+	}
+	first, second := reads.first.Load()-first0, reads.second.Load()-second0
+	t.Logf("reads for %d messages: first group %d, second group %d", n, first, second)
+	assert.Less(t, first, int64(n/4), "the promote calls' pipelines read the first group's messages")
+	assert.GreaterOrEqual(t, second, int64(n), "the second group reads each message itself")
+	require.Eventually(t, func() bool {
+		return groups["first"].Counters().Acked == n+1 && groups["second"].Counters().Acked == n+1
+	}, 5*time.Second, 10*time.Millisecond, "every message acknowledged by both groups")
+}
