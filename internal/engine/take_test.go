@@ -13,6 +13,7 @@ import (
 
 	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/stream"
 	"github.com/delaystream/delaystream/internal/wire"
 )
@@ -67,6 +68,9 @@ func takeQueue(t *testing.T, n int, group bool) (redis.UniversalClient, stream.L
 	}
 	m, err := New(rdb, "q", WithPrefix(prefix))
 	require.NoError(t, err)
+	// Loaded: a server that does not have the script yet runs the call
+	// on its own after the pipeline, whose read then found nothing.
+	require.NoError(t, scripts.Promote.Load(ctx, rdb).Err())
 	return rdb, lane, m
 }
 

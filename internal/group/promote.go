@@ -20,6 +20,9 @@ import (
 // processes it is like running several mover.Movers: the lease (or, for a
 // sharded queue, the registry of live movers) makes them share the work,
 // and promotion stays one atomic script, so nothing is promoted twice.
+// The first of its consumers to run reads in the pipelines of the shared
+// mover's promote calls (take.go), as one built WithoutPromotion and
+// WithPromoteCalls does in those of the mover it names.
 
 // promoters are the process's shared movers, by what they promote.
 var promoters = struct {

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,7 +44,26 @@ type reader struct {
 	act                *activity    // the streams that may have pending entries (reclaimshards.go)
 	seenN, seenBusy    int64        // handled and busy at the last adapt; the reader's
 	lim                *limiter     // the group's flow limits; nil without (limit.go)
+
+	// A read in flight is not held yet: reading is its room, so that a
+	// promote call's read for this consumer (take.go) does not take the
+	// same room at once. roomMu orders the two claims.
+	roomMu  sync.Mutex
+	reading atomic.Int64
 }
+
+// claimRead records that a read of up to n entries is sent now and returns
+// n, or less when a promote call's read took room meanwhile.
+func (rd *reader) claimRead(n int64) int64 {
+	rd.roomMu.Lock()
+	defer rd.roomMu.Unlock()
+	n = max(0, min(n, rd.free()))
+	rd.reading.Store(n)
+	return n
+}
+
+// readDone records that the read in flight was taken (its entries held).
+func (rd *reader) readDone() { rd.reading.Store(0) }
 
 // newReader returns the intake of one Run, its read-ahead set from the
 // prefetch option.

@@ -142,7 +142,11 @@ func (l *readLoop) run(ctx context.Context) error {
 		}
 		l.next = (l.picks[len(l.picks)-1] + 1) % len(l.streams)
 		l.got = 0
-		nrs := l.rd.plan(ctx, l.streams, l.picks, n/int64(len(l.picks)), &l.ackBuf)
+		avail, ok := l.claim(n, granted)
+		if !ok {
+			continue
+		}
+		nrs := l.rd.plan(ctx, l.streams, l.picks, avail/int64(len(l.picks)), &l.ackBuf)
 		var failed readFailure
 		if l.async {
 			l.sendEach(ctx, nrs, &failed)
@@ -151,11 +155,31 @@ func (l *readLoop) run(ctx context.Context) error {
 			failed.note(l.consume(ctx, nrs[0]))
 		}
 		l.ended(ctx, failed)
+		l.rd.readDone()
 		if granted > 0 {
 			l.rd.lim.settle(granted, l.got)
 		}
 	}
 	return nil
+}
+
+// claim claims the room of the round's read of up to n entries (claimRead)
+// and returns it. When a promote call's read for this consumer took the
+// room meanwhile (take.go), it marks the picks to be read once there is
+// room again, gives back the flow limits' grant and reports false.
+func (l *readLoop) claim(n, granted int64) (int64, bool) {
+	avail := l.rd.claimRead(n)
+	if avail >= int64(len(l.picks)) {
+		return avail, true
+	}
+	l.rd.readDone()
+	for _, i := range l.picks {
+		l.dirty.mark(i)
+	}
+	if granted > 0 {
+		l.rd.lim.settle(granted, 0)
+	}
+	return 0, false
 }
 
 // limit waits for the group's flow limits to grant up to n permits for

@@ -73,6 +73,8 @@ func (t *taker) Offer(stream string) *engine.Take {
 		return nil
 	}
 	rd, c := t.rd, t.rd.r.c
+	rd.roomMu.Lock()
+	defer rd.roomMu.Unlock()
 	acks := rd.settle.ack.take(nil, func(s string) bool { return s == stream })
 	if len(acks) > maxTakeAcks {
 		rd.settle.ack.requeue(acks[maxTakeAcks:]) // for the next call, a read or the acker
@@ -93,14 +95,16 @@ func (t *taker) Offer(stream string) *engine.Take {
 }
 
 // room returns how many entries of shard the consumer reads in a promote
-// call now: what its idle workers can start, none while it is paused,
+// call now: what its idle workers can start, less a read of its own in
+// flight (call with rd.roomMu held), none while it is paused,
 // under flow limits, or (a sharded queue) not the shard's owner.
 func (t *taker) room(shard int) int64 {
 	rd := t.rd
 	if rd.lim != nil || rd.r.pause.paused() || t.ctx.Err() != nil || !t.aff.owns(shard) {
 		return 0
 	}
-	return max(0, min(rd.free(), rd.workers-rd.held.Load()))
+	busy := rd.held.Load() + rd.reading.Load()
+	return max(0, min(rd.capacity()-busy, rd.workers-busy))
 }
 
 // Took takes a call's outcome: it settles the acknowledgements (or queues
