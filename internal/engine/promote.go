@@ -83,9 +83,7 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 func (l *lane) promote(ctx context.Context, renew bool, take *Take) ([]int64, error) {
 	var reply any
 	var err error
-	if take == nil {
-		reply, err = scripts.Promote.Run(ctx, l.m.rdb, l.promoteKeys, l.promoteArgs(renew)...).Result()
-	} else if take.Count > 0 || len(take.Acks) > 0 {
+	if take != nil && (take.Count > 0 || len(take.Acks) > 0) {
 		reply, err = l.promoteTaking(ctx, renew, take)
 	} else {
 		reply, err = scripts.Promote.Run(ctx, l.m.rdb, l.promoteKeys, l.promoteArgs(renew)...).Result()
