@@ -56,10 +56,9 @@ func (l *lane) runOnce(ctx context.Context) (result, error) {
 	var take *Take
 	t := takerOf(&l.m.taker)
 	if t != nil {
-		if take = t.Offer(l.keys.Stream); take != nil {
-			if !l.expects() {
-				take.Count = 0 // a read would likely find nothing: none
-			}
+		// A read only where the call likely appends: not on a wake-up
+		// for a time not come yet.
+		if take = t.Offer(l.keys.Stream, l.expects()); take != nil {
 			defer t.Took(take)
 		}
 	}

@@ -20,8 +20,10 @@ import (
 // block.
 type Taker interface {
 	// Offer returns what the consumer asks of the next promote call of
-	// the lane whose stream is stream, or nil for nothing.
-	Offer(stream string) *Take
+	// the lane whose stream is stream, or nil for nothing; read reports
+	// whether the call is expected to append entries (without it, a Take
+	// carries acknowledgements only: Count 0).
+	Offer(stream string, read bool) *Take
 	// Took hands back an offered Take once its call ended, filled in.
 	Took(t *Take)
 }
@@ -35,7 +37,7 @@ type Take struct {
 	Stream   string   // the lane's stream (Offer's argument)
 	Group    string   // the consumer group
 	Consumer string   // the consumer the entries are read for
-	Count    int64    // most entries to read; 0 = none (acknowledgements only); the engine may lower it to 0
+	Count    int64    // most entries to read; 0 = none (acknowledgements only)
 	Acks     []string // ids of Stream's entries to acknowledge for Group
 
 	// AckSent reports whether the acknowledgements' outcome is known:

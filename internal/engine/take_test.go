@@ -26,7 +26,7 @@ type fakeTaker struct {
 	took   []*Take
 }
 
-func (f *fakeTaker) Offer(s string) *Take {
+func (f *fakeTaker) Offer(s string, _ bool) *Take {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.offers++

@@ -60,9 +60,9 @@ func newTaker(ctx context.Context, rd *reader, dirty *arrivals, aff *affinity) *
 }
 
 // Offer asks the next promote call of the lane of stream to send the
-// acknowledgements queued for it and to read what the idle workers can
-// start (reserved as held until Took).
-func (t *taker) Offer(stream string) *engine.Take {
+// acknowledgements queued for it and, when read, to read what the idle
+// workers can start (reserved as held until Took).
+func (t *taker) Offer(stream string, read bool) *engine.Take {
 	i, ok := t.index[stream]
 	if !ok {
 		return nil
@@ -80,7 +80,10 @@ func (t *taker) Offer(stream string) *engine.Take {
 		rd.settle.ack.requeue(acks[maxTakeAcks:]) // for the next call, a read or the acker
 		acks = acks[:maxTakeAcks]
 	}
-	n := t.room(i / 2)
+	var n int64
+	if read {
+		n = t.room(i / 2)
+	}
 	if n == 0 && len(acks) == 0 {
 		return nil
 	}
