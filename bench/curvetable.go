@@ -27,6 +27,10 @@ var curveCols = []struct {
 	{"client CPU / msg", "client_cpu_per_msg", metricDef{unit: "µs", scale: 1e6}},
 }
 
+// hasRatio reports whether the curve table shows sys's Redis CPU per
+// message over asynq's: delaystream's systems and script-floor.
+func hasRatio(sys string) bool { return isDS(sys) || sys == sysScriptFloor }
+
 // curveValue returns the aggregate of one curve figure, NaN when absent.
 func (r *results) curveValue(sys string, rate int, key, agg string) float64 {
 	v, _ := r.value(metricDef{scenario: "curve", key: curveKey(rate, key), agg: agg}, sys)
@@ -64,12 +68,12 @@ func printCurveTable(w io.Writer, r *results, cfg config) {
 	}
 	hdr = append(hdr, "lost / dups (worst)")
 	if both {
-		hdr = append(hdr, "Redis CPU: ds / asynq")
+		hdr = append(hdr, "Redis CPU / asynq's")
 	}
 	fmt.Fprintln(tw, strings.Join(hdr, "\t"))
 	ratios := map[string][]float64{} // by delaystream system, one per rate
 	for _, sys := range systems {
-		if isDS(sys) {
+		if hasRatio(sys) {
 			ratios[sys] = make([]float64, len(rates))
 			for i := range rates {
 				ratios[sys][i] = math.NaN()
@@ -89,7 +93,7 @@ func printCurveTable(w io.Writer, r *results, cfg config) {
 			row = append(row, fmtVal(lost, metricDef{scale: 1})+" / "+fmtVal(dups, metricDef{scale: 1}))
 			if both {
 				cell := ""
-				if isDS(sys) {
+				if hasRatio(sys) {
 					ds := r.curveValue(sys, rate, "redis_cpu_per_msg", "")
 					as := r.curveValue(sysAsynq, rate, "redis_cpu_per_msg", "")
 					if as > 0 && !math.IsNaN(ds) {
@@ -109,6 +113,10 @@ func printCurveTable(w io.Writer, r *results, cfg config) {
 			if isDS(sys) {
 				fmt.Fprintf(w, "Redis CPU per message, %s / asynq (< 1: delaystream cheaper): %s.\n", sys, crossover(rates, ratios[sys]))
 			}
+		}
+		if ratios[sysScriptFloor] != nil {
+			fmt.Fprintf(w, "Redis CPU per message, %s / asynq (the room a design has under one script per transition by the Redis clock; < 1: below asynq): %s.\n",
+				sysScriptFloor, strings.Replace(crossover(rates, ratios[sysScriptFloor]), "delaystream", sysScriptFloor, -1))
 		}
 	}
 	printNotes(w, r, func(sc string) bool { return sc == "curve" })

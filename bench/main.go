@@ -77,6 +77,8 @@ type config struct {
 	curveDuration    time.Duration   // curve: trickle duration per rate and system (at least)
 	curveMinMsgs     int             // curve: a rate's window is long enough for at least this many messages
 	curvePrecisions  []time.Duration // curve: delaystream also at these precisions (WithPrecision)
+	// scriptFloorInterval is how often script-floor's taker runs.
+	scriptFloorInterval time.Duration
 	crashdupDuration time.Duration   // crashdup: length of one run
 	crashdupKills    int             // crashdup: kills per run
 	crashdupRate     int             // crashdup: messages per second, over the child and the survivor
@@ -109,7 +111,7 @@ func main() {
 	flag.BoolVar(&cfg.asynq, "asynq", true, "also run asynq v0.26 through the same scenarios")
 	flag.BoolVar(&cfg.raw, "raw", true, "also run the raw XREADGROUP/XACK reader (a floor reference, not the library) in burst, trickle and crash")
 	flag.IntVar(&cfg.shards, "shards", 1, "shards of delaystream's queue on the single server (a control for the cluster scenario: sharding without spreading over masters)")
-	flag.BoolVar(&cfg.floor, "floor", true, "also run rt-floor (two round trips per message, no queue: the least Redis CPU per message any design pays) in trickle and curve")
+	flag.BoolVar(&cfg.floor, "floor", true, "also run rt-floor (two round trips per message, no queue: the least Redis CPU per message any design pays) in trickle and curve, and script-floor (one script per message by the Redis clock, deliveries taken every -script-floor-interval, no queue) in curve")
 	flag.BoolVar(&cfg.json, "json", false, "also print JSON lines (one per metric and system, plus one per run) to stdout")
 	flag.BoolVar(&cfg.quick, "quick", false, "small sizes for a smoke run (under a minute); skips asynq's crash scenario")
 	flag.IntVar(&cfg.workers, "workers", 8, "handler workers per consumer (both systems)")
@@ -136,6 +138,7 @@ func main() {
 	curveRates := flag.String("curve-rates", "50,500,5000", "curve: trickle rates in msg/s, comma-separated")
 	flag.DurationVar(&cfg.curveDuration, "curve-duration", 10*time.Second, "curve: trickle duration per rate and system (at least)")
 	flag.IntVar(&cfg.curveMinMsgs, "curve-min-msgs", 2000, "curve: each rate's window is long enough for at least this many messages (50 msg/s: 40 s at 2000)")
+	flag.DurationVar(&cfg.scriptFloorInterval, "script-floor-interval", 100*time.Millisecond, "curve: how often script-floor takes what is due (the precision it stands for)")
 	curvePrecisions := flag.String("curve-precisions", "10ms,100ms", "curve: delaystream also runs at these precisions (WithPrecision), comma-separated; empty: only the default (0)")
 	flag.DurationVar(&cfg.crashdupDuration, "crashdup-duration", 12*time.Second, "crashdup: length of one run")
 	flag.IntVar(&cfg.crashdupKills, "crashdup-kills", 5, "crashdup: child consumers killed (SIGKILL) per run")
@@ -186,6 +189,10 @@ func main() {
 	}
 	if cfg.payload < 16 {
 		fmt.Fprintln(os.Stderr, "bench: -payload must be >= 16")
+		os.Exit(2)
+	}
+	if cfg.scriptFloorInterval <= 0 {
+		fmt.Fprintln(os.Stderr, "bench: -script-floor-interval must be > 0")
 		os.Exit(2)
 	}
 	cfg.only = map[string]bool{}

@@ -48,7 +48,8 @@ func parsePrecisions(s string) ([]time.Duration, error) {
 }
 
 // curveSystemNames lists the curve's systems in the order they run and
-// print: delaystream at 0 and at each precision, asynq, rt-floor.
+// print: delaystream at 0 and at each precision, asynq, rt-floor and
+// script-floor.
 func curveSystemNames(cfg config) []string {
 	out := []string{sysDS}
 	for _, p := range cfg.curvePrecisions {
@@ -56,7 +57,7 @@ func curveSystemNames(cfg config) []string {
 	}
 	out = append(out, sysAsynq)
 	if cfg.floor {
-		out = append(out, sysFloor)
+		out = append(out, sysFloor, sysScriptFloor)
 	}
 	return out
 }

@@ -84,6 +84,8 @@ func newSystem(name, addr string, cfg config) (system, error) {
 		return newAsynq(addr, cfg), nil
 	case sysFloor:
 		return newFloor(addr), nil
+	case sysScriptFloor:
+		return newScriptFloor(addr, cfg.scriptFloorInterval), nil
 	}
 	return nil, fmt.Errorf("unknown system %q", name)
 }

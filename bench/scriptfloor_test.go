@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/delaystream/delaystream/internal/redistest"
+)
+
+// script-floor delivers every message once and never before the due time
+// its script stored, with one script call per message and one per take,
+// and leaves nothing behind.
+func TestScriptFloorOneScriptPerMessage(t *testing.T) {
+	t.Parallel()
+	srv, err := redistest.Spawn()
+	require.NoError(t, err, "script-floor needs a redis-server on PATH (apt-get install -y redis-server)")
+	t.Cleanup(srv.Stop)
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { admin.Close() })
+	ctx := context.Background()
+
+	s := newScriptFloor(srv.Addr, 20*time.Millisecond)
+	t.Cleanup(s.Close)
+	const n = 30
+	tr := newTracker(n)
+	// Loaded first, so that no EVALSHA answered NOSCRIPT is counted.
+	require.NoError(t, scriptFloorSchedule.Load(ctx, admin).Err())
+	require.NoError(t, scriptFloorTake.Load(ctx, admin).Err())
+	require.NoError(t, s.Start(ctx, tr.handler))
+	s0, err := takeSnap(ctx, admin)
+	require.NoError(t, err)
+	for i := range n {
+		d := time.Duration(i%5) * 15 * time.Millisecond
+		require.NoError(t, s.ScheduleOne(ctx, payloadFor(i, time.Now().Add(d), 64), when{in: d}))
+	}
+	require.True(t, tr.wait(5*time.Second), "every message delivered")
+	s.Stop()
+	s1, err := takeSnap(ctx, admin)
+	require.NoError(t, err)
+	sum := tr.summarize()
+	assert.Equal(t, n, sum.delivered)
+	assert.Zero(t, sum.dups)
+	assert.Zero(t, sum.early, "never before the due time Redis stored")
+	d := s0.delta(s1)
+	assert.Equal(t, int64(n), d.by["zadd"], "one ZADD per message")
+	assert.Equal(t, d.by["evalsha"], int64(n)+d.by["zrangebyscore"], "one script per message plus one per take")
+	assert.Zero(t, admin.Exists(ctx, scriptFloorKey).Val(), "every message taken")
+}
+
+// An absolute due time is refused: the floor stands for the trickle's
+// relative ones, resolved by the Redis clock.
+func TestScriptFloorRefusesAbsoluteTimes(t *testing.T) {
+	t.Parallel()
+	srv, err := redistest.Spawn()
+	require.NoError(t, err, "script-floor needs a redis-server on PATH (apt-get install -y redis-server)")
+	t.Cleanup(srv.Stop)
+	s := newScriptFloor(srv.Addr, time.Second)
+	t.Cleanup(s.Close)
+	err = s.ScheduleOne(context.Background(), payloadFor(0, time.Now(), 64), when{abs: true, at: time.Now()})
+	require.ErrorContains(t, err, "only relative due times")
+}
