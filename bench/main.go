@@ -79,9 +79,9 @@ type config struct {
 	curvePrecisions  []time.Duration // curve: delaystream also at these precisions (WithPrecision)
 	// scriptFloorInterval is how often script-floor's taker runs.
 	scriptFloorInterval time.Duration
-	crashdupDuration time.Duration   // crashdup: length of one run
-	crashdupKills    int             // crashdup: kills per run
-	crashdupRate     int             // crashdup: messages per second, over the child and the survivor
+	crashdupDuration    time.Duration // crashdup: length of one run
+	crashdupKills       int           // crashdup: kills per run
+	crashdupRate        int           // crashdup: messages per second, over the child and the survivor
 
 	// limit: a rate-limited group over several consumers (limit.go).
 	limitRate, limitBurst, limitConsumers int
