@@ -220,6 +220,13 @@ func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run i
 		return nil, err
 	}
 	time.Sleep(300 * time.Millisecond)
+	var xl *execLog
+	if b.cfg.execTimes {
+		var err error
+		if xl, err = startExecLog(ctx, b.admin); err != nil {
+			return nil, err
+		}
+	}
 	s0, err := takeSnap(ctx, b.admin)
 	if err != nil {
 		return nil, err
@@ -268,6 +275,12 @@ func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run i
 	if err != nil {
 		return nil, err
 	}
+	var xs []execStat
+	if xl != nil {
+		if xs, err = xl.stop(ctx); err != nil {
+			return nil, err
+		}
+	}
 	sum := tr.summarize()
 	if !complete {
 		b.res.note(scenario, sysName, fmt.Sprintf("%srun %d: only %d of %d delivered", tag, run, sum.delivered, n))
@@ -293,6 +306,9 @@ func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run i
 		v["promote_max"] = sum.promoteMax.Seconds()
 	}
 	b.noteOnce(scenario, sysName, run, tag+"commands: "+d.top(16, dn, "per msg"))
+	if xl != nil {
+		b.noteOnce(scenario, sysName, run, tag+"execution times (slow log at 0: scripts by file or SHA1, commands run by scripts apart): "+execNote(xs, 12, dn))
+	}
 	b.noteOnce(scenario, sysName, run, fmt.Sprintf("%sRedis CPU %.0f µs per msg; executing commands (commandstats usec; EVALSHA's include the commands its scripts run, which are listed too): %s",
 		tag, d.cpu/dn*1e6, d.topUsec(10, dn, "µs per msg")))
 	if sysName != sysAsynq {

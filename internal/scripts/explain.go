@@ -84,6 +84,16 @@ func register(s *redis.Script, files ...part) *redis.Script {
 	return s
 }
 
+// Name returns the file of this package's script whose SHA1 is sha (its
+// own file, after any prelude: "promote.lua"), or "" for another script.
+func Name(sha string) string {
+	files := sources[strings.ToLower(sha)]
+	if len(files) == 0 {
+		return ""
+	}
+	return files[len(files)-1].name
+}
+
 // Explain returns err as a *PermissionError when it is a script's refusal
 // by the ACL (naming the command and the line), else err unchanged (also
 // when it is explained already).

@@ -82,3 +82,12 @@ func TestExplain(t *testing.T) {
 		assert.Equal(t, err, Explain(err))
 	}
 }
+
+// Name names a script of this package by its SHA1 (either case) and
+// nothing else.
+func TestName(t *testing.T) {
+	assert.Equal(t, "schedule_generated.lua", Name(ScheduleGenerated.Hash()))
+	assert.Equal(t, "promote.lua", Name(strings.ToUpper(Promote.Hash())))
+	assert.Equal(t, "", Name(redis.NewScript("return 1").Hash()))
+	assert.Equal(t, "", Name(""))
+}
