@@ -78,6 +78,7 @@ type config struct {
 	curveMinMsgs     int             // curve: a rate's window is long enough for at least this many messages
 	curvePrecisions  []time.Duration // curve: delaystream also at these precisions (WithPrecision)
 	execTimes        bool            // trickle, curve: note each command's and script's execution time (slow log)
+	dsMaxRetries     int             // delaystream's client: go-redis MaxRetries (0: its default, 3; -1: none, so no call tokens)
 	// scriptFloorInterval is how often script-floor's taker runs.
 	scriptFloorInterval time.Duration
 	crashdupDuration    time.Duration // crashdup: length of one run
@@ -139,6 +140,7 @@ func main() {
 	curveRates := flag.String("curve-rates", "50,500,5000", "curve: trickle rates in msg/s, comma-separated")
 	flag.DurationVar(&cfg.curveDuration, "curve-duration", 10*time.Second, "curve: trickle duration per rate and system (at least)")
 	flag.IntVar(&cfg.curveMinMsgs, "curve-min-msgs", 2000, "curve: each rate's window is long enough for at least this many messages (50 msg/s: 40 s at 2000)")
+	flag.IntVar(&cfg.dsMaxRetries, "ds-max-retries", 0, "delaystream's go-redis client MaxRetries: 0 = go-redis's default (3); -1 = never resend a command, so that Schedule carries no call token (see docs/reliability.md)")
 	flag.BoolVar(&cfg.execTimes, "exec-times", false, "trickle, curve: log every command's execution time (SLOWLOG at a threshold of 0 while a run lasts, its cost included) and note each script's and command's µs per message and per call")
 	flag.DurationVar(&cfg.scriptFloorInterval, "script-floor-interval", 100*time.Millisecond, "curve: how often script-floor takes what is due (the precision it stands for)")
 	curvePrecisions := flag.String("curve-precisions", "10ms,100ms", "curve: delaystream also runs at these precisions (WithPrecision), comma-separated; empty: only the default (0)")

@@ -635,6 +635,9 @@ func printHeader(w io.Writer, m machine, cfg config) {
 	fmt.Fprintf(w, "library: %s\n", m.Library)
 	fmt.Fprintf(w, "settings: burst n=%d, trickle %d msg/s for %s (delays uniform in [0, 3 s]), payload %d B, %d workers, runs %d, memory n=%d, idle window %s\n",
 		cfg.n, cfg.rate, cfg.duration, cfg.payload, cfg.workers, cfg.runs, cfg.memN, cfg.idle)
+	if cfg.dsMaxRetries != 0 {
+		fmt.Fprintf(w, "delaystream's client: go-redis MaxRetries %d (-1: no command is resent, so Schedule carries no call token)\n", cfg.dsMaxRetries)
+	}
 	if cfg.only["backlog"] {
 		where := "in the trickle's queue"
 		if cfg.backlogElsewhere {

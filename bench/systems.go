@@ -146,7 +146,7 @@ func newDS(addr string, cfg config, raw bool) (*dsSystem, error) {
 	if cfg.shards > 1 && raw {
 		return nil, fmt.Errorf("%s reads one stream: -shards %d applies to delaystream only", sysRaw, cfg.shards)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: cfg.dsMaxRetries})
 	shards := max(1, cfg.shards)
 	q, err := delaystream.New(rdb, benchQueue, delaystream.WithShards(shards), delaystream.WithoutPromotion())
 	if err != nil {
