@@ -12,19 +12,27 @@ import (
 	"github.com/delaystream/delaystream/internal/redistest"
 )
 
+// floorServer starts a redis-server for a floor's test and returns its
+// address and a client of it, both closed when the test ends.
+func floorServer(t *testing.T) (string, *redis.Client) {
+	t.Helper()
+	srv, err := redistest.Spawn()
+	require.NoError(t, err, "the floors' tests need a redis-server on PATH (apt-get install -y redis-server)")
+	t.Cleanup(srv.Stop)
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { admin.Close() })
+	return srv.Addr, admin
+}
+
 // rt-floor delivers every message once, not before its due time, with
 // exactly two commands per message (its SET and its GETDEL), and leaves
 // nothing behind.
 func TestFloorTwoRoundTripsPerMessage(t *testing.T) {
 	t.Parallel()
-	srv, err := redistest.Spawn()
-	require.NoError(t, err, "rt-floor needs a redis-server on PATH (apt-get install -y redis-server)")
-	t.Cleanup(srv.Stop)
-	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { admin.Close() })
+	addr, admin := floorServer(t)
 	ctx := context.Background()
 
-	s := newFloor(srv.Addr)
+	s := newFloor(addr)
 	t.Cleanup(s.Close)
 	const n = 20
 	tr := newTracker(n)
@@ -52,10 +60,8 @@ func TestFloorTwoRoundTripsPerMessage(t *testing.T) {
 // waited for.
 func TestFloorStopCancelsWaiting(t *testing.T) {
 	t.Parallel()
-	srv, err := redistest.Spawn()
-	require.NoError(t, err, "rt-floor needs a redis-server on PATH (apt-get install -y redis-server)")
-	t.Cleanup(srv.Stop)
-	s := newFloor(srv.Addr)
+	addr, _ := floorServer(t)
+	s := newFloor(addr)
 	tr := newTracker(1)
 	require.NoError(t, s.Start(context.Background(), tr.handler))
 	require.NoError(t, s.ScheduleOne(context.Background(), payloadFor(0, time.Now().Add(time.Hour), 64), when{in: time.Hour}))

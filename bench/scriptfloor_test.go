@@ -5,11 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/delaystream/delaystream/internal/redistest"
 )
 
 // script-floor delivers every message once and never before the due time
@@ -17,14 +14,10 @@ import (
 // and leaves nothing behind.
 func TestScriptFloorOneScriptPerMessage(t *testing.T) {
 	t.Parallel()
-	srv, err := redistest.Spawn()
-	require.NoError(t, err, "script-floor needs a redis-server on PATH (apt-get install -y redis-server)")
-	t.Cleanup(srv.Stop)
-	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { admin.Close() })
+	addr, admin := floorServer(t)
 	ctx := context.Background()
 
-	s := newScriptFloor(srv.Addr, 20*time.Millisecond)
+	s := newScriptFloor(addr, 20*time.Millisecond)
 	t.Cleanup(s.Close)
 	const n = 30
 	tr := newTracker(n)
@@ -56,11 +49,9 @@ func TestScriptFloorOneScriptPerMessage(t *testing.T) {
 // relative ones, resolved by the Redis clock.
 func TestScriptFloorRefusesAbsoluteTimes(t *testing.T) {
 	t.Parallel()
-	srv, err := redistest.Spawn()
-	require.NoError(t, err, "script-floor needs a redis-server on PATH (apt-get install -y redis-server)")
-	t.Cleanup(srv.Stop)
-	s := newScriptFloor(srv.Addr, time.Second)
+	addr, _ := floorServer(t)
+	s := newScriptFloor(addr, time.Second)
 	t.Cleanup(s.Close)
-	err = s.ScheduleOne(context.Background(), payloadFor(0, time.Now(), 64), when{abs: true, at: time.Now()})
+	err := s.ScheduleOne(context.Background(), payloadFor(0, time.Now(), 64), when{abs: true, at: time.Now()})
 	require.ErrorContains(t, err, "only relative due times")
 }
