@@ -71,7 +71,7 @@ func printCurveTable(w io.Writer, r *results, cfg config) {
 		hdr = append(hdr, "Redis CPU / asynq's")
 	}
 	fmt.Fprintln(tw, strings.Join(hdr, "\t"))
-	ratios := map[string][]float64{} // by delaystream system, one per rate
+	ratios := map[string][]float64{} // by system with a ratio (hasRatio), one per rate
 	for _, sys := range systems {
 		if hasRatio(sys) {
 			ratios[sys] = make([]float64, len(rates))
@@ -111,20 +111,20 @@ func printCurveTable(w io.Writer, r *results, cfg config) {
 		fmt.Fprintln(w)
 		for _, sys := range systems {
 			if isDS(sys) {
-				fmt.Fprintf(w, "Redis CPU per message, %s / asynq (< 1: delaystream cheaper): %s.\n", sys, crossover(rates, ratios[sys]))
+				fmt.Fprintf(w, "Redis CPU per message, %s / asynq (< 1: delaystream cheaper): %s.\n", sys, crossover("delaystream", rates, ratios[sys]))
 			}
 		}
 		if ratios[sysScriptFloor] != nil {
 			fmt.Fprintf(w, "Redis CPU per message, %s / asynq (the room a design has under one script per transition by the Redis clock; < 1: below asynq): %s.\n",
-				sysScriptFloor, strings.Replace(crossover(rates, ratios[sysScriptFloor]), "delaystream", sysScriptFloor, -1))
+				sysScriptFloor, crossover(sysScriptFloor, rates, ratios[sysScriptFloor]))
 		}
 	}
 	printNotes(w, r, func(sc string) bool { return sc == "curve" })
 }
 
-// crossover describes where the ratio (delaystream / asynq, one per rate,
-// rates ascending; NaN = not measured) crosses 1.
-func crossover(rates []int, ratios []float64) string {
+// crossover describes where the ratio (who / asynq, one per rate, rates
+// ascending; NaN = not measured) crosses 1.
+func crossover(who string, rates []int, ratios []float64) string {
 	var rs []int
 	var xs []float64
 	for i, x := range ratios {
@@ -138,9 +138,9 @@ func crossover(rates []int, ratios []float64) string {
 	var cross []string
 	for i := 1; i < len(xs); i++ {
 		if (xs[i-1] > 1) != (xs[i] > 1) {
-			dir := "delaystream becomes cheaper"
+			dir := who + " becomes cheaper"
 			if xs[i] > 1 {
-				dir = "delaystream becomes dearer"
+				dir = who + " becomes dearer"
 			}
 			cross = append(cross, fmt.Sprintf("%s between %d and %d msg/s (%.2f -> %.2f)", dir, rs[i-1], rs[i], xs[i-1], xs[i]))
 		}
@@ -148,11 +148,11 @@ func crossover(rates []int, ratios []float64) string {
 	if len(cross) > 0 {
 		return strings.Join(cross, "; ")
 	}
-	who := "dearer"
+	how := "dearer"
 	if xs[0] <= 1 {
-		who = "cheaper"
+		how = "cheaper"
 	}
-	return fmt.Sprintf("no crossover: delaystream is %s at every rate measured (%.2f at %d msg/s to %.2f at %d msg/s)", who, xs[0], rs[0], xs[len(xs)-1], rs[len(rs)-1])
+	return fmt.Sprintf("no crossover: %s is %s at every rate measured (%.2f at %d msg/s to %.2f at %d msg/s)", who, how, xs[0], rs[0], xs[len(xs)-1], rs[len(rs)-1])
 }
 
 // printCurveJSON prints one JSON line per rate, system and curve figure.

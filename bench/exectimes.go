@@ -21,20 +21,27 @@ const execLogMax = 500000
 // scripts from commands sent by clients. Its own cost is in the run's
 // Redis CPU.
 type execLog struct {
-	rdb *redis.Client
+	rdb  *redis.Client
+	prev [][2]string // the server's slow log settings before, to put back
 }
 
 // startExecLog resets the slow log and has it record every command.
 func startExecLog(ctx context.Context, rdb *redis.Client) (*execLog, error) {
+	l := &execLog{rdb: rdb}
 	for _, kv := range [][2]string{{"slowlog-max-len", fmt.Sprint(execLogMax)}, {"slowlog-log-slower-than", "0"}} {
+		was, err := rdb.ConfigGet(ctx, kv[0]).Result()
+		if err != nil {
+			return nil, fmt.Errorf("exec times: CONFIG GET %s: %w", kv[0], err)
+		}
 		if err := rdb.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
 			return nil, fmt.Errorf("exec times: CONFIG SET %s: %w", kv[0], err)
 		}
+		l.prev = append([][2]string{{kv[0], was[kv[0]]}}, l.prev...)
 	}
 	if err := rdb.SlowLogReset(ctx).Err(); err != nil {
 		return nil, fmt.Errorf("exec times: SLOWLOG RESET: %w", err)
 	}
-	return &execLog{rdb: rdb}, nil
+	return l, nil
 }
 
 // execStat is the execution time of one kind of command over a run.
@@ -44,12 +51,11 @@ type execStat struct {
 	usec  int64
 }
 
-// stop reads the slow log, puts the server's settings back (Redis's
-// defaults) and returns the commands' execution times, the largest total
+// stop reads the slow log, puts the server's settings back and returns the commands' execution times, the largest total
 // first.
 func (l *execLog) stop(ctx context.Context) ([]execStat, error) {
 	logs, err := l.rdb.SlowLogGet(ctx, execLogMax).Result()
-	for _, kv := range [][2]string{{"slowlog-log-slower-than", "10000"}, {"slowlog-max-len", "128"}} {
+	for _, kv := range l.prev {
 		_ = l.rdb.ConfigSet(ctx, kv[0], kv[1]).Err()
 	}
 	_ = l.rdb.SlowLogReset(ctx).Err()
@@ -59,9 +65,8 @@ func (l *execLog) stop(ctx context.Context) ([]execStat, error) {
 	return execStats(logs), nil
 }
 
-// execStats groups slow log entries by command: EVALSHA and EVAL by
-// script (this library's by file, any other by the first 8 characters of
-// its SHA1), and a command a script ran apart from the same command sent
+// execStats groups slow log entries by command: EVALSHA by script (this
+// library's by file, any other by the first 8 characters of its SHA1), and a command a script ran apart from the same command sent
 // by a client (the slow log names a script's client "?:0").
 func execStats(logs []redis.SlowLog) []execStat {
 	by := map[string]*execStat{}

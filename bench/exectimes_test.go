@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -36,4 +37,28 @@ func TestExecStats(t *testing.T) {
 	}, got)
 	assert.Equal(t, "evalsha schedule_generated.lua 90.0 µs/msg (1.00 calls/msg, 90.0 µs each), evalsha 01234567 25.0 µs/msg (0.50 calls/msg, 50.0 µs each)",
 		execNote(got, 2, 2))
+}
+
+// An exec log records a command run while it lasts, with its script's
+// commands apart, and puts the server's slow log settings back as they were.
+func TestExecLogRestoresSettings(t *testing.T) {
+	t.Parallel()
+	_, admin := floorServer(t)
+	ctx := context.Background()
+	assert.NoError(t, admin.ConfigSet(ctx, "slowlog-log-slower-than", "12345").Err())
+	assert.NoError(t, admin.ConfigSet(ctx, "slowlog-max-len", "77").Err())
+	l, err := startExecLog(ctx, admin)
+	assert.NoError(t, err)
+	assert.Equal(t, "0", admin.ConfigGet(ctx, "slowlog-log-slower-than").Val()["slowlog-log-slower-than"])
+	assert.NoError(t, scriptFloorSchedule.Run(ctx, admin, []string{scriptFloorKey}, "m", 1000).Err())
+	stats, err := l.stop(ctx)
+	assert.NoError(t, err)
+	names := map[string]int64{}
+	for _, s := range stats {
+		names[s.name] = s.calls
+	}
+	assert.Equal(t, int64(1), names["zadd (in scripts)"], "the script's ZADD, apart: %v", names)
+	assert.Equal(t, int64(1), names["time (in scripts)"], "%v", names)
+	assert.Equal(t, "12345", admin.ConfigGet(ctx, "slowlog-log-slower-than").Val()["slowlog-log-slower-than"])
+	assert.Equal(t, "77", admin.ConfigGet(ctx, "slowlog-max-len").Val()["slowlog-max-len"])
 }

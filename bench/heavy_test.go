@@ -64,7 +64,7 @@ func TestCrossover(t *testing.T) {
 		"none":           {[]float64{math.NaN(), math.NaN(), math.NaN()}, "not measured"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if got := crossover(rates, tc.ratios); !strings.HasPrefix(got, tc.want) {
+			if got := crossover("delaystream", rates, tc.ratios); !strings.HasPrefix(got, tc.want) {
 				t.Errorf("crossover(%v) = %q, want prefix %q", tc.ratios, got, tc.want)
 			}
 		})
