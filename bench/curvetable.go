@@ -119,7 +119,56 @@ func printCurveTable(w io.Writer, r *results, cfg config) {
 				sysScriptFloor, crossover(sysScriptFloor, rates, ratios[sysScriptFloor]))
 		}
 	}
+	printCurveSplit(w, r, systems, rates)
 	printNotes(w, r, func(sc string) bool { return sc == "curve" })
+}
+
+// printCurveSplit prints, when the curve ran with -curve-split, each
+// system's Redis CPU per message split into its producer's (measured
+// alone) and the rest (delivery: promotion or polling, reads,
+// acknowledgements, leases, wake-ups), beside asynq's, and the server's
+// own share (idle, nothing connected).
+func printCurveSplit(w io.Writer, r *results, systems []string, rates []int) {
+	split := false
+	for _, sys := range systems {
+		for _, rate := range rates {
+			split = split || !math.IsNaN(r.curveValue(sys, rate, "producer_cpu_per_msg", ""))
+		}
+	}
+	if !split {
+		return
+	}
+	fmt.Fprintf(w, "\nWhere the Redis CPU per message goes (-curve-split): \"producer alone\" is the same producer at the same pace on a fresh server with nothing promoting or consuming, over the same window; \"delivery\" is the curve run's figure less that one, run by run; \"server idle\" is the empty server over such a window, per message, and is inside every other figure. Medians of runs.\n\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "rate\tsystem\tRedis CPU / msg\tproducer alone\tdelivery\tproducer / asynq's\tdelivery / asynq's\tserver idle")
+	us := metricDef{unit: "µs", scale: 1e6}
+	ratio := func(sys string, rate int, key string) string {
+		a, b := r.curveValue(sys, rate, key, ""), r.curveValue(sysAsynq, rate, key, "")
+		if sys == sysAsynq || math.IsNaN(a) || !(b > 0) {
+			return ""
+		}
+		return fmt.Sprintf("%.2f", a/b)
+	}
+	for _, rate := range rates {
+		first := true
+		for _, sys := range systems {
+			p := r.curveValue(sys, rate, "producer_cpu_per_msg", "")
+			if math.IsNaN(p) {
+				continue
+			}
+			head := ""
+			if first {
+				head = fmt.Sprintf("%d msg/s", rate)
+			}
+			first = false
+			fmt.Fprintln(tw, strings.Join([]string{head, sys,
+				fmtVal(r.curveValue(sys, rate, "redis_cpu_per_msg", ""), us), fmtVal(p, us),
+				fmtVal(r.curveValue(sys, rate, "delivery_cpu_per_msg", ""), us),
+				ratio(sys, rate, "producer_cpu_per_msg"), ratio(sys, rate, "delivery_cpu_per_msg"),
+				fmtVal(r.curveValue(sys, rate, "idle_cpu_per_msg", ""), us)}, "\t"))
+		}
+	}
+	tw.Flush()
 }
 
 // crossover describes where the ratio (who / asynq, one per rate, rates

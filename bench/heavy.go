@@ -733,7 +733,8 @@ func parseRates(s string) ([]int, error) {
 }
 
 // curveKeys are the trickle figures the curve keeps per rate.
-var curveKeys = []string{"redis_cpu_per_msg", "redis_sys_per_msg", "cmds_per_msg", "reads_per_msg", "lat_p50", "lat_p99", "lat_max", "early_pct", "lost", "dups", "client_cpu_per_msg"}
+var curveKeys = []string{"redis_cpu_per_msg", "redis_sys_per_msg", "cmds_per_msg", "reads_per_msg", "lat_p50", "lat_p99", "lat_max", "early_pct", "lost", "dups", "client_cpu_per_msg",
+	"producer_cpu_per_msg", "delivery_cpu_per_msg", "idle_cpu_per_msg"}
 
 func curveKey(rate int, k string) string { return fmt.Sprintf("r%d_%s", rate, k) }
 
@@ -742,6 +743,14 @@ func curveKey(rate int, k string) string { return fmt.Sprintf("r%d_%s", rate, k)
 func (b *bench) curve(ctx context.Context, systems []string) {
 	for run := 1; run <= b.cfg.runs; run++ {
 		for _, rate := range b.cfg.curveRates {
+			idle := math.NaN()
+			if b.cfg.curveSplit {
+				var err error
+				if idle, err = b.serverIdle(ctx, rate); err != nil {
+					logf("curve %d msg/s run %d: the server idle: %v", rate, run, err)
+					idle = math.NaN()
+				}
+			}
 			for _, sysName := range systems {
 				logf("curve %s %d msg/s run %d/%d (load %s)", sysName, rate, run, b.cfg.runs, loadAvg())
 				v, err := b.curveOnce(ctx, sysName, run, rate)
@@ -749,6 +758,9 @@ func (b *bench) curve(ctx context.Context, systems []string) {
 					logf("curve %s %d msg/s run %d: %v", sysName, rate, run, err)
 					b.res.note("curve", sysName, fmt.Sprintf("%d msg/s run %d failed: %v", rate, run, err))
 					continue
+				}
+				if !math.IsNaN(idle) {
+					v["idle_cpu_per_msg"] = idle
 				}
 				out := map[string]float64{}
 				for _, k := range curveKeys {
@@ -769,8 +781,75 @@ func (b *bench) curveOnce(ctx context.Context, sysName string, run, rate int) (m
 	if err != nil {
 		return nil, err
 	}
+	v, err := b.trickleOn(ctx, sys, sysName, run, "curve", fmt.Sprintf("%d msg/s", rate), rate, b.cfg.curveWindow(rate))
+	sys.Close()
+	if err != nil || !b.cfg.curveSplit {
+		return v, err
+	}
+	tail := time.Duration(v["tail"] * float64(time.Second))
+	p, err := b.producerAlone(ctx, sysName, run, rate, b.cfg.curveWindow(rate), tail)
+	if err != nil {
+		return nil, fmt.Errorf("producer alone: %w", err)
+	}
+	v["producer_cpu_per_msg"] = p
+	v["delivery_cpu_per_msg"] = v["redis_cpu_per_msg"] - p
+	return v, nil
+}
+
+// producerAlone runs the curve's producer of sysName on a fresh server
+// with nothing else started (nothing promotes, takes or consumes): the
+// same messages at the same pace as its curve run, then tail with
+// nothing sent, as the curve run's window ended tail after its last
+// message. It returns the server's CPU per message over that window, so
+// that the curve run's figure less this one is what delivery cost. The
+// delayed set grows over the window instead of draining (every system's
+// alike), and no wake-up reaches anyone.
+func (b *bench) producerAlone(ctx context.Context, sysName string, run, rate int, dur, tail time.Duration) (float64, error) {
+	sys, err := b.fresh(ctx, sysName)
+	if err != nil {
+		return 0, err
+	}
 	defer sys.Close()
-	return b.trickleOn(ctx, sys, sysName, run, "curve", fmt.Sprintf("%d msg/s", rate), rate, b.cfg.curveWindow(rate))
+	n := max(1, int(float64(rate)*dur.Seconds()))
+	s0, err := takeSnap(ctx, b.admin)
+	if err != nil {
+		return 0, err
+	}
+	behind, err := b.paceTrickle(ctx, sys, run, rate, n)
+	if err != nil {
+		return 0, err
+	}
+	if behind > n/100 {
+		b.res.note("curve", sysName, fmt.Sprintf("%d msg/s run %d, producer alone: fell > 50 ms behind its pace for %d of %d messages", rate, run, behind, n))
+	}
+	time.Sleep(tail)
+	s1, err := takeSnap(ctx, b.admin)
+	if err != nil {
+		return 0, err
+	}
+	return s0.delta(s1).cpu / float64(n), nil
+}
+
+// serverIdle returns the server's CPU, empty and with nothing but the
+// bench's own snapshots, over a curve window at rate (its pace and a
+// tail of 3.2 s), per message the window would carry: the share of every
+// system's figure at that rate that no system causes.
+func (b *bench) serverIdle(ctx context.Context, rate int) (float64, error) {
+	if err := b.admin.FlushAll(ctx).Err(); err != nil {
+		return 0, err
+	}
+	dur := b.cfg.curveWindow(rate)
+	n := max(1, int(float64(rate)*dur.Seconds()))
+	s0, err := takeSnap(ctx, b.admin)
+	if err != nil {
+		return 0, err
+	}
+	time.Sleep(time.Duration(n)*(time.Second/time.Duration(rate)) + 3200*time.Millisecond)
+	s1, err := takeSnap(ctx, b.admin)
+	if err != nil {
+		return 0, err
+	}
+	return s0.delta(s1).cpu / float64(n), nil
 }
 
 // curveWindows describes each rate's window, rates ascending, as "40s at 50

@@ -248,6 +248,55 @@ func TestPrintCurveTable(t *testing.T) {
 	}
 }
 
+func TestPrintCurveSplit(t *testing.T) {
+	t.Parallel()
+	r := newResults()
+	add := func(sys string, cpu, producer float64) {
+		r.add("curve", sys, 1, map[string]float64{
+			curveKey(50, "redis_cpu_per_msg"): cpu, curveKey(50, "producer_cpu_per_msg"): producer,
+			curveKey(50, "delivery_cpu_per_msg"): cpu - producer, curveKey(50, "idle_cpu_per_msg"): 30e-6,
+		})
+	}
+	add(dsPrecisionName(100*time.Millisecond), 240e-6, 200e-6)
+	add(sysAsynq, 220e-6, 150e-6)
+	cfg := config{runs: 1, curveRates: []int{50}, curveDuration: 10 * time.Second, curvePrecisions: []time.Duration{100 * time.Millisecond}}
+	var buf bytes.Buffer
+	printCurveTable(&buf, r, cfg)
+	out := buf.String()
+	for _, want := range []string{
+		"Where the Redis CPU per message goes (-curve-split)",
+		"50 msg/s  delaystream p=100ms  240 µs           200 µs          40.0 µs   1.33                0.57                30.0 µs",
+		"          asynq                220 µs           150 µs          70.0 µs                                           30.0 µs",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("curve table lacks %q:\n%s", want, out)
+		}
+	}
+	// Without producer figures (no -curve-split), no split table.
+	r = newResults()
+	r.add("curve", sysAsynq, 1, map[string]float64{curveKey(50, "redis_cpu_per_msg"): 220e-6})
+	buf.Reset()
+	printCurveTable(&buf, r, cfg)
+	if strings.Contains(buf.String(), "-curve-split") {
+		t.Errorf("split table without producer figures:\n%s", buf.String())
+	}
+}
+
+func TestParseCurveSystems(t *testing.T) {
+	t.Parallel()
+	known := curveSystemNames(config{curvePrecisions: []time.Duration{100 * time.Millisecond}, floor: true})
+	got, err := parseCurveSystems(" delaystream p=100ms, asynq ,", known)
+	if err != nil || !slices.Equal(got, []string{"delaystream p=100ms", "asynq"}) {
+		t.Errorf("parseCurveSystems = %q, %v", got, err)
+	}
+	if got, err := parseCurveSystems("", known); got != nil || err != nil {
+		t.Errorf("empty: %q, %v; want all (nil)", got, err)
+	}
+	if _, err := parseCurveSystems("delaystream p=10ms", known); err == nil || !strings.Contains(err.Error(), "delaystream p=10ms") {
+		t.Errorf("a precision not in -curve-precisions: err = %v", err)
+	}
+}
+
 func TestCountOver(t *testing.T) {
 	t.Parallel()
 	xs := []time.Duration{time.Millisecond, 6 * time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond}

@@ -78,6 +78,8 @@ type config struct {
 	curveMinMsgs     int             // curve: a rate's window is long enough for at least this many messages
 	curvePrecisions  []time.Duration // curve: delaystream also at these precisions (WithPrecision)
 	execTimes        bool            // trickle, curve: note each command's and script's execution time (slow log)
+	curveSplit       bool            // curve: also run each system's producer alone, and the server idle, over the same window
+	curveSystems     []string        // curve: only these systems (nil: all)
 	dsMaxRetries     int             // delaystream's client: go-redis MaxRetries (0: its default, 3; -1: none, so no call tokens)
 	// scriptFloorInterval is how often script-floor's taker runs.
 	scriptFloorInterval time.Duration
@@ -143,6 +145,8 @@ func main() {
 	flag.IntVar(&cfg.dsMaxRetries, "ds-max-retries", 0, "delaystream's go-redis client MaxRetries: 0 = go-redis's default (3); -1 = never resend a command, so that Schedule carries no call token (see docs/reliability.md)")
 	flag.BoolVar(&cfg.execTimes, "exec-times", false, "trickle, curve: log every command's execution time (SLOWLOG at a threshold of 0 while a run lasts, its cost included) and note each script's and command's µs per message and per call")
 	flag.DurationVar(&cfg.scriptFloorInterval, "script-floor-interval", 100*time.Millisecond, "curve: how often script-floor takes what is due (the precision it stands for)")
+	flag.BoolVar(&cfg.curveSplit, "curve-split", false, "curve: after each system's run, run its producer alone (the same messages at the same pace, nothing promoting or consuming) on a fresh server over the same window, and once per rate and run the server with nothing connected: the table then splits each system's Redis CPU per message into its producer's and the rest (delivery)")
+	curveSystems := flag.String("curve-systems", "", "curve: run only these systems (comma-separated names as the table prints them, e.g. \"delaystream p=100ms,asynq,script-floor\"); empty: all")
 	curvePrecisions := flag.String("curve-precisions", "10ms,100ms", "curve: delaystream also runs at these precisions (WithPrecision), comma-separated; empty: only the default (0)")
 	flag.DurationVar(&cfg.crashdupDuration, "crashdup-duration", 12*time.Second, "crashdup: length of one run")
 	flag.IntVar(&cfg.crashdupKills, "crashdup-kills", 5, "crashdup: child consumers killed (SIGKILL) per run")
@@ -160,6 +164,10 @@ func main() {
 		os.Exit(2)
 	}
 	if cfg.curveRates, err = parseRates(*curveRates); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	if cfg.curveSystems, err = parseCurveSystems(*curveSystems, curveSystemNames(cfg)); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
@@ -332,6 +340,9 @@ func run(cfg config) error {
 			sys := curveSystemNames(cfg)
 			if !cfg.asynq {
 				sys = slices.DeleteFunc(sys, func(s string) bool { return s == sysAsynq })
+			}
+			if cfg.curveSystems != nil {
+				sys = slices.DeleteFunc(sys, func(s string) bool { return !slices.Contains(cfg.curveSystems, s) })
 			}
 			b.curve(ctx, sys)
 		case "crashdup":

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -60,4 +61,25 @@ func curveSystemNames(cfg config) []string {
 		out = append(out, sysFloor, sysScriptFloor)
 	}
 	return out
+}
+
+// parseCurveSystems parses -curve-systems: system names, comma-separated,
+// each one of known (the curve's systems under the other flags); nil for
+// "" (all of them).
+func parseCurveSystems(s string, known []string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if !slices.Contains(known, f) {
+			return nil, fmt.Errorf("unknown system %q in -curve-systems (the curve runs %s)", f, strings.Join(known, ", "))
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }

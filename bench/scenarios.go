@@ -202,6 +202,42 @@ func (b *bench) trickle(ctx context.Context, sysName string, run int) (map[strin
 // one per 1000 msg/s.
 func trickleProducers(rate int) int { return max(1, (rate+999)/1000) }
 
+// paceTrickle schedules n messages on sys at rate msg/s from now, each due
+// after a delay uniform in [0, 3 s] (the same delays for a given run), one
+// call at a time per producer goroutine (one per 1000 msg/s: a single
+// goroutine cannot keep a pace much above that on this machine), and
+// returns how many were scheduled more than 50 ms behind their pace.
+func (b *bench) paceTrickle(ctx context.Context, sys system, run, rate, n int) (int, error) {
+	start := time.Now()
+	interval := time.Second / time.Duration(rate)
+	producers := trickleProducers(rate)
+	var behindN atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	for p := range producers {
+		g.Go(func() error {
+			rng := rand.New(rand.NewPCG(uint64(run), uint64(42+p)))
+			for i := p; i < n; i += producers {
+				at := start.Add(time.Duration(i) * interval)
+				if d := time.Until(at); d > 0 {
+					time.Sleep(d)
+				} else if d < -50*time.Millisecond {
+					behindN.Add(1)
+				}
+				delay := time.Duration(rng.Int64N(int64(3 * time.Second)))
+				now := time.Now()
+				// The payload carries now+delay for asynq; delaystream measures
+				// against the due time Redis stored (After is resolved by Redis TIME).
+				if err := sys.ScheduleOne(gctx, payloadFor(i, now.Add(delay), b.cfg.payload), when{in: delay}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
+	return int(behindN.Load()), err
+}
+
 // trickleOn starts sys (which holds whatever the caller put into Redis
 // before) and runs the trickle on it: rate msg/s for dur, each due after a
 // delay uniform in [0, 3 s], scheduled one call at a time by a paced
@@ -232,44 +268,17 @@ func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run i
 		return nil, err
 	}
 	c0 := clientCPU()
-	start := time.Now()
-	interval := time.Second / time.Duration(rate)
-	// One producer per 1000 msg/s (one call at a time each, message i at
-	// start + i × interval): a single goroutine cannot keep a pace much
-	// above that on this machine. Below 1000 msg/s: one, as before.
-	producers := trickleProducers(rate)
-	var behindN atomic.Int64
-	g, gctx := errgroup.WithContext(ctx)
-	for p := range producers {
-		g.Go(func() error {
-			rng := rand.New(rand.NewPCG(uint64(run), uint64(42+p)))
-			for i := p; i < n; i += producers {
-				at := start.Add(time.Duration(i) * interval)
-				if d := time.Until(at); d > 0 {
-					time.Sleep(d)
-				} else if d < -50*time.Millisecond {
-					behindN.Add(1)
-				}
-				delay := time.Duration(rng.Int64N(int64(3 * time.Second)))
-				now := time.Now()
-				// The payload carries now+delay for asynq; delaystream measures
-				// against the due time Redis stored (After is resolved by Redis TIME).
-				if err := sys.ScheduleOne(gctx, payloadFor(i, now.Add(delay), b.cfg.payload), when{in: delay}); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	behind, err := b.paceTrickle(ctx, sys, run, rate, n)
+	if err != nil {
 		return nil, err
 	}
-	behind := int(behindN.Load())
+	paced := time.Now()
 	if behind > n/100 {
 		b.res.note(scenario, sysName, fmt.Sprintf("%srun %d: producer fell > 50 ms behind its pace for %d of %d messages", tag, run, behind, n))
 	}
 	complete := tr.wait(3*time.Second + 30*time.Second)
 	time.Sleep(200 * time.Millisecond)
+	tail := time.Since(paced)
 	c1 := clientCPU()
 	s1, err := takeSnap(ctx, b.admin)
 	if err != nil {
@@ -298,6 +307,7 @@ func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run i
 		"client_cpu_per_msg": (c1 - c0).Seconds() / dn,
 		"reads_per_msg":      float64(d.reads) / dn,
 		"writes_per_msg":     float64(d.writes) / dn,
+		"tail":               tail.Seconds(),
 	}
 	if sysName != sysAsynq && sysName != sysFloor { // a stream entry: the split at its time
 		v["early_redis"] = float64(sum.earlyRedis)
