@@ -41,7 +41,7 @@ func (r *results) curveValue(sys string, rate int, key, agg string) float64 {
 // first (at each precision), rt-floor last.
 func (r *results) curveSystems(cfg config) []string {
 	var out []string
-	for _, s := range curveSystemNames(config{curvePrecisions: cfg.curvePrecisions, floor: true}) {
+	for _, s := range curveSystemNames(config{curvePrecisions: cfg.curvePrecisions, curveNoResend: cfg.curveNoResend, floor: true}) {
 		if r.vals["curve"][s] != nil {
 			out = append(out, s)
 		}
@@ -230,4 +230,7 @@ func printCurveJSON(w io.Writer, r *results, cfg config) {
 }
 
 // isDS reports whether sys is delaystream (at any precision).
-func isDS(sys string) bool { return sys == sysDS || strings.HasPrefix(sys, sysDS+" p=") }
+func isDS(sys string) bool {
+	sys, _ = strings.CutSuffix(sys, noResendSuffix)
+	return sys == sysDS || strings.HasPrefix(sys, sysDS+" p=")
+}

@@ -769,8 +769,12 @@ func (b *bench) curve(ctx context.Context, systems []string) {
 					}
 				}
 				b.res.add("curve", sysName, run, out)
-				logf("curve %s %d msg/s run %d: Redis CPU %.1f µs/msg, %.2f cmds/msg, lateness p50 %.2f p99 %.2f ms, early %.1f %%",
-					sysName, rate, run, v["redis_cpu_per_msg"]*1e6, v["cmds_per_msg"], v["lat_p50"]*1e3, v["lat_p99"]*1e3, v["early_pct"])
+				split := ""
+				if p, ok := v["producer_cpu_per_msg"]; ok {
+					split = fmt.Sprintf("; producer alone %.1f µs/msg, server idle %.1f µs/msg", p*1e6, idle*1e6)
+				}
+				logf("curve %s %d msg/s run %d: Redis CPU %.1f µs/msg, %.2f cmds/msg, lateness p50 %.2f p99 %.2f ms, early %.1f %%%s",
+					sysName, rate, run, v["redis_cpu_per_msg"]*1e6, v["cmds_per_msg"], v["lat_p50"]*1e3, v["lat_p99"]*1e3, v["early_pct"], split)
 			}
 		}
 	}

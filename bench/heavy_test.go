@@ -360,3 +360,30 @@ func TestCurveWindow(t *testing.T) {
 		t.Errorf("without a minimum, curveWindow(50) = %s, want 10s", got)
 	}
 }
+
+func TestNoResendSystem(t *testing.T) {
+	t.Parallel()
+	names := curveSystemNames(config{curvePrecisions: []time.Duration{100 * time.Millisecond}, curveNoResend: true})
+	want := []string{"delaystream", "delaystream no-resend", "delaystream p=100ms", "delaystream p=100ms no-resend", "asynq"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("curveSystemNames = %q, want %q", names, want)
+	}
+	for _, name := range []string{"delaystream p=100ms no-resend", "delaystream p=100ms"} {
+		sys, err := newSystem(name, "127.0.0.1:1", config{})
+		if err != nil {
+			t.Fatalf("newSystem(%q): %v", name, err)
+		}
+		ds := sys.(*dsSystem)
+		if ds.Name() != name || ds.precision != 100*time.Millisecond || !isDS(name) {
+			t.Errorf("%q: Name %q, precision %v, isDS %v", name, ds.Name(), ds.precision, isDS(name))
+		}
+		// go-redis keeps MaxRetries -1 as 0 (no resends); its default is 3.
+		if got, resends := ds.rdb.Options().MaxRetries, !strings.HasSuffix(name, noResendSuffix); (got > 0) != resends {
+			t.Errorf("%q: client MaxRetries %d", name, got)
+		}
+		sys.Close()
+	}
+	if _, err := newSystem("asynq no-resend", "127.0.0.1:1", config{}); err == nil {
+		t.Error("asynq no-resend: no error")
+	}
+}

@@ -80,6 +80,7 @@ type config struct {
 	execTimes        bool            // trickle, curve: note each command's and script's execution time (slow log)
 	curveSplit       bool            // curve: also run each system's producer alone, and the server idle, over the same window
 	curveSystems     []string        // curve: only these systems (nil: all)
+	curveNoResend    bool            // curve: also run each delaystream system with a client that never resends (no call tokens)
 	dsMaxRetries     int             // delaystream's client: go-redis MaxRetries (0: its default, 3; -1: none, so no call tokens)
 	// scriptFloorInterval is how often script-floor's taker runs.
 	scriptFloorInterval time.Duration
@@ -146,6 +147,7 @@ func main() {
 	flag.BoolVar(&cfg.execTimes, "exec-times", false, "trickle, curve: log every command's execution time (SLOWLOG at a threshold of 0 while a run lasts, its cost included) and note each script's and command's µs per message and per call")
 	flag.DurationVar(&cfg.scriptFloorInterval, "script-floor-interval", 100*time.Millisecond, "curve: how often script-floor takes what is due (the precision it stands for)")
 	flag.BoolVar(&cfg.curveSplit, "curve-split", false, "curve: after each system's run, run its producer alone (the same messages at the same pace, nothing promoting or consuming) on a fresh server over the same window, and once per rate and run the server with nothing connected: the table then splits each system's Redis CPU per message into its producer's and the rest (delivery)")
+	flag.BoolVar(&cfg.curveNoResend, "curve-no-resend", false, "curve: also run delaystream at each precision with a client that never sends a command again (go-redis MaxRetries -1, so Schedule carries no call token), as \"... no-resend\", in the same run")
 	curveSystems := flag.String("curve-systems", "", "curve: run only these systems (comma-separated names as the table prints them, e.g. \"delaystream p=100ms,asynq,script-floor\"); empty: all")
 	curvePrecisions := flag.String("curve-precisions", "10ms,100ms", "curve: delaystream also runs at these precisions (WithPrecision), comma-separated; empty: only the default (0)")
 	flag.DurationVar(&cfg.crashdupDuration, "crashdup-duration", 12*time.Second, "crashdup: length of one run")

@@ -19,6 +19,7 @@ func dsPrecisionName(p time.Duration) string {
 // precisionOf returns the precision a system name asks for, and whether it
 // names delaystream at a precision above 0.
 func precisionOf(name string) (time.Duration, bool, error) {
+	name, _ = strings.CutSuffix(name, noResendSuffix)
 	s, ok := strings.CutPrefix(name, sysDS+" p=")
 	if !ok {
 		return 0, false, nil
@@ -48,13 +49,21 @@ func parsePrecisions(s string) ([]time.Duration, error) {
 	return out, nil
 }
 
+// noResendSuffix ends the name of a delaystream system whose client never
+// sends a command again (go-redis MaxRetries -1), so that Schedule carries
+// no call token: "delaystream p=100ms no-resend".
+const noResendSuffix = " no-resend"
+
 // curveSystemNames lists the curve's systems in the order they run and
-// print: delaystream at 0 and at each precision, asynq, rt-floor and
-// script-floor.
+// print: delaystream at 0 and at each precision (each followed by its
+// no-resend twin with -curve-no-resend), asynq, rt-floor and script-floor.
 func curveSystemNames(cfg config) []string {
-	out := []string{sysDS}
-	for _, p := range cfg.curvePrecisions {
+	var out []string
+	for _, p := range append([]time.Duration{0}, cfg.curvePrecisions...) {
 		out = append(out, dsPrecisionName(p))
+		if cfg.curveNoResend {
+			out = append(out, dsPrecisionName(p)+noResendSuffix)
+		}
 	}
 	out = append(out, sysAsynq)
 	if cfg.floor {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,6 +67,18 @@ type system interface {
 }
 
 func newSystem(name, addr string, cfg config) (system, error) {
+	if base, ok := strings.CutSuffix(name, noResendSuffix); ok {
+		if !isDS(base) {
+			return nil, fmt.Errorf("unknown system %q", name)
+		}
+		cfg.dsMaxRetries = -1
+		s, err := newSystem(base, addr, cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.(*dsSystem).noResend = true
+		return s, nil
+	}
 	if p, ok, err := precisionOf(name); err != nil || ok {
 		if err != nil {
 			return nil, err
@@ -128,8 +141,11 @@ type dsSystem struct {
 	// precision is the queue's (delaystream.WithPrecision), for the mover
 	// and the consumer; 0 = the default.
 	precision time.Duration
-	stops     []func()
-	timer     *scriptTimer // round trips of the library's script calls, once timeScripts is called
+	// noResend: the system was asked for by a name with noResendSuffix (its
+	// client never sends a command again).
+	noResend bool
+	stops    []func()
+	timer    *scriptTimer // round trips of the library's script calls, once timeScripts is called
 }
 
 // timeScripts starts recording the round trip of every library script
@@ -164,6 +180,9 @@ func newDS(addr string, cfg config, raw bool) (*dsSystem, error) {
 func (s *dsSystem) Name() string {
 	if s.raw {
 		return sysRaw
+	}
+	if s.noResend {
+		return dsPrecisionName(s.precision) + noResendSuffix
 	}
 	return dsPrecisionName(s.precision)
 }
