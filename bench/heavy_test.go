@@ -223,28 +223,19 @@ func TestPrintCurveTable(t *testing.T) {
 	add(sysDS, 5000, 90e-6, 0.003)
 	add(sysAsynq, 5000, 100e-6, 0.600)
 	cfg := config{runs: 1, curveRates: []int{5000, 50}, curveDuration: 10 * time.Second}
-	var buf bytes.Buffer
-	printCurveTable(&buf, r, cfg)
-	out := buf.String()
-	for _, want := range []string{
+	out := curveTableHas(t, r, cfg,
 		"50 msg/s    delaystream  300 µs           75.0 µs       10                1.25",
 		"            asynq        150 µs",
 		"5000 msg/s  delaystream  90.0 µs",
 		"2.00", "0.90",
 		"delaystream becomes cheaper between 50 and 5000 msg/s (2.00 -> 0.90)",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("curve table lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	// Rates ascending whatever the flag's order (the table's rows).
 	if strings.Index(out, "\n50 msg/s ") > strings.Index(out, "\n5000 msg/s ") {
 		t.Errorf("rates not ascending:\n%s", out)
 	}
-	buf.Reset()
-	printCurveTable(&buf, newResults(), cfg)
-	if buf.Len() != 0 {
-		t.Errorf("curve table without curve results: %q", buf.String())
+	if out := curveTableHas(t, newResults(), cfg); out != "" {
+		t.Errorf("curve table without curve results: %q", out)
 	}
 }
 
@@ -260,26 +251,32 @@ func TestPrintCurveSplit(t *testing.T) {
 	add(dsPrecisionName(100*time.Millisecond), 240e-6, 200e-6)
 	add(sysAsynq, 220e-6, 150e-6)
 	cfg := config{runs: 1, curveRates: []int{50}, curveDuration: 10 * time.Second, curvePrecisions: []time.Duration{100 * time.Millisecond}}
-	var buf bytes.Buffer
-	printCurveTable(&buf, r, cfg)
-	out := buf.String()
-	for _, want := range []string{
+	curveTableHas(t, r, cfg,
 		"Where the Redis CPU per message goes (-curve-split)",
 		"50 msg/s  delaystream p=100ms  240 µs           200 µs          40.0 µs   1.33                0.57                30.0 µs",
 		"          asynq                220 µs           150 µs          70.0 µs                                           30.0 µs",
-	} {
+	)
+	// Without producer figures (no -curve-split), no split table.
+	r = newResults()
+	r.add("curve", sysAsynq, 1, map[string]float64{curveKey(50, "redis_cpu_per_msg"): 220e-6})
+	if out := curveTableHas(t, r, cfg); strings.Contains(out, "-curve-split") {
+		t.Errorf("split table without producer figures:\n%s", out)
+	}
+}
+
+// curveTableHas prints the curve table of r, reports each of wants it
+// lacks, and returns it.
+func curveTableHas(t *testing.T, r *results, cfg config, wants ...string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	printCurveTable(&buf, r, cfg)
+	out := buf.String()
+	for _, want := range wants {
 		if !strings.Contains(out, want) {
 			t.Errorf("curve table lacks %q:\n%s", want, out)
 		}
 	}
-	// Without producer figures (no -curve-split), no split table.
-	r = newResults()
-	r.add("curve", sysAsynq, 1, map[string]float64{curveKey(50, "redis_cpu_per_msg"): 220e-6})
-	buf.Reset()
-	printCurveTable(&buf, r, cfg)
-	if strings.Contains(buf.String(), "-curve-split") {
-		t.Errorf("split table without producer figures:\n%s", buf.String())
-	}
+	return out
 }
 
 func TestParseCurveSystems(t *testing.T) {
