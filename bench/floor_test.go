@@ -24,6 +24,32 @@ func floorServer(t *testing.T) (string, *redis.Client) {
 	return srv.Addr, admin
 }
 
+// floorTrickle starts s, schedules n messages on it one call at a time,
+// due after 0 to 4 steps, waits until all are delivered and stops it; it
+// asserts each was delivered once and none early, and returns the
+// server's commands over the run.
+func floorTrickle(t *testing.T, s system, admin *redis.Client, n int, step time.Duration) redisDelta {
+	t.Helper()
+	ctx := context.Background()
+	tr := newTracker(n)
+	require.NoError(t, s.Start(ctx, tr.handler))
+	s0, err := takeSnap(ctx, admin)
+	require.NoError(t, err)
+	for i := range n {
+		d := time.Duration(i%5) * step
+		require.NoError(t, s.ScheduleOne(ctx, payloadFor(i, time.Now().Add(d), 64), when{in: d}))
+	}
+	require.True(t, tr.wait(5*time.Second), "every message delivered")
+	s.Stop()
+	s1, err := takeSnap(ctx, admin)
+	require.NoError(t, err)
+	sum := tr.summarize()
+	assert.Equal(t, n, sum.delivered)
+	assert.Zero(t, sum.dups)
+	assert.Zero(t, sum.early, "never before the due time")
+	return s0.delta(s1)
+}
+
 // rt-floor delivers every message once, not before its due time, with
 // exactly two commands per message (its SET and its GETDEL), and leaves
 // nothing behind.
@@ -35,22 +61,7 @@ func TestFloorTwoRoundTripsPerMessage(t *testing.T) {
 	s := newFloor(addr)
 	t.Cleanup(s.Close)
 	const n = 20
-	tr := newTracker(n)
-	require.NoError(t, s.Start(ctx, tr.handler))
-	s0, err := takeSnap(ctx, admin)
-	require.NoError(t, err)
-	for i := range n {
-		d := time.Duration(i%5) * 10 * time.Millisecond
-		require.NoError(t, s.ScheduleOne(ctx, payloadFor(i, time.Now().Add(d), 64), when{in: d}))
-	}
-	require.True(t, tr.wait(5*time.Second), "every message delivered")
-	s1, err := takeSnap(ctx, admin)
-	require.NoError(t, err)
-	sum := tr.summarize()
-	assert.Equal(t, n, sum.delivered)
-	assert.Zero(t, sum.dups)
-	assert.Zero(t, sum.early)
-	d := s0.delta(s1)
+	d := floorTrickle(t, s, admin, n, 10*time.Millisecond)
 	assert.Equal(t, int64(n), d.by["set"])
 	assert.Equal(t, int64(n), d.by["getdel"])
 	assert.Zero(t, admin.DBSize(ctx).Val(), "every key fetched and deleted")

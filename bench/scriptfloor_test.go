@@ -20,26 +20,10 @@ func TestScriptFloorOneScriptPerMessage(t *testing.T) {
 	s := newScriptFloor(addr, 20*time.Millisecond)
 	t.Cleanup(s.Close)
 	const n = 30
-	tr := newTracker(n)
 	// Loaded first, so that no EVALSHA answered NOSCRIPT is counted.
 	require.NoError(t, scriptFloorSchedule.Load(ctx, admin).Err())
 	require.NoError(t, scriptFloorTake.Load(ctx, admin).Err())
-	require.NoError(t, s.Start(ctx, tr.handler))
-	s0, err := takeSnap(ctx, admin)
-	require.NoError(t, err)
-	for i := range n {
-		d := time.Duration(i%5) * 15 * time.Millisecond
-		require.NoError(t, s.ScheduleOne(ctx, payloadFor(i, time.Now().Add(d), 64), when{in: d}))
-	}
-	require.True(t, tr.wait(5*time.Second), "every message delivered")
-	s.Stop()
-	s1, err := takeSnap(ctx, admin)
-	require.NoError(t, err)
-	sum := tr.summarize()
-	assert.Equal(t, n, sum.delivered)
-	assert.Zero(t, sum.dups)
-	assert.Zero(t, sum.early, "never before the due time Redis stored")
-	d := s0.delta(s1)
+	d := floorTrickle(t, s, admin, n, 15*time.Millisecond)
 	assert.Equal(t, int64(n), d.by["zadd"], "one ZADD per message")
 	assert.Equal(t, d.by["evalsha"], int64(n)+d.by["zrangebyscore"], "one script per message plus one per take")
 	assert.Zero(t, admin.Exists(ctx, scriptFloorKey).Val(), "every message taken")
