@@ -16,6 +16,7 @@ import (
 
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/scripts"
 )
 
 // maxDue is the latest due time accepted: the last millisecond of year 9999.
@@ -703,7 +704,9 @@ func TestTyped(t *testing.T) {
 
 // The schedule and reschedule scripts publish on the lane's wake channel
 // only when the new due time becomes the earliest (strictly: a message due
-// with the head wakes nothing), for caller-chosen and generated ids.
+// with the head wakes nothing), for caller-chosen and generated ids. A
+// message due beyond the wake horizon wakes nothing, even as the head: a
+// mover finds it by a look before it is due.
 func TestWakePublish(t *testing.T) {
 	t.Parallel()
 	onEachBackend(t, func(t *testing.T, b backend) {
@@ -715,14 +718,26 @@ func TestWakePublish(t *testing.T) {
 		_, err := ps.Receive(ctx) // subscription confirmed
 		require.NoError(t, err)
 
-		base := time.Now().Add(time.Hour).Truncate(time.Millisecond)
-		at := func(m int) delay.When { return delay.At(base.Add(time.Duration(m) * time.Minute)) }
-		ms := func(m int) string { return strconv.FormatInt(base.Add(time.Duration(m)*time.Minute).UnixMilli(), 10) }
+		// Every step's due time is within the wake horizon but the far ones.
+		base := time.Now().Add(10 * time.Second).Truncate(time.Millisecond)
+		const unit = 500 * time.Millisecond
+		at := func(m int) delay.When { return delay.At(base.Add(time.Duration(m) * unit)) }
+		ms := func(m int) string { return strconv.FormatInt(base.Add(time.Duration(m)*unit).UnixMilli(), 10) }
+		far := scripts.WakeHorizon + time.Second
 		steps := []struct {
 			name    string
 			run     func() error
 			publish string // "" = nothing published
 		}{
+			{"first message, beyond the horizon", func() error { _, err := q.Schedule(ctx, delay.Message{ID: "far"}, delay.After(far)); return err }, ""},
+			{"generated id, beyond the horizon", func() error { _, err := q.Schedule(ctx, delay.Message{}, delay.After(far)); return err }, ""},
+			{"batch, beyond the horizon", func() error {
+				_, err := q.ScheduleBatch(ctx, []delay.Item{
+					{Message: delay.Message{ID: "far2"}, When: delay.After(far)},
+					{Message: delay.Message{}, When: delay.After(2 * far)},
+				})
+				return err
+			}, ""},
 			{"first message", func() error { _, err := q.Schedule(ctx, delay.Message{ID: "a"}, at(60)); return err }, ms(60)},
 			{"later message", func() error { _, err := q.Schedule(ctx, delay.Message{ID: "b"}, at(120)); return err }, ""},
 			{"earlier message", func() error { _, err := q.Schedule(ctx, delay.Message{ID: "c"}, at(30)); return err }, ms(30)},

@@ -194,8 +194,9 @@ func TestScheduleScriptLookupPaths(t *testing.T) {
 			// One script call. Existing ids not written earlier in the call
 			// (items 0 to 3) are checked for an orphaned envelope. No id has
 			// the layout of a generated one: no search for a packed member
-			// (whose ZCOUNTs would come on top of the head check's one).
-			assert.Equal(t, 1, calls["zcount"], "calls %v", calls)
+			// (its ZCOUNTs), and no head check either, every message being due
+			// beyond the wake horizon.
+			assert.Zero(t, calls["zcount"], "calls %v", calls)
 			assert.Equal(t, 1, calls["time"], "calls %v", calls)
 			assert.Equal(t, 1, calls["zadd"], "calls %v", calls)
 			assert.Equal(t, 1, calls["hset"], "calls %v", calls)
@@ -300,7 +301,8 @@ func TestScheduleBatchLargeChunk(t *testing.T) {
 
 // A call in which every message gets a generated id takes the fast path: no
 // lookups, no envelope hash, ZADD in slices of 2000 values, one PUBLISH
-// when the earliest new due time is before the head.
+// when the earliest new due time is before the head. A call whose messages
+// are all due beyond the wake horizon spares the head check: TIME and ZADD.
 func TestScheduleGeneratedFastPath(t *testing.T) {
 	t.Parallel()
 	for name, backend := range map[string]func(t *testing.T) countedBackend{
@@ -314,7 +316,8 @@ func TestScheduleGeneratedFastPath(t *testing.T) {
 			q, err := delay.New(b.rdb, "q", delay.WithPrefix(redistest.Prefix(t)), delay.WithBatchSize(delay.MaxBatchSize))
 			require.NoError(t, err)
 			lane := q.Keys().Main()
-			base := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+			// Within the wake horizon: the head check is made.
+			base := time.Now().Add(30 * time.Second).Truncate(time.Millisecond)
 			_, err = q.Schedule(ctx, delay.Message{Payload: []byte("head")}, delay.At(base))
 			require.NoError(t, err)
 
@@ -323,7 +326,7 @@ func TestScheduleGeneratedFastPath(t *testing.T) {
 				// Runs of 100 items share a When; the last run is due before the head.
 				w := delay.At(base.Add(time.Duration(1+i/100) * time.Second))
 				if i >= delay.MaxBatchSize-100 {
-					w = delay.At(base.Add(-time.Minute))
+					w = delay.At(base.Add(-10 * time.Second))
 				}
 				items[i] = delay.Item{Message: delay.Message{Payload: []byte(strconv.Itoa(i))}, When: w}
 			}
@@ -342,7 +345,7 @@ func TestScheduleGeneratedFastPath(t *testing.T) {
 				require.Equal(t, delay.Created, r.Outcome, "item %d", i)
 				want := base.Add(time.Duration(1+i/100) * time.Second)
 				if i >= delay.MaxBatchSize-100 {
-					want = base.Add(-time.Minute)
+					want = base.Add(-10 * time.Second)
 				}
 				require.True(t, want.Equal(r.Due), "item %d: due %v, want %v", i, r.Due, want)
 			}
@@ -357,6 +360,18 @@ func TestScheduleGeneratedFastPath(t *testing.T) {
 			hlen, err := b.rdb.HLen(ctx, lane.Envelopes).Result()
 			require.NoError(t, err)
 			assert.Zero(t, hlen)
+
+			// Beyond the wake horizon (and the call token's resend window):
+			// TIME and ZADD only.
+			b.reset(t)
+			_, err = q.ScheduleBatch(ctx, []delay.Item{
+				{Message: delay.Message{Payload: []byte("far")}, When: delay.After(time.Hour)},
+				{Message: delay.Message{Payload: []byte("farther")}, When: delay.After(2 * time.Hour)},
+			})
+			require.NoError(t, err)
+			calls = b.calls(t)
+			delete(calls, "config|resetstat")
+			assert.Equal(t, map[string]int{"evalsha": 1, "time": 1, "zadd": 1}, calls)
 		})
 	}
 }

@@ -14,6 +14,18 @@ import (
 // when that is longer).
 const maxProbePeriod = 30 * time.Second
 
+// maxInterval is the longest max idle and idle probe interval the options
+// accept.
+const maxInterval = time.Minute
+
+// maxLookGap is the longest a lane this engine owns goes without a look at
+// its head (a promote call or a probe), whatever the options: a sleep lasts
+// at most the max idle, and an idle lane's probe period is at most the
+// longer of maxProbePeriod and its interval. The schedule scripts rely on
+// it: a message due beyond scripts.WakeHorizon is found by a look, with no
+// wake-up (see wake.lua).
+const maxLookGap = max(maxProbePeriod, maxInterval)
+
 // probeTiming returns, for n > 0 idle lanes, how often each is probed and
 // the shortest gap between two probes of the engine: n lanes share one
 // probe per interval maxIdle (the max idle, or the idle probe interval

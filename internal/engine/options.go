@@ -116,7 +116,7 @@ func WithBatchSize(n int) Option {
 func WithMaxIdle(d time.Duration) Option {
 	return func(c *Config) error {
 		c.maxIdle = d
-		return optcheck.Range(ErrInvalidOption, "max idle", d, 10*time.Millisecond, time.Minute)
+		return optcheck.Range(ErrInvalidOption, "max idle", d, 10*time.Millisecond, maxInterval)
 	}
 }
 
@@ -131,7 +131,7 @@ func WithMaxIdle(d time.Duration) Option {
 func WithIdleProbe(d time.Duration) Option {
 	return func(c *Config) error {
 		c.probe = d
-		return optcheck.Range(ErrInvalidOption, "idle probe", d, 10*time.Millisecond, time.Minute)
+		return optcheck.Range(ErrInvalidOption, "idle probe", d, 10*time.Millisecond, maxInterval)
 	}
 }
 

@@ -339,3 +339,49 @@ func TestFakeClockIdleProbeInterval(t *testing.T) {
 		assert.LessOrEqual(t, stream.EntryTime(xs[0].ID).Sub(written), 30*time.Second+time.Second)
 	})
 }
+
+// Whatever its options, an engine looks at the head of every lane it owns
+// at least every maxLookGap: the bound that lets a schedule call spare the
+// wake-up of a message due beyond scripts.WakeHorizon (wake.lua). Here
+// with the max idle and the idle probe interval at their longest, for one
+// idle lane and for 128.
+func TestFakeClockLookGapAtLongestOptions(t *testing.T) {
+	t.Parallel()
+	require.LessOrEqual(t, maxLookGap+20*time.Second, scripts.WakeHorizon, "the wake horizon leaves a margin over the look bound")
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"max idle", []Option{WithMaxIdle(maxInterval), WithLeaseTTL(2 * maxInterval)}},
+		{"idle probe", []Option{WithIdleProbe(maxInterval)}},
+		{"both", []Option{WithMaxIdle(maxInterval), WithIdleProbe(maxInterval), WithLeaseTTL(2 * maxInterval)}},
+	} {
+		for _, shards := range []int{1, 128} {
+			t.Run(fmt.Sprintf("%s/shards=%d", tc.name, shards), func(t *testing.T) {
+				t.Parallel()
+				synctest.Test(t, func(t *testing.T) {
+					_, rdb := pipeRedis(t)
+					log := newProbeLog()
+					rdb.AddHook(log)
+					e, err := New(rdb, "q", append([]Option{WithShards(shards)}, tc.opts...)...)
+					require.NoError(t, err)
+					startEngine(t, e)
+					time.Sleep(time.Second) // every lane checked: idle now
+					synctest.Wait()
+					require.Len(t, e.Owned(), shards)
+					idleFrom := time.Now()
+					time.Sleep(5 * time.Minute)
+					synctest.Wait()
+					var keys []string
+					for _, l := range e.lanes {
+						keys = append(keys, l.keys.Delayed)
+					}
+					total, longest := log.stats(keys, idleFrom, time.Now())
+					assert.Positive(t, total)
+					t.Logf("%d looks, longest gap %s", total, longest)
+					assert.LessOrEqual(t, longest, maxLookGap+time.Second, "no lane goes longer than the look bound without a look")
+				})
+			})
+		}
+	}
+}

@@ -487,3 +487,62 @@ func TestFakeClockResubscribeChecksTheLane(t *testing.T) {
 		assert.Equal(t, int64(1), streamLen(t, rdb, ln.Stream), "promoted after the resubscription, not at the next probe (19 s away)")
 	})
 }
+
+// A message due beyond the wake horizon is scheduled without a wake-up,
+// and a mover at its longest max idle, sleeping toward a later head, still
+// promotes it exactly when due: its looks come at least once a minute. A
+// message due within the horizon is announced (the subscription below
+// hears it, so it would have heard the far ones).
+func TestFakeClockFarMessageNeedsNoWakeUp(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		_, rdb := pipeRedis(t)
+		q, err := delay.New(rdb, "q")
+		require.NoError(t, err)
+		keys := q.Keys().Main()
+		_, err = q.Schedule(ctx, delay.Message{ID: "head"}, delay.After(time.Hour))
+		require.NoError(t, err)
+		m, err := mover.New(rdb, "q", mover.WithMaxIdle(time.Minute), mover.WithLeaseTTL(2*time.Minute))
+		require.NoError(t, err)
+		startMover(t, m)
+		ps := rdb.Subscribe(ctx, keys.Wake)
+		t.Cleanup(func() { _ = ps.Close() })
+		_, err = ps.Receive(ctx) // subscription confirmed
+		require.NoError(t, err)
+		wakes := ps.Channel()
+		time.Sleep(30 * time.Second) // idle, between two looks
+		synctest.Wait()
+
+		far := scripts.WakeHorizon + time.Millisecond
+		gen, err := q.Schedule(ctx, delay.Message{}, delay.After(far))
+		require.NoError(t, err)
+		own, err := q.Schedule(ctx, delay.Message{ID: "far"}, delay.After(far+time.Second))
+		require.NoError(t, err)
+		synctest.Wait()
+		select {
+		case w := <-wakes:
+			t.Fatalf("a message due beyond the wake horizon published %q", w.Payload)
+		default:
+		}
+
+		for i, due := range []time.Time{gen.Due, own.Due} {
+			time.Sleep(time.Until(due) - time.Millisecond)
+			synctest.Wait()
+			assert.Equal(t, int64(i), streamLen(t, rdb, keys.Stream), "promoted early")
+			time.Sleep(time.Millisecond)
+			synctest.Wait()
+			assert.Equal(t, int64(i+1), streamLen(t, rdb, keys.Stream), "promoted exactly when due, found by a look")
+		}
+
+		near, err := q.Schedule(ctx, delay.Message{}, delay.After(scripts.WakeHorizon-time.Second))
+		require.NoError(t, err)
+		synctest.Wait()
+		select {
+		case w := <-wakes:
+			assert.Equal(t, strconv.FormatInt(near.Due.UnixMilli(), 10), w.Payload)
+		default:
+			t.Fatal("a message due within the wake horizon published nothing")
+		}
+	})
+}

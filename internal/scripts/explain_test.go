@@ -54,7 +54,7 @@ func TestExplain(t *testing.T) {
 	}{
 		{"a command on its line", refused(Retry, lineOf(t, "'ZADD'", publishSrc, retrySrc)), "retry.lua", "ZADD"},
 		{"a pcall raised again", refused(Retry, lineOf(t, "error(r)", publishSrc)), "publish.lua", "SPUBLISH"},
-		{"a helper's command", refused(Schedule, lineOf(t, "redis.call(cmd", publishSrc, idsSrc, scheduleSrc)), "schedule.lua", "one of ZREM, ZADD, HSET"},
+		{"a helper's command", refused(Schedule, lineOf(t, "redis.call(cmd", publishSrc, onceSrc, wakeSrc, idsSrc, scheduleSrc)), "schedule.lua", "one of ZREM, ZADD, HSET"},
 		{"Redis 7.2's text", fmt.Errorf("x: %w", reply(fmt.Sprintf(
 			"ERR ACL failure in script: User u has no permissions to run the 'xadd' command script: %s, on @user_script:%d.",
 			Promote.Hash(), lineOf(t, "call('XADD', KEYS[3], '*', 'd', score, 'p', m)", publishSrc, idsSrc, promoteSrc)))), "promote.lua", "XADD"},

@@ -2,8 +2,10 @@ package scripts_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -142,20 +144,25 @@ func TestCallTokenForeignValues(t *testing.T) {
 // schedule_generated.lua stores its call record before it adds (one SET
 // NX GET), so a delayed set of the wrong type must fail the call before
 // the record is stored: otherwise the call sent again would report
-// messages created that never were.
+// messages created that never were. So must it when the call spares the
+// head check (no wake channel, or a message due beyond the wake horizon).
 func TestCallTokenNotStoredWhenTheCallFails(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Client(t)
 	p := redistest.Prefix(t) + ":1:{q}"
-	z, tok := p+":z", p+":k:g1"
+	z := p + ":z"
 	require.NoError(t, rdb.Set(ctx, z, "not a sorted set", 0).Err())
-	args := []any{"", "\x01ABCDEFGHJKMNPQRS\xd5\x01e", "r100", 60000}
-	for range 2 { // the call, and the same call sent again
-		_, err := scripts.ScheduleGenerated.Run(ctx, rdb, []string{z, tok}, args...).Slice()
-		require.ErrorContains(t, err, "WRONGTYPE")
+	far := fmt.Sprintf("r%d", (scripts.WakeHorizon + time.Second).Milliseconds())
+	for i, c := range [][2]string{{"", "r100"}, {"w", "r100"}, {"w", far}, {"", far}} {
+		tok := fmt.Sprintf("%s:k:g%d", p, i)
+		args := []any{c[0], "\x01ABCDEFGHJKMNPQRS\xd5\x01e", c[1], 60000}
+		for range 2 { // the call, and the same call sent again
+			_, err := scripts.ScheduleGenerated.Run(ctx, rdb, []string{z, tok}, args...).Slice()
+			require.ErrorContains(t, err, "WRONGTYPE", "channel %q, when %s", c[0], c[1])
+		}
+		n, err := rdb.Exists(ctx, tok).Result()
+		require.NoError(t, err)
+		assert.Zero(t, n, "no call record for a call that failed (channel %q, when %s)", c[0], c[1])
 	}
-	n, err := rdb.Exists(ctx, tok).Result()
-	require.NoError(t, err)
-	assert.Zero(t, n, "no call record for a call that failed")
 }

@@ -3,7 +3,8 @@
 -- KEYS[1]  ZSET  delayed set (member -> due ms; member kinds: see ids.lua)
 -- KEYS[2]  HASH  envelopes of plain members (message id -> encoded envelope)
 -- ARGV[1]  wake channel: PUBLISHed the earliest new due time when it is
---          earlier than the current head ("" = never publish)
+--          earlier than the current head and within the wake horizon
+--          (wake.lua; "" = never publish)
 -- ARGV[2..] groups of four per message:
 --          id, envelope, when, policy
 --          id:     the caller's id; "" for a generated id, whose packed member
@@ -23,7 +24,8 @@
 -- single caller-chosen id, none for generated ids), one HEXISTS per id
 -- already waiting, a lookup per caller-chosen id that has the layout of a
 -- generated one and is not waiting as a plain member, ZADD, HSET (only for
--- caller-chosen ids), ZCOUNT (when something is written), maybe PUBLISH
+-- caller-chosen ids), ZCOUNT (when something is written due within the
+-- wake horizon, see wake.lua), maybe PUBLISH
 -- (ZMSCORE, ZADD and HSET once per slice of 2000 values).
 local nargv = once_args(2)
 -- With a call token, the first run stores "<now>|<statuses>|<dues>": its
@@ -186,8 +188,10 @@ end
 -- Whether a member is due no later than the earliest message written,
 -- before anything is written (the mover is woken when none is): ZCOUNT
 -- replies an integer, where reading the head's score would have Redis
--- format a double.
-local sooner = first and redis.call('ZCOUNT', KEYS[1], '-inf', first)
+-- format a double. Spared when every message written is due beyond the
+-- wake horizon (wake.lua).
+local sooner = first and ARGV[1] ~= '' and wake_near(earliest, now)
+  and redis.call('ZCOUNT', KEYS[1], '-inf', first)
 local function send(cmd, key, args, count)
   for i = 1, count, SLICE do
     redis.call(cmd, key, unpack(args, i, math.min(i + SLICE - 1, count)))

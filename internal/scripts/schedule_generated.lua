@@ -6,7 +6,8 @@
 --
 -- KEYS[1]  ZSET  delayed set
 -- ARGV[1]  wake channel: PUBLISHed the earliest new due time when it is
---          earlier than the current head ("" = never publish)
+--          earlier than the current head and within the wake horizon
+--          (wake.lua; "" = never publish)
 -- ARGV[2..] pairs per message: packed member, when ("r<ms>" due <ms> after
 --          Redis TIME, "a<ms>" due at absolute Unix ms)
 --
@@ -15,9 +16,10 @@
 -- Returns a flat array, two items per message, in order: status (always 1,
 -- created), due ms.
 --
--- Commands, for any number of messages: TIME, ZCOUNT, ZADD (once per slice
--- of 2000 values), maybe PUBLISH; with a call token (once.lua) one SET
--- (NX GET).
+-- Commands, for any number of messages: TIME, ZCOUNT (ZCARD instead with
+-- a call token when the earliest message is due beyond the wake horizon,
+-- none without one: see wake.lua), ZADD (once per slice of 2000 values),
+-- maybe PUBLISH; with a call token (once.lua) one SET (NX GET).
 local nargv = once_args(1)
 local t = redis.call('TIME')
 -- "now" rounded up to the next ms, so "r<ms>" is never due sooner than
@@ -54,12 +56,15 @@ local out, zargs, earliest, first = plan(now)
 -- Whether a member is due no later than the earliest new message, before
 -- anything is written (the mover is woken when none is): ZCOUNT replies an
 -- integer, where reading the head's score would have Redis format a
--- double. A delayed set of the wrong type fails the call here, with
--- nothing stored.
+-- double. Spared when every new message is due beyond the wake horizon
+-- (wake.lua). A delayed set of the wrong type fails the call here, with
+-- nothing stored; when the check is spared, a call with a token checks
+-- the type before its claim with ZCARD, and one without fails at the
+-- ZADD, with nothing stored either.
 local sooner
-if first then
+if first and ARGV[1] ~= '' and wake_near(earliest, now) then
   sooner = redis.call('ZCOUNT', KEYS[1], '-inf', first)
-else
+elseif ONCE_KEY or not first then
   redis.call('ZCARD', KEYS[1])
 end
 -- With a call token, the first run stores its "now" (every message is

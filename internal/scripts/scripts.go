@@ -8,6 +8,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -19,6 +20,8 @@ var (
 	publishSrc string
 	//go:embed once.lua
 	onceSrc string
+	//go:embed wake.lua
+	wakeSrc string
 	//go:embed schedule.lua
 	scheduleSrc string
 	//go:embed schedule_generated.lua
@@ -74,10 +77,10 @@ var (
 // packed) and the functions that find a message by id. Run them with Script.Run (EVALSHA with EVAL fallback); inside a
 // pipeline use [RunPipelined], which loads them first.
 var (
-	Schedule = newScript("publish.lua", publishSrc, "once.lua", onceSrc, "ids.lua", idsSrc, "schedule.lua", scheduleSrc)
+	Schedule = newScript("publish.lua", publishSrc, "once.lua", onceSrc, "wake.lua", wakeSrc, "ids.lua", idsSrc, "schedule.lua", scheduleSrc)
 	// ScheduleGenerated is Schedule's fast path for calls in which every
 	// message has a generated id.
-	ScheduleGenerated = newScript("publish.lua", publishSrc, "once.lua", onceSrc, "schedule_generated.lua", scheduleGeneratedSrc)
+	ScheduleGenerated = newScript("publish.lua", publishSrc, "once.lua", onceSrc, "wake.lua", wakeSrc, "schedule_generated.lua", scheduleGeneratedSrc)
 	Promote           = newScript("publish.lua", publishSrc, "ids.lua", idsSrc, "promote.lua", promoteSrc)
 	Release           = newScript("publish.lua", publishSrc, "release.lua", releaseSrc)
 	Cancel            = newScript("once.lua", onceSrc, "ids.lua", idsSrc, "cancel.lua", cancelSrc)
@@ -123,6 +126,12 @@ func newScript(files ...string) *redis.Script {
 	}
 	return register(redis.NewScript(src.String()), parts...)
 }
+
+// WakeHorizon is how far ahead of its schedule call a message must be due
+// for the call to spare the head check and the wake-up (WAKE_HORIZON_MS in
+// wake.lua): a mover looks at the head of every lane it owns at least once
+// a minute, so it finds such a message before it is due.
+const WakeHorizon = 90 * time.Second
 
 // Channel returns the script argument that names a lane's pub/sub channel:
 // the name itself, or, for a shard channel (a sharded queue's lanes, see
