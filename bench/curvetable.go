@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // curveCols are the curve table's columns after rate and system: the
@@ -59,8 +60,13 @@ func printCurveTable(w io.Writer, r *results, cfg config) {
 	rates := slices.Clone(cfg.curveRates)
 	slices.Sort(rates)
 	both := slices.Contains(systems, sysDS) && slices.Contains(systems, sysAsynq)
-	fmt.Fprintf(w, "\nTrickle curve (delaystream at the default precision 0, and \"p=\" at WithPrecision(p)): at each rate, Schedule one call at a time (one producer goroutine per 1000 msg/s) for %s, delays uniform in [0, 3 s]; costs over the whole run (schedule + delivery + idle), per message; medians of %d runs (%% early, lost, duplicates: worst run). Systems alternate within each rate.\n\n",
-		cfg.curveWindows(), cfg.runs)
+	delays, costs := "delays uniform in [0, 3 s]", "costs over the whole run (schedule + delivery + idle), per message"
+	if cfg.curveLead > 0 {
+		delays = fmt.Sprintf("delays uniform in [%s, %s]", cfg.curveLead, cfg.curveLead+3*time.Second)
+		costs = "costs over the window in steady state (schedule + delivery + idle), per message scheduled in it"
+	}
+	fmt.Fprintf(w, "\nTrickle curve (delaystream at the default precision 0, and \"p=\" at WithPrecision(p)): at each rate, Schedule one call at a time (one producer goroutine per 1000 msg/s) for %s, %s; %s; medians of %d runs (%% early, lost, duplicates: worst run). Systems alternate within each rate.\n\n",
+		cfg.curveWindows(), delays, costs, cfg.runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	hdr := []string{"rate", "system"}
 	for _, c := range curveCols {

@@ -785,7 +785,12 @@ func (b *bench) curveOnce(ctx context.Context, sysName string, run, rate int) (m
 	if err != nil {
 		return nil, err
 	}
-	v, err := b.trickleOn(ctx, sys, sysName, run, "curve", fmt.Sprintf("%d msg/s", rate), rate, b.cfg.curveWindow(rate))
+	var v map[string]float64
+	if b.cfg.curveLead > 0 {
+		v, err = b.steadyOn(ctx, sys, sysName, run, rate, b.cfg.curveWindow(rate))
+	} else {
+		v, err = b.trickleOn(ctx, sys, sysName, run, "curve", fmt.Sprintf("%d msg/s", rate), rate, b.cfg.curveWindow(rate))
+	}
 	sys.Close()
 	if err != nil || !b.cfg.curveSplit {
 		return v, err
@@ -819,7 +824,7 @@ func (b *bench) producerAlone(ctx context.Context, sysName string, run, rate int
 	if err != nil {
 		return 0, err
 	}
-	behind, err := b.paceTrickle(ctx, sys, run, rate, n)
+	behind, err := b.paceTrickle(ctx, sys, run, rate, n, 0)
 	if err != nil {
 		return 0, err
 	}

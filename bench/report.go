@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // metricDef describes one figure of the table.
@@ -650,6 +651,9 @@ func printHeader(w io.Writer, m machine, cfg config) {
 	}
 	if cfg.only["curve"] {
 		fmt.Fprintf(w, "curve: trickle at %v msg/s per rate and system for %s\n", cfg.curveRates, cfg.curveWindows())
+		if cfg.curveLead > 0 {
+			fmt.Fprintf(w, "curve: every message due %s plus [0, 3 s] after its call; each window measured in steady state, from %s after the first call\n", cfg.curveLead, cfg.curveLead+3*time.Second)
+		}
 	}
 	mb := "default"
 	if cfg.moverBatch > 0 {

@@ -203,11 +203,12 @@ func (b *bench) trickle(ctx context.Context, sysName string, run int) (map[strin
 func trickleProducers(rate int) int { return max(1, (rate+999)/1000) }
 
 // paceTrickle schedules n messages on sys at rate msg/s from now, each due
-// after a delay uniform in [0, 3 s] (the same delays for a given run), one
+// after lead plus a delay uniform in [0, 3 s] (the same delays for a given
+// run), one
 // call at a time per producer goroutine (one per 1000 msg/s: a single
 // goroutine cannot keep a pace much above that on this machine), and
 // returns how many were scheduled more than 50 ms behind their pace.
-func (b *bench) paceTrickle(ctx context.Context, sys system, run, rate, n int) (int, error) {
+func (b *bench) paceTrickle(ctx context.Context, sys system, run, rate, n int, lead time.Duration) (int, error) {
 	start := time.Now()
 	interval := time.Second / time.Duration(rate)
 	producers := trickleProducers(rate)
@@ -223,7 +224,7 @@ func (b *bench) paceTrickle(ctx context.Context, sys system, run, rate, n int) (
 				} else if d < -50*time.Millisecond {
 					behindN.Add(1)
 				}
-				delay := time.Duration(rng.Int64N(int64(3 * time.Second)))
+				delay := lead + time.Duration(rng.Int64N(int64(3*time.Second)))
 				now := time.Now()
 				// The payload carries now+delay for asynq; delaystream measures
 				// against the due time Redis stored (After is resolved by Redis TIME).
@@ -268,7 +269,7 @@ func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run i
 		return nil, err
 	}
 	c0 := clientCPU()
-	behind, err := b.paceTrickle(ctx, sys, run, rate, n)
+	behind, err := b.paceTrickle(ctx, sys, run, rate, n, 0)
 	if err != nil {
 		return nil, err
 	}
