@@ -30,8 +30,8 @@ import (
 // take to send a call again after its first run, and 0 when rdb never
 // re-sends. Each re-send follows the failure of the previous attempt, which
 // may take a dial, a write and a read timeout, then a backoff; 5 s more
-// cover the clocks. With go-redis's defaults (3 retries, 5 s dial, 3 s
-// write and read, 512 ms backoff) it is 39.5 s.
+// cover the clocks. With go-redis v9's defaults (3 retries, 5 s dial,
+// write and read, 1 s backoff) it is 53 s.
 func callTokenTTL(rdb redis.UniversalClient) time.Duration {
 	var retries int
 	var dial, write, read, backoff time.Duration

@@ -35,7 +35,7 @@ func callTokens(t *testing.T, rdb *redis.Client, prefix string) map[string]time.
 // Schedule, Cancel and Reschedule leave a call token each (the reply a
 // second run of the call returns; see TestScheduleSentAgainAfterPromotion
 // in integration), which expires by itself after the time go-redis may
-// take to send the call again (39.5 s with go-redis's defaults). A client that
+// take to send the call again (53 s with go-redis v9's defaults). A client that
 // never re-sends (MaxRetries -1) makes none.
 func TestCallTokens(t *testing.T) {
 	t.Parallel()

@@ -21,9 +21,9 @@ const maxInterval = time.Minute
 // maxLookGap is the longest a lane this engine owns goes without a look at
 // its head (a promote call or a probe), whatever the options: a sleep lasts
 // at most the max idle, and an idle lane's probe period is at most the
-// longer of maxProbePeriod and its interval. The schedule scripts rely on
-// it: a message due beyond scripts.WakeHorizon is found by a look, with no
-// wake-up (see wake.lua).
+// longer of maxProbePeriod and its interval. The schedule and retry
+// scripts rely on it: a message due beyond scripts.WakeHorizon is found by
+// a look, with no wake-up (see wake.lua).
 const maxLookGap = max(maxProbePeriod, maxInterval)
 
 // probeTiming returns, for n > 0 idle lanes, how often each is probed and

@@ -52,7 +52,7 @@ func TestExplain(t *testing.T) {
 		script  string
 		command string
 	}{
-		{"a command on its line", refused(Retry, lineOf(t, "'ZADD'", publishSrc, retrySrc)), "retry.lua", "ZADD"},
+		{"a command on its line", refused(Retry, lineOf(t, "'ZADD'", publishSrc, wakeSrc, retrySrc)), "retry.lua", "ZADD"},
 		{"a pcall raised again", refused(Retry, lineOf(t, "error(r)", publishSrc)), "publish.lua", "SPUBLISH"},
 		{"a helper's command", refused(Schedule, lineOf(t, "redis.call(cmd", publishSrc, onceSrc, wakeSrc, idsSrc, scheduleSrc)), "schedule.lua", "one of ZREM, ZADD, HSET"},
 		{"Redis 7.2's text", fmt.Errorf("x: %w", reply(fmt.Sprintf(

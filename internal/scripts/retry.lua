@@ -11,7 +11,8 @@
 -- ARGV[3]  retry-lane member (message id, 0x1F, failed entry id)
 -- ARGV[4]  envelope for the next attempt
 -- ARGV[5]  backoff in ms, added to Redis TIME
--- ARGV[6]  the retry lane's wake channel
+-- ARGV[6]  the retry lane's wake channel: PUBLISHed the due time when it is
+--          earlier than the lane's head and within the wake horizon
 --
 -- Returns the due ms of the retry, or -1 if the entry was not pending.
 --
@@ -23,13 +24,15 @@ if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1) == 0 then
   return -1
 end
 local t = redis.call('TIME') -- now rounded up to the ms: the delay is never cut short
-local due = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000) + tonumber(ARGV[5])
+local now = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000)
+local due = now + tonumber(ARGV[5])
 -- The score as a string made once: Redis would format the number with a
 -- double's printf for each command it is passed to. ZCOUNT (an integer
 -- reply) tells whether a member is due no later, rather than the head's
--- score (a double Redis would format).
+-- score (a double Redis would format); a retry due beyond the wake horizon
+-- needs neither (wake.lua).
 local score = string.format('%d', due)
-local sooner = redis.call('ZCOUNT', KEYS[2], '-inf', score)
+local sooner = wake_near(due, now) and redis.call('ZCOUNT', KEYS[2], '-inf', score)
 redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
 redis.call('ZADD', KEYS[2], score, ARGV[3])
 if sooner == 0 then

@@ -90,7 +90,7 @@ var (
 	// Locate finds every place of a message id in one shard (read only).
 	Locate = newScript("ids.lua", idsSrc, "locate.lua", locateSrc)
 
-	Retry       = newScript("publish.lua", publishSrc, "retry.lua", retrySrc)
+	Retry       = newScript("publish.lua", publishSrc, "wake.lua", wakeSrc, "retry.lua", retrySrc)
 	Dead        = newScript("dead.lua", deadSrc)
 	Extend      = newScript("extend.lua", extendSrc)
 	Trim        = newScript("trim.lua", trimSrc)
@@ -127,10 +127,11 @@ func newScript(files ...string) *redis.Script {
 	return register(redis.NewScript(src.String()), parts...)
 }
 
-// WakeHorizon is how far ahead of its schedule call a message must be due
-// for the call to spare the head check and the wake-up (WAKE_HORIZON_MS in
-// wake.lua): a mover looks at the head of every lane it owns at least once
-// a minute, so it finds such a message before it is due.
+// WakeHorizon is how far ahead of its script call (a schedule, a
+// handler's retry) a message must be due for the call to spare the head
+// check and the wake-up (WAKE_HORIZON_MS in wake.lua): a mover looks at
+// the head of every lane it owns at least once a minute, so it finds such
+// a message before it is due.
 const WakeHorizon = 90 * time.Second
 
 // Channel returns the script argument that names a lane's pub/sub channel:
