@@ -266,6 +266,19 @@ func TestPrintCurveSplit(t *testing.T) {
 
 // curveTableHas prints the curve table of r, reports each of wants it
 // lacks, and returns it.
+// With -curve-lead the table says what the delays were and that the
+// costs are the steady state's.
+func TestPrintCurveTableLead(t *testing.T) {
+	t.Parallel()
+	r := newResults()
+	r.add("curve", sysDS, 1, map[string]float64{curveKey(50, "redis_cpu_per_msg"): 300e-6, curveKey(50, "lat_p99"): 0.099})
+	cfg := config{runs: 1, curveRates: []int{50}, curveDuration: 10 * time.Second, curveLead: 2 * time.Minute}
+	out := curveTableHas(t, r, cfg, "delays uniform in [2m0s, 2m3s]", "costs over the window in steady state")
+	if strings.Contains(out, "[0, 3 s]") {
+		t.Errorf("the trickle's own delays named with a lead:\n%s", out)
+	}
+}
+
 func curveTableHas(t *testing.T, r *results, cfg config, wants ...string) string {
 	t.Helper()
 	var buf bytes.Buffer

@@ -297,19 +297,8 @@ func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run i
 	}
 	d := s0.delta(s1)
 	dn := float64(max(sum.delivered, 1))
-	v := map[string]float64{
-		"lat_p50": sum.p50.Seconds(), "lat_p99": sum.p99.Seconds(), "lat_max": sum.max.Seconds(), "lat_min": sum.min.Seconds(),
-		"early_pct":          100 * float64(sum.early) / dn,
-		"lost":               float64(sum.lost),
-		"dups":               float64(sum.dups),
-		"cmds_per_msg":       float64(d.calls) / dn,
-		"redis_cpu_per_msg":  d.cpu / dn,
-		"redis_sys_per_msg":  d.sys / dn,
-		"client_cpu_per_msg": (c1 - c0).Seconds() / dn,
-		"reads_per_msg":      float64(d.reads) / dn,
-		"writes_per_msg":     float64(d.writes) / dn,
-		"tail":               tail.Seconds(),
-	}
+	v := trickleFigures(sum, d, dn, c1-c0)
+	v["lost"], v["tail"] = float64(sum.lost), tail.Seconds()
 	if sysName != sysAsynq && sysName != sysFloor { // a stream entry: the split at its time
 		v["early_redis"] = float64(sum.earlyRedis)
 		v["promote_p50"], v["promote_p99"] = sum.promoteP50.Seconds(), sum.promoteP99.Seconds()
@@ -320,8 +309,7 @@ func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run i
 	if xl != nil {
 		b.noteOnce(scenario, sysName, run, tag+"execution times (slow log at 0: scripts by file or SHA1, commands run by scripts apart): "+execNote(xs, 12, dn))
 	}
-	b.noteOnce(scenario, sysName, run, fmt.Sprintf("%sRedis CPU %.0f µs per msg; executing commands (commandstats usec; EVALSHA's include the commands its scripts run, which are listed too): %s",
-		tag, d.cpu/dn*1e6, d.topUsec(10, dn, "µs per msg")))
+	b.noteCPU(scenario, sysName, run, tag, d, dn)
 	if sysName != sysAsynq {
 		// The promote script's sorted-set commands, per call: what a
 		// larger delayed set makes slower (commandstats usec / calls).
@@ -332,6 +320,30 @@ func (b *bench) trickleOn(ctx context.Context, sys system, sysName string, run i
 		}
 	}
 	return v, nil
+}
+
+// trickleFigures returns a trickle's lateness (of the messages delivered)
+// and its costs per message, perMsg messages over the window of d, in
+// which the bench's process used client CPU.
+func trickleFigures(sum summary, d redisDelta, perMsg float64, client time.Duration) map[string]float64 {
+	return map[string]float64{
+		"lat_p50": sum.p50.Seconds(), "lat_p99": sum.p99.Seconds(), "lat_max": sum.max.Seconds(), "lat_min": sum.min.Seconds(),
+		"early_pct":          100 * float64(sum.early) / float64(max(sum.delivered, 1)),
+		"dups":               float64(sum.dups),
+		"cmds_per_msg":       float64(d.calls) / perMsg,
+		"redis_cpu_per_msg":  d.cpu / perMsg,
+		"redis_sys_per_msg":  d.sys / perMsg,
+		"client_cpu_per_msg": client.Seconds() / perMsg,
+		"reads_per_msg":      float64(d.reads) / perMsg,
+		"writes_per_msg":     float64(d.writes) / perMsg,
+	}
+}
+
+// noteCPU notes, once per scenario and system, the Redis CPU per message of
+// d (perMsg messages) and the commands that took the most execution time.
+func (b *bench) noteCPU(scenario, sysName string, run int, tag string, d redisDelta, perMsg float64) {
+	b.noteOnce(scenario, sysName, run, fmt.Sprintf("%sRedis CPU %.0f µs per msg; executing commands (commandstats usec; EVALSHA's include the commands its scripts run, which are listed too): %s",
+		tag, d.cpu/perMsg*1e6, d.topUsec(10, perMsg, "µs per msg")))
 }
 
 // schedule: throughput of scheduling messages due in 1 h, no consumers.

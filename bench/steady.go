@@ -63,18 +63,8 @@ func (b *bench) steadyOn(ctx context.Context, sys system, sysName string, run, r
 	sum := tr.summarize()
 	d := s0.delta(s1)
 	dm := float64(m)
-	v := map[string]float64{
-		"lat_p50": sum.p50.Seconds(), "lat_p99": sum.p99.Seconds(), "lat_max": sum.max.Seconds(), "lat_min": sum.min.Seconds(),
-		"early_pct":          100 * float64(sum.early) / float64(max(sum.delivered, 1)),
-		"dups":               float64(sum.dups),
-		"cmds_per_msg":       float64(d.calls) / dm,
-		"redis_cpu_per_msg":  d.cpu / dm,
-		"redis_sys_per_msg":  d.sys / dm,
-		"client_cpu_per_msg": (c1 - c0).Seconds() / dm,
-		"reads_per_msg":      float64(d.reads) / dm,
-	}
+	v := trickleFigures(sum, d, dm, c1-c0)
 	b.noteOnce("curve", sysName, run, tag+": commands: "+d.top(16, dm, "per msg"))
-	b.noteOnce("curve", sysName, run, fmt.Sprintf("%s: Redis CPU %.0f µs per msg; executing commands (commandstats usec; EVALSHA's include the commands its scripts run, which are listed too): %s",
-		tag, d.cpu/dm*1e6, d.topUsec(10, dm, "µs per msg")))
+	b.noteCPU("curve", sysName, run, tag+": ", d, dm)
 	return v, nil
 }
