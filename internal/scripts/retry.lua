@@ -27,12 +27,11 @@ local t = redis.call('TIME') -- now rounded up to the ms: the delay is never cut
 local now = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000)
 local due = now + tonumber(ARGV[5])
 -- The score as a string made once: Redis would format the number with a
--- double's printf for each command it is passed to. ZCOUNT (an integer
--- reply) tells whether a member is due no later, rather than the head's
--- score (a double Redis would format); a retry due beyond the wake horizon
--- needs neither (wake.lua).
+-- double's printf for each command it is passed to.
 local score = string.format('%d', due)
-local sooner = wake_near(due, now) and redis.call('ZCOUNT', KEYS[2], '-inf', score)
+-- Whether a member is due no later (the mover is woken when none is; see
+-- wake.lua).
+local sooner = wake_sooner(KEYS[2], due, score, now)
 redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
 redis.call('ZADD', KEYS[2], score, ARGV[3])
 if sooner == 0 then

@@ -186,12 +186,9 @@ for k = 1, n do
   out[2 * k] = due
 end
 -- Whether a member is due no later than the earliest message written,
--- before anything is written (the mover is woken when none is): ZCOUNT
--- replies an integer, where reading the head's score would have Redis
--- format a double. Spared when every message written is due beyond the
--- wake horizon (wake.lua).
-local sooner = first and ARGV[1] ~= '' and wake_near(earliest, now)
-  and redis.call('ZCOUNT', KEYS[1], '-inf', first)
+-- before anything is written (the mover is woken when none is; see
+-- wake.lua).
+local sooner = first and ARGV[1] ~= '' and wake_sooner(KEYS[1], earliest, first, now)
 local function send(cmd, key, args, count)
   for i = 1, count, SLICE do
     redis.call(cmd, key, unpack(args, i, math.min(i + SLICE - 1, count)))

@@ -54,17 +54,17 @@ end
 
 local out, zargs, earliest, first = plan(now)
 -- Whether a member is due no later than the earliest new message, before
--- anything is written (the mover is woken when none is): ZCOUNT replies an
--- integer, where reading the head's score would have Redis format a
--- double. Spared when every new message is due beyond the wake horizon
--- (wake.lua). A delayed set of the wrong type fails the call here, with
--- nothing stored; when the check is spared, a call with a token checks
--- the type before its claim with ZCARD, and one without fails at the
--- ZADD, with nothing stored either.
+-- anything is written (the mover is woken when none is; see wake.lua). A
+-- delayed set of the wrong type fails the call here, with nothing stored;
+-- when no check is made (no channel, or every new message due beyond the
+-- wake horizon), a call with a token checks the type before its claim
+-- with ZCARD, and one without fails at the ZADD, with nothing stored
+-- either.
 local sooner
-if first and ARGV[1] ~= '' and wake_near(earliest, now) then
-  sooner = redis.call('ZCOUNT', KEYS[1], '-inf', first)
-elseif ONCE_KEY or not first then
+if first and ARGV[1] ~= '' then
+  sooner = wake_sooner(KEYS[1], earliest, first, now)
+end
+if sooner == nil and (ONCE_KEY or not first) then
   redis.call('ZCARD', KEYS[1])
 end
 -- With a call token, the first run stores its "now" (every message is

@@ -8,8 +8,15 @@
 -- check (a ZCOUNT) and the wake-up. The constant is scripts.WakeHorizon.
 local WAKE_HORIZON_MS = 90000
 
--- wake_near reports whether a message due at due (ms) is close enough to
--- now (ms) for its call to check the head and wake the mover.
-local function wake_near(due, now)
-  return due - now < WAKE_HORIZON_MS
+-- wake_sooner returns, for a message to be added to the delayed set key,
+-- due at due (ms; score: its ZADD score string) by a call at now (ms), how
+-- many members are due no later (0: it becomes the head, and the mover
+-- must be woken), or nil, with no command run, when it is due beyond the
+-- horizon. ZCOUNT replies an integer, where reading the head's score would
+-- have Redis format a double. Asked before the message is added.
+local function wake_sooner(key, due, score, now)
+  if due - now >= WAKE_HORIZON_MS then
+    return nil
+  end
+  return redis.call('ZCOUNT', key, '-inf', score)
 end
