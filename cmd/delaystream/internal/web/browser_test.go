@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -370,8 +371,46 @@ func screenshotDir(t *testing.T) string {
 	return t.ArtifactDir()
 }
 
+// text waits for the element sel and reads its visible text by script.
+// The page replaces its refreshed sections in place (every second, when a
+// relative time changes), so the text is read from whatever element matches
+// at that moment, not from a node looked up before.
 func text(sel string, out *string) chromedp.Action {
-	return chromedp.Text(sel, out, chromedp.ByQuery)
+	return chromedp.Tasks{
+		chromedp.WaitReady(sel, chromedp.ByQuery),
+		chromedp.Evaluate(fmt.Sprintf(`document.querySelector(%q).innerText`, sel), out),
+	}
+}
+
+// submit presses the form button sel, waits until the page the action
+// redirects to has loaded, and returns its flash message ("" without one).
+// A click that found its button replaced by the page's refresh before it
+// was dispatched is tried again: nothing was pressed.
+func submit(t *testing.T, bctx context.Context, what, sel string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+	for {
+		resp, err := chromedp.RunResponse(ctx, chromedp.Click(sel, chromedp.ByQuery))
+		if err == nil {
+			require.Equal(t, http.StatusOK, int(resp.Status), "%s: the page after the action", what)
+			break
+		}
+		if !staleNode(err) || ctx.Err() != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	var flash string
+	step(t, bctx, what+": flash",
+		chromedp.Evaluate(`(e => e ? e.innerText : "")(document.getElementById("flash"))`, &flash))
+	return flash
+}
+
+// staleNode reports whether err is the browser's answer for a node that is
+// no longer in the document.
+func staleNode(err error) bool {
+	var e *cdproto.Error
+	return errors.As(err, &e) && strings.Contains(e.Message, "node with given id")
 }
 
 // TestBrowser drives the web view in headless Chromium against a real
@@ -491,11 +530,7 @@ func TestBrowser(t *testing.T) {
 
 	// Redrive m01 through its button: billing gets it again, audit not.
 	var flash string
-	step(t, bctx, "redrive m01",
-		chromedp.Click(`#dead-billing tr[data-message="m01"] button.redrive`, chromedp.ByQuery),
-		chromedp.WaitVisible(`#flash`, chromedp.ByQuery),
-		text(`#flash`, &flash),
-	)
+	flash = submit(t, bctx, "redrive m01", `#dead-billing tr[data-message="m01"] button.redrive`)
 	assert.Equal(t, "Redrove 1 dead letter.", flash)
 	select {
 	case id := <-f.again:
@@ -531,9 +566,9 @@ func TestBrowser(t *testing.T) {
 	step(t, bctx, "purge m03",
 		chromedp.Navigate(queueURL+"/g/billing"),
 		chromedp.WaitVisible(`tr[data-message="m03"] button.purge`, chromedp.ByQuery),
-		chromedp.Click(`tr[data-message="m03"] button.purge`, chromedp.ByQuery),
-		chromedp.WaitVisible(`#flash`, chromedp.ByQuery),
-		text(`#flash`, &flash),
+	)
+	flash = submit(t, bctx, "purge m03", `tr[data-message="m03"] button.purge`)
+	step(t, bctx, "after the purge",
 		chromedp.Evaluate(`document.querySelectorAll("tr[data-entry]").length`, &rows),
 	)
 	assert.Equal(t, "Purged 1 dead letter.", flash)

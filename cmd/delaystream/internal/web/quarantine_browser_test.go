@@ -63,9 +63,9 @@ func TestBrowserQuarantine(t *testing.T) {
 		chromedp.Navigate(queueURL),
 		chromedp.WaitVisible(`#quarantine button.q-restore`, chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelectorAll("#quarantine button.q-restore").length`, &restoreButtons),
-		chromedp.Click(`#quarantine button.q-restore`, chromedp.ByQuery),
-		chromedp.WaitVisible(`#flash`, chromedp.ByQuery),
-		text(`#flash`, &flash),
+	)
+	flash = submit(t, bctx, "restore fixable", `#quarantine button.q-restore`)
+	step(t, bctx, "after the restore",
 		chromedp.Evaluate(`document.querySelectorAll("#quarantine tr[data-quarantined]").length`, &rows),
 	)
 	assert.Equal(t, 1, restoreButtons, "the orphan has no envelope to restore")
@@ -79,9 +79,9 @@ func TestBrowserQuarantine(t *testing.T) {
 	step(t, bctx, "delete orphan",
 		chromedp.Navigate(queueURL),
 		chromedp.WaitVisible(`#quarantine button.q-rm`, chromedp.ByQuery),
-		chromedp.Click(`#quarantine button.q-rm`, chromedp.ByQuery),
-		chromedp.WaitVisible(`#flash`, chromedp.ByQuery),
-		text(`#flash`, &flash),
+	)
+	flash = submit(t, bctx, "delete orphan", `#quarantine button.q-rm`)
+	step(t, bctx, "after the delete",
 		chromedp.Evaluate(`document.querySelectorAll("#quarantine tr[data-quarantined]").length`, &rows),
 	)
 	assert.Equal(t, "Deleted 1 quarantined entry.", flash)
