@@ -85,13 +85,16 @@ test-newest-go: ensure-redis
 	GOTOOLCHAIN=$(GO_NEWEST) $(GO) test -count=1 -timeout 15m -parallel $(CORE_PARALLEL) ./... && \
 	echo "== $(GO_NEWEST): $$(( $$(date +%s) - s ))s"
 
-## stress: the core packages -race -count=5 while two CPU-burning processes share the machine, then the integration module twice
-stress: ensure-redis
+## stress: every module but integration -race -count=5 (the core module CORE_PARALLEL tests at a time) while two CPU-burning processes share the machine, then the integration module twice
+stress: ensure-redis ensure-tools
 	@set -e; \
 	sh -c 'while :; do :; done' & b1=$$!; sh -c 'while :; do :; done' & b2=$$!; \
 	trap 'kill $$b1 $$b2 2>/dev/null' EXIT; \
-	echo "== go test -race -count=5 -parallel $(CORE_PARALLEL) ./... (core) beside two CPU burners"; \
-	$(GO) test -race -count=5 -parallel $(CORE_PARALLEL) -timeout 30m ./...; \
+	for m in $(filter-out ./integration,$(MODULES)); do \
+		p=""; [ "$$m" = . ] && p="-parallel $(CORE_PARALLEL)"; \
+		echo "== go test -race -count=5 $$p ./... ($$m) beside two CPU burners"; \
+		(cd $$m && $(GO) test -race -count=5 $$p -timeout 30m ./...); \
+	done; \
 	kill $$b1 $$b2; trap - EXIT; \
 	echo "== go test -race -count=2 -parallel $(INTEGRATION_PARALLEL) ./... (integration)"; \
 	cd integration && $(GO) test -race -count=2 -parallel $(INTEGRATION_PARALLEL) -timeout 30m ./...
