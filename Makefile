@@ -92,7 +92,7 @@ stress: ensure-redis ensure-tools
 	trap 'kill $$b1 $$b2 2>/dev/null' EXIT; \
 	for m in $(filter-out ./integration,$(MODULES)); do \
 		p=""; [ "$$m" = . ] && p="-parallel $(CORE_PARALLEL)"; \
-		echo "== go test -race -count=5 $$p ./... ($$m) beside two CPU burners"; \
+		echo "== go test -race -count=5 $${p:+$$p }./... ($$m) beside two CPU burners"; \
 		(cd $$m && $(GO) test -race -count=5 $$p -timeout 30m ./...); \
 	done; \
 	kill $$b1 $$b2; trap - EXIT; \
