@@ -781,7 +781,7 @@ func (b *bench) curve(ctx context.Context, systems []string) {
 }
 
 func (b *bench) curveOnce(ctx context.Context, sysName string, run, rate int) (map[string]float64, error) {
-	sys, err := b.fresh(ctx, sysName)
+	sys, err := b.freshCurve(ctx, sysName)
 	if err != nil {
 		return nil, err
 	}
@@ -805,6 +805,17 @@ func (b *bench) curveOnce(ctx context.Context, sysName string, run, rate int) (m
 	return v, nil
 }
 
+// freshCurve empties the server and returns a new system for the curve:
+// on -curve-queues queues.
+func (b *bench) freshCurve(ctx context.Context, sysName string) (system, error) {
+	if err := b.admin.FlushAll(ctx).Err(); err != nil {
+		return nil, err
+	}
+	cfg := b.cfg
+	cfg.queues = cfg.curveQueues
+	return newSystem(sysName, b.addr, cfg)
+}
+
 // producerAlone runs the curve's producer of sysName on a fresh server
 // with nothing else started (nothing promotes, takes or consumes): the
 // same messages at the same pace as its curve run, then tail with
@@ -814,7 +825,7 @@ func (b *bench) curveOnce(ctx context.Context, sysName string, run, rate int) (m
 // delayed set grows over the window instead of draining (every system's
 // alike), and no wake-up reaches anyone.
 func (b *bench) producerAlone(ctx context.Context, sysName string, run, rate int, dur, tail time.Duration) (float64, error) {
-	sys, err := b.fresh(ctx, sysName)
+	sys, err := b.freshCurve(ctx, sysName)
 	if err != nil {
 		return 0, err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -395,5 +396,41 @@ func TestNoResendSystem(t *testing.T) {
 	}
 	if _, err := newSystem("asynq no-resend", "127.0.0.1:1", config{}); err == nil {
 		t.Error("asynq no-resend: no error")
+	}
+}
+
+// A system of several queues sends one message to each in turn, and
+// refuses the bulk scheduling of the scenarios that run on one queue.
+func TestSystemsOfSeveralQueues(t *testing.T) {
+	t.Parallel()
+	if got := queueNames(1); got != nil {
+		t.Errorf("queueNames(1) = %q, want nil (the bench queue)", got)
+	}
+	want := []string{"bench-0", "bench-1", "bench-2"}
+	for _, name := range []string{"delaystream p=100ms", "asynq"} {
+		sys, err := newSystem(name, "127.0.0.1:1", config{queues: 3})
+		if err != nil {
+			t.Fatalf("newSystem(%q): %v", name, err)
+		}
+		var got []string
+		switch s := sys.(type) {
+		case *dsSystem:
+			got = s.names
+			if len(s.qs) != 3 {
+				t.Errorf("%q: %d producers, want 3", name, len(s.qs))
+			}
+		case *asynqSystem:
+			got = s.queues
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%q: queues %q, want %q", name, got, want)
+		}
+		if err := sys.ScheduleMany(context.Background(), [][]byte{nil}, []when{{}}); !errors.Is(err, errSeveralQueues) {
+			t.Errorf("%q: ScheduleMany: %v, want errSeveralQueues", name, err)
+		}
+		sys.Close()
+	}
+	if _, err := newSystem(sysRaw, "127.0.0.1:1", config{queues: 3}); err == nil {
+		t.Errorf("%s on several queues: no error", sysRaw)
 	}
 }

@@ -59,6 +59,10 @@ type config struct {
 	// library's default) instead of a separate mover.Mover.
 	consumerPromotes bool
 	queuesN          int // queues served by one process in the "queues" scenario
+	// queues is how many queues a delaystream or asynq system serves, its
+	// messages sent to each in turn (0 or 1: one, "bench"); the curve sets
+	// it from curveQueues.
+	queues int
 
 	// crash: what the killed consumer holds, in its handlers (its workers)
 	// and read ahead (group.WithPrefetch)
@@ -82,6 +86,7 @@ type config struct {
 	curveSystems     []string        // curve: only these systems (nil: all)
 	curveNoResend    bool            // curve: also run each delaystream system with a client that never resends (no call tokens)
 	curveLead        time.Duration   // curve: every message due this much later (0: the trickle's delays), measured in steady state
+	curveQueues      int             // curve: the rate spread over this many queues (see queues)
 	dsMaxRetries     int             // delaystream's client: go-redis MaxRetries (0: its default, 3; -1: none, so no call tokens)
 	// scriptFloorInterval is how often script-floor's taker runs.
 	scriptFloorInterval time.Duration
@@ -150,6 +155,7 @@ func main() {
 	flag.BoolVar(&cfg.curveSplit, "curve-split", false, "curve: after each system's run, run its producer alone (the same messages at the same pace, nothing promoting or consuming) on a fresh server over the same window, and once per rate and run the server with nothing connected: the table then splits each system's Redis CPU per message into its producer's and the rest (delivery)")
 	flag.BoolVar(&cfg.curveNoResend, "curve-no-resend", false, "curve: also run delaystream at each precision with a client that never sends a command again (go-redis MaxRetries -1, so Schedule carries no call token), as \"... no-resend\", in the same run")
 	flag.DurationVar(&cfg.curveLead, "curve-lead", 0, "curve: every message is due this much later than the trickle's delays (lead plus [0, 3 s]), and each window is measured in steady state, once the first messages are due and delivery keeps the producer's pace (a queue whose messages wait minutes); -curve-split does not apply")
+	flag.IntVar(&cfg.curveQueues, "curve-queues", 1, "curve: spread each rate over this many queues of one server, one message to each in turn (delaystream: a Queue per queue, its group promoting it, as -consumer-promotes; asynq: one Server serving every queue, weight 1 each; the floors are no queue and stay as they are)")
 	curveSystems := flag.String("curve-systems", "", "curve: run only these systems (comma-separated names as the table prints them, e.g. \"delaystream p=100ms,asynq,script-floor\"); empty: all")
 	curvePrecisions := flag.String("curve-precisions", "10ms,100ms", "curve: delaystream also runs at these precisions (WithPrecision), comma-separated; empty: only the default (0)")
 	flag.DurationVar(&cfg.crashdupDuration, "crashdup-duration", 12*time.Second, "crashdup: length of one run")
@@ -187,6 +193,10 @@ func main() {
 		cfg.bigN = min(cfg.bigN, 100000)
 		cfg.curveDuration = min(cfg.curveDuration, 3*time.Second)
 		cfg.curveMinMsgs = 0
+	}
+	if cfg.curveQueues < 1 || cfg.curveQueues > 1000 {
+		fmt.Fprintln(os.Stderr, "bench: -curve-queues must be from 1 to 1000")
+		os.Exit(2)
 	}
 	if cfg.curveLead > 0 && cfg.curveSplit {
 		fmt.Fprintln(os.Stderr, "bench: -curve-split does not apply with -curve-lead")

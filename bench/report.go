@@ -651,6 +651,9 @@ func printHeader(w io.Writer, m machine, cfg config) {
 	}
 	if cfg.only["curve"] {
 		fmt.Fprintf(w, "curve: trickle at %v msg/s per rate and system for %s\n", cfg.curveRates, cfg.curveWindows())
+		if cfg.curveQueues > 1 {
+			fmt.Fprintf(w, "curve: each rate spread over %d queues, one message to each in turn; delaystream there: a Queue per queue with 1 group that promotes it (WithWorkers(%d); no mover.Mover: not the delaystream line's setup); asynq: one Server serving them all (weight 1 each); the floors as on one queue\n", cfg.curveQueues, cfg.workers)
+		}
 		if cfg.curveLead > 0 {
 			fmt.Fprintf(w, "curve: every message due %s plus [0, 3 s] after its call; each window measured in steady state, from %s after the first call\n", cfg.curveLead, cfg.curveLead+3*time.Second)
 		}

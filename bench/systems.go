@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -129,6 +131,9 @@ func payloadDue(p []byte) time.Time {
 	return time.Unix(0, int64(binary.BigEndian.Uint64(p[8:])))
 }
 
+// errSeveralQueues: the scenarios that schedule in bulk run on one queue.
+var errSeveralQueues = errors.New("a system of several queues schedules one message at a time (the curve)")
+
 // ---- delaystream ----
 
 type dsSystem struct {
@@ -146,6 +151,26 @@ type dsSystem struct {
 	noResend bool
 	stops    []func()
 	timer    *scriptTimer // round trips of the library's script calls, once timeScripts is called
+	// qs are the producers of a system of several queues (config.queues >
+	// 1; nil otherwise), names their queues: ScheduleOne sends to each in
+	// turn, next counting its calls, and Start runs a group on each,
+	// promoting its queue.
+	qs    []*delaystream.Queue
+	names []string
+	next  atomic.Uint64
+}
+
+// queueNames returns the names of a system's n queues: "bench-0"... for
+// n > 1, nil for one (it is benchQueue).
+func queueNames(n int) []string {
+	if n <= 1 {
+		return nil
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = benchQueue + "-" + strconv.Itoa(i)
+	}
+	return names
 }
 
 // timeScripts starts recording the round trip of every library script
@@ -174,7 +199,20 @@ func newDS(addr string, cfg config, raw bool) (*dsSystem, error) {
 		rdb.Close()
 		return nil, err
 	}
-	return &dsSystem{rdb: rdb, q: q, keys: layout.Shard(0), shards: shards, cfg: cfg, raw: raw}, nil
+	s := &dsSystem{rdb: rdb, q: q, keys: layout.Shard(0), shards: shards, cfg: cfg, raw: raw, names: queueNames(cfg.queues)}
+	if s.names != nil && (raw || shards > 1) {
+		rdb.Close()
+		return nil, fmt.Errorf("several queues apply to delaystream on one shard only")
+	}
+	for _, name := range s.names {
+		q, err := delaystream.New(rdb, name, delaystream.WithoutPromotion())
+		if err != nil {
+			rdb.Close()
+			return nil, err
+		}
+		s.qs = append(s.qs, q)
+	}
+	return s, nil
 }
 
 func (s *dsSystem) Name() string {
@@ -195,11 +233,18 @@ func (w when) ds() delaystream.When {
 }
 
 func (s *dsSystem) ScheduleOne(ctx context.Context, p []byte, w when) error {
-	_, err := s.q.Schedule(ctx, delaystream.Message{Payload: p}, w.ds())
+	q := s.q
+	if s.qs != nil {
+		q = s.qs[(s.next.Add(1)-1)%uint64(len(s.qs))]
+	}
+	_, err := q.Schedule(ctx, delaystream.Message{Payload: p}, w.ds())
 	return err
 }
 
 func (s *dsSystem) ScheduleMany(ctx context.Context, ps [][]byte, ws []when) error {
+	if s.qs != nil {
+		return errSeveralQueues
+	}
 	items := make([]delaystream.Item, 0, s.cfg.batch)
 	for i := 0; i < len(ps); i += s.cfg.batch {
 		items = items[:0]
@@ -239,6 +284,14 @@ func (s *dsSystem) scheduleWithIDs(ctx context.Context, ps [][]byte, ws []when) 
 // Start runs the mover and one consumer group (or, for the floor reference,
 // a bare XREADGROUP reader) until Stop.
 func (s *dsSystem) Start(ctx context.Context, h handler) error {
+	if s.names != nil {
+		for _, name := range s.names {
+			if err := s.startGroup(ctx, h, name, true); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if s.cfg.consumerPromotes && !s.raw {
 		return s.startConsumer(ctx, h)
 	}
@@ -270,15 +323,20 @@ func (s *dsSystem) startConsumer(ctx context.Context, h handler) error {
 		<-ready
 		return nil
 	}
-	// A queue of its own, as a consumer process has: the system's mover
-	// promotes, unless the consumer does (-consumer-promotes).
+	return s.startGroup(ctx, h, benchQueue, s.cfg.consumerPromotes)
+}
+
+// startGroup runs the group of queue name until Stop, on a Queue of its
+// own, as a consumer process has (promoting the queue if promote), and
+// waits until its group exists.
+func (s *dsSystem) startGroup(ctx context.Context, h handler, name string, promote bool) error {
 	// The queue's precision, as a user's consumer process configures its
 	// queue (it sets the group's acknowledgement delay and retry lanes).
 	opts := []delaystream.Option{delaystream.WithShards(s.shards), delaystream.WithPrecision(s.precision)}
-	if !s.cfg.consumerPromotes {
+	if !promote {
 		opts = append(opts, delaystream.WithoutPromotion())
 	}
-	q, err := delaystream.New(s.rdb, benchQueue, opts...)
+	q, err := delaystream.New(s.rdb, name, opts...)
 	if err != nil {
 		return err
 	}
@@ -290,7 +348,11 @@ func (s *dsSystem) startConsumer(ctx context.Context, h handler) error {
 	}
 	s.goRun(ctx, q.Run)
 	// The queue creates its group in Run; wait for it so startup is not timed.
-	key := s.keys.Main().Stream
+	layout, err := stream.NewLayout(delaystream.DefaultPrefix, name, s.shards)
+	if err != nil {
+		return err
+	}
+	key := layout.Shard(0).Main().Stream
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		gs, err := s.rdb.XInfoGroups(ctx, key).Result()
@@ -443,11 +505,19 @@ type asynqSystem struct {
 	client *asynq.Client
 	srv    *asynq.Server
 	cfg    config
+	// queues are the system's queues; ScheduleOne sends to each in turn,
+	// next counting its calls.
+	queues []string
+	next   atomic.Uint64
 }
 
 func newAsynq(addr string, cfg config) *asynqSystem {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	return &asynqSystem{rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), cfg: cfg}
+	queues := queueNames(cfg.queues)
+	if queues == nil {
+		queues = []string{benchQueue}
+	}
+	return &asynqSystem{rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), cfg: cfg, queues: queues}
 }
 
 func (s *asynqSystem) Name() string { return sysAsynq }
@@ -460,16 +530,25 @@ func (w when) asynq() asynq.Option {
 }
 
 func (s *asynqSystem) ScheduleOne(ctx context.Context, p []byte, w when) error {
-	_, err := s.client.EnqueueContext(ctx, asynq.NewTask(asynqType, p), asynq.Queue(benchQueue), w.asynq())
+	queue := s.queues[(s.next.Add(1)-1)%uint64(len(s.queues))]
+	_, err := s.client.EnqueueContext(ctx, asynq.NewTask(asynqType, p), asynq.Queue(queue), w.asynq())
 	return err
 }
 
 func (s *asynqSystem) ScheduleMany(ctx context.Context, ps [][]byte, ws []when) error {
+	if len(s.queues) > 1 {
+		return errSeveralQueues
+	}
 	return parallelDo(ctx, s.cfg.parallel, len(ps), func(i int) error { return s.ScheduleOne(ctx, ps[i], ws[i]) })
 }
 
 func (s *asynqSystem) Start(ctx context.Context, h handler) error {
-	s.srv = asynq.NewServerFromRedisClient(s.rdb, asynqConfig(s.cfg.workers))
+	cfg := asynqConfig(s.cfg.workers)
+	cfg.Queues = make(map[string]int, len(s.queues))
+	for _, q := range s.queues {
+		cfg.Queues[q] = 1
+	}
+	s.srv = asynq.NewServerFromRedisClient(s.rdb, cfg)
 	return s.srv.Start(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		return h(ctx, delivery{payload: t.Payload(), due: payloadDue(t.Payload())})
 	}))
