@@ -282,7 +282,8 @@ func (s *dsSystem) scheduleWithIDs(ctx context.Context, ps [][]byte, ws []when) 
 }
 
 // Start runs the mover and one consumer group (or, for the floor reference,
-// a bare XREADGROUP reader) until Stop.
+// a bare XREADGROUP reader) until Stop; a system of several queues runs a
+// group on each, promoting its queue, and no mover.
 func (s *dsSystem) Start(ctx context.Context, h handler) error {
 	if s.names != nil {
 		for _, name := range s.names {
