@@ -172,14 +172,18 @@ func (l *lane) sleepIdle(ctx context.Context, timer *time.Timer, head int64, red
 			left := time.Until(time.UnixMilli(head).Add(-redisAhead))
 			if left <= maxIdle {
 				l.m.probes.leave(l) // not idle any more
-				l.sleep(ctx, timer, max(0, left), false)
+				l.sleep(ctx, timer, max(0, left), false, redisAhead)
 				return
 			}
 			wait = left - maxIdle // then sleep to the head exactly
 		}
-		switch l.awaitTurn(ctx, timer, wait) {
+		switch ended, due := l.awaitTurn(ctx, timer, wait); ended {
 		case woken:
-			return
+			if _, _, ok := l.rearm(due, redisAhead); !ok || ctx.Err() != nil {
+				return
+			}
+			head = due // sleep toward it, with no call (see rearm)
+			continue
 		case elapsed:
 			continue
 		}
@@ -206,8 +210,9 @@ const (
 )
 
 // awaitTurn waits for the lane's probe turn, d (d < 0: no limit), a
-// wake-up or ctx.
-func (l *lane) awaitTurn(ctx context.Context, timer *time.Timer, d time.Duration) int {
+// wake-up or ctx, and returns what ended the wait and, for a wake-up, the
+// due time it announced (0 when ctx ended).
+func (l *lane) awaitTurn(ctx context.Context, timer *time.Timer, d time.Duration) (int, int64) {
 	var tc <-chan time.Time
 	if d >= 0 {
 		timer.Reset(d)
@@ -216,13 +221,13 @@ func (l *lane) awaitTurn(ctx context.Context, timer *time.Timer, d time.Duration
 	}
 	select {
 	case <-ctx.Done():
-		return woken
-	case <-l.wake:
-		return woken
+		return woken, 0
+	case due := <-l.wake:
+		return woken, due
 	case <-tc:
-		return elapsed
+		return elapsed, 0
 	case <-l.turn:
-		return turned
+		return turned, 0
 	}
 }
 

@@ -38,7 +38,8 @@ type lane struct {
 	failing atomic.Bool
 	until   atomic.Int64 // due ms the lane sleeps until; noDue while awake or when nothing is due
 	// lastNext and lastAhead are the last reply's next due ms (-1: none;
-	// 0: a full batch) and how far the Redis clock was ahead (ns): see
+	// 0: a full batch), or the due time of a wake-up the lane sleeps
+	// toward (see rearm), and how far the Redis clock was ahead (ns): see
 	// expects.
 	lastNext, lastAhead atomic.Int64
 }
@@ -262,7 +263,7 @@ func (lr *laneRun) pause(ctx context.Context, r result) {
 		until = noDue
 	}
 	l.until.Store(until)
-	l.sleep(ctx, lr.timer, d, standby)
+	l.sleep(ctx, lr.timer, d, standby, r.redisAhead())
 	l.until.Store(noDue)
 }
 
@@ -273,8 +274,10 @@ func (l *lane) idle(r result) bool {
 
 // sleep waits for d, a wake-up or ctx, and reports whether a wake-up ended
 // it. A standby wakes only for a released lease; an owner for an entry due
-// before the one it waits for.
-func (l *lane) sleep(ctx context.Context, timer *time.Timer, d time.Duration, standby bool) bool {
+// before the one it waits for, and when that entry's bucket ends later
+// (by the Redis clock, redisAhead ahead of this host's) it sleeps until
+// then instead, as a call now would only tell it to.
+func (l *lane) sleep(ctx context.Context, timer *time.Timer, d time.Duration, standby bool, redisAhead time.Duration) bool {
 	timer.Reset(d)
 	defer timer.Stop()
 	for {
@@ -284,11 +287,41 @@ func (l *lane) sleep(ctx context.Context, timer *time.Timer, d time.Duration, st
 		case <-timer.C:
 			return false
 		case due := <-l.wake:
-			if !standby || due == 0 {
+			if standby && due != 0 {
+				continue
+			}
+			left, until, ok := l.rearm(due, redisAhead)
+			if !ok {
 				return true
 			}
+			l.until.Store(until)
+			timer.Reset(left)
 		}
 	}
+}
+
+// rearm returns, for a wake-up that announced an entry due at due ms, how
+// long to sleep before the call that promotes it, and the end of its
+// precision bucket, which the lane then sleeps until: a wake-up needs no
+// call of its own, since the entry's due time is in it. The due time is
+// noted as the next one, as a call's reply would have named it, so that
+// the call at its end reads in its pipeline (see expects). ok is false when
+// the lane must call now: for a released lease (0), a resubscription
+// (resubscribed), or an entry whose bucket has ended. The call at the end
+// decides due-ness by the Redis clock, as every promote call does: a
+// redisAhead that errs can make it early for nothing or late by the error,
+// never deliver early.
+func (l *lane) rearm(due int64, redisAhead time.Duration) (time.Duration, int64, bool) {
+	if due <= resubscribed {
+		return 0, 0, false
+	}
+	until := l.bucket(due)
+	left := time.Until(time.UnixMilli(until).Add(-redisAhead))
+	if left <= 0 {
+		return 0, 0, false
+	}
+	l.lastNext.Store(due)
+	return left, until, true
 }
 
 // retryAfter sleeps d after a failed call, or less: until a wake-up

@@ -51,8 +51,8 @@ func pipeRedis(t *testing.T) (*miniredis.Miniredis, *redis.Client) {
 }
 
 // evalCounter counts commands other than connection handshakes, and
-// script calls (EVALSHA) and head probes (ZRANGE) among them.
-type evalCounter struct{ cmds, evals, probes atomic.Int64 }
+// script calls (EVALSHA), promote calls among them and head probes (ZRANGE).
+type evalCounter struct{ cmds, evals, promotes, probes atomic.Int64 }
 
 func (h *evalCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *evalCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -63,6 +63,9 @@ func (h *evalCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		switch cmd.Name() {
 		case "evalsha":
 			h.evals.Add(1)
+			if a := cmd.Args(); len(a) > 1 && a[1] == scripts.Promote.Hash() {
+				h.promotes.Add(1)
+			}
 		case "zrange":
 			h.probes.Add(1)
 		}
@@ -543,4 +546,54 @@ func TestFakeClockFarMessageNeedsNoWakeUp(t *testing.T) {
 			t.Fatal("a message due within the wake horizon published nothing")
 		}
 	})
+}
+
+// A wake-up carries the due time of the entry it announces, so a mover
+// woken by an entry due later sleeps until then and makes no call before:
+// the call at its due time promotes it, exactly when due. Both an idle
+// lane (nothing waiting) and one sleeping toward a later head.
+func TestFakeClockWakeUpWaitsForItsEntry(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		head    time.Duration // an entry waiting before the wake-up; 0 = none
+		maxIdle time.Duration
+	}{
+		{"idle lane", 0, time.Second},
+		{"sleeping toward a later head", 20 * time.Second, time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				_, rdb := pipeRedis(t)
+				calls := &evalCounter{}
+				rdb.AddHook(calls)
+				q, err := delay.New(rdb, "q")
+				require.NoError(t, err)
+				key := q.Keys().Main().Stream
+				var head delay.Result
+				if tc.head > 0 {
+					head, err = q.Schedule(ctx, delay.Message{ID: "head"}, delay.After(tc.head))
+					require.NoError(t, err)
+				}
+				m, err := mover.New(rdb, "q", mover.WithMaxIdle(tc.maxIdle), mover.WithLeaseTTL(2*time.Minute))
+				require.NoError(t, err)
+				startMover(t, m)
+				time.Sleep(500 * time.Millisecond) // the first call made, the lane asleep
+				synctest.Wait()
+				before := calls.promotes.Load()
+				require.Positive(t, before, "the mover made no promote call at its start")
+
+				res, err := q.Schedule(ctx, delay.Message{ID: "soon"}, delay.After(5*time.Second))
+				require.NoError(t, err)
+				synctest.Wait()
+				assert.Equal(t, before, calls.promotes.Load(), "a promote call answered the wake-up")
+				promotedAt(t, rdb, key, res.Due, 1)
+				assert.Equal(t, before+1, calls.promotes.Load(), "promote calls between the wake-up and the due time")
+				if tc.head > 0 {
+					promotedAt(t, rdb, key, head.Due, 2)
+				}
+			})
+		})
+	}
 }
