@@ -276,6 +276,30 @@ func deadLetterIn(t *testing.T, rdb redis.UniversalClient, prefix string, shards
 			t.Fatalf("not settled: %v", want)
 		}
 	}
+	// A group new here reads the stream from its start: it also gets the
+	// messages of earlier calls, which a stop could leave read and not
+	// handled. Wait until each group run here has read everything and
+	// holds nothing.
+	l, err := stream.NewLayout(prefix, "orders", shards)
+	require.NoError(t, err)
+	ran := map[string]bool{dead: true}
+	for _, g := range others {
+		ran[g] = true
+	}
+	require.Eventually(t, func() bool {
+		for s := range shards {
+			gs, err := rdb.XInfoGroups(ctx, l.Shard(s).Main().Stream).Result()
+			if err != nil {
+				return false
+			}
+			for _, g := range gs {
+				if ran[g.Name] && (g.Pending != 0 || g.Lag != 0) {
+					return false
+				}
+			}
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "groups with messages unread or unacknowledged")
 	stop() // the acknowledgements are flushed
 }
 
