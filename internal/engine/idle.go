@@ -168,8 +168,8 @@ func (l *lane) sleepIdle(ctx context.Context, timer *time.Timer, head int64, red
 		} else {
 			head = l.bucket(head)
 			l.until.Store(head)
-			// Local time at which the head's bucket ends on the Redis clock.
-			left := time.Until(time.UnixMilli(head).Add(-redisAhead))
+			// Until the head's bucket ends on the Redis clock.
+			left := untilRedis(head, redisAhead)
 			if left <= maxIdle {
 				l.m.probes.leave(l) // not idle any more
 				l.sleep(ctx, timer, max(0, left), false, redisAhead)

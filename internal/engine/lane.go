@@ -316,12 +316,18 @@ func (l *lane) rearm(due int64, redisAhead time.Duration) (time.Duration, int64,
 		return 0, 0, false
 	}
 	until := l.bucket(due)
-	left := time.Until(time.UnixMilli(until).Add(-redisAhead))
+	left := untilRedis(until, redisAhead)
 	if left <= 0 {
 		return 0, 0, false
 	}
 	l.lastNext.Store(due)
 	return left, until, true
+}
+
+// untilRedis returns the time left on this host until ms on the Redis
+// clock, which runs redisAhead ahead of this host's.
+func untilRedis(ms int64, redisAhead time.Duration) time.Duration {
+	return time.Until(time.UnixMilli(ms).Add(-redisAhead))
 }
 
 // retryAfter sleeps d after a failed call, or less: until a wake-up

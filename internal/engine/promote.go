@@ -288,9 +288,9 @@ func (f *failing) succeeded(ctx context.Context, log *slog.Logger) {
 }
 
 // expects reports whether a call now would likely append entries: the
-// lane's last reply (or a wake-up since) named a due time (or a full batch)
-// that has come by the Redis clock, as estimated from that reply. A call made on a wake-up for
-// a time not come yet, or to check an idle lane, does not.
+// lane's last reply (or a wake-up since) named a due time (or a full
+// batch) that has come by the Redis clock, as estimated from that reply.
+// A call made to check an idle lane does not.
 func (l *lane) expects() bool {
 	next := l.lastNext.Load()
 	return next >= 0 && time.Now().Add(time.Duration(l.lastAhead.Load())).UnixMilli() >= next
