@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delaystream/delaystream/internal/memory"
 	"github.com/delaystream/delaystream/internal/shards"
 	"github.com/delaystream/delaystream/internal/stream"
 )
@@ -99,18 +100,46 @@ func (c *core) ensureGroups(ctx context.Context) error {
 	}
 	_, _ = pipe.Exec(ctx) // errors are per command
 	for _, cr := range creates {
-		if err := cr.cmd.Err(); err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
+		if err := cr.cmd.Err(); err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") && !c.groupExists(ctx, err, cr.key) {
 			err = stream.ExplainWrongType(ctx, c.rdb, err, stream.KeyType{Key: cr.key, Want: "stream"})
-			return fmt.Errorf("create group %s on %s: %w", c.group, cr.key, err)
+			return fmt.Errorf("create group %s on %s: %w", c.group, cr.key, memory.Explain(ctx, c.rdb, err))
 		}
 	}
 	for i, cmd := range records {
-		if err := cmd.Err(); err != nil {
+		if err := cmd.Err(); err != nil && !c.groupRecorded(ctx, err, c.shards[i].groups) {
 			err = stream.ExplainWrongType(ctx, c.rdb, err, stream.KeyType{Key: c.shards[i].groups, Want: "set"})
-			return fmt.Errorf("record group %s in %s: %w", c.group, c.shards[i].groups, err)
+			return fmt.Errorf("record group %s in %s: %w", c.group, c.shards[i].groups, memory.Explain(ctx, c.rdb, err))
 		}
 	}
 	return nil
+}
+
+// groupExists reports whether err, the failure of creating the group on the
+// stream key, is Redis refusing the write for memory while the group exists
+// already: a full server (maxmemory with noeviction) refuses XGROUP CREATE
+// before it would answer BUSYGROUP, and a consumer of an existing group
+// must start on it, to drain it.
+func (c *core) groupExists(ctx context.Context, err error, key string) bool {
+	if !memory.IsOOM(err) {
+		return false
+	}
+	groups, ierr := c.rdb.XInfoGroups(ctx, key).Result()
+	if ierr != nil {
+		return false
+	}
+	for _, g := range groups {
+		if g.Name == c.group {
+			return true
+		}
+	}
+	return false
+}
+
+// groupRecorded reports whether err, the failure of recording the group in
+// the set of the queue's groups (key), is Redis refusing the write for
+// memory while the group is recorded already (see groupExists).
+func (c *core) groupRecorded(ctx context.Context, err error, key string) bool {
+	return memory.IsOOM(err) && c.rdb.SIsMember(ctx, key, c.group).Val()
 }
 
 // runState is what one Run shares between its roles (reader, reclaimer,

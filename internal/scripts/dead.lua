@@ -18,6 +18,11 @@
 if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1) == 0 then
   return {0, 0}
 end
+-- The acknowledgement comes first: on a full server (maxmemory with
+-- noeviction) Redis refuses a script's write that may add memory only
+-- while the script has written nothing yet, and dead-lettering moves the
+-- message rather than adding one.
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 local fields = {}
 for i = 4, #ARGV do
   fields[#fields + 1] = ARGV[i]
@@ -28,5 +33,4 @@ local cap = tonumber(ARGV[3])
 if cap > 0 then
   dropped = redis.call('XTRIM', KEYS[2], 'MAXLEN', cap)
 end
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 return {1, dropped}

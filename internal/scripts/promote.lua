@@ -74,6 +74,17 @@ if KEYS[6] and redis.call('HEXISTS', KEYS[6], 'queue') == 1 then
   return {0, 0, -1, nowus, -2}
 end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[1]))
+local n = #due / 2
+-- The batch leaves the set before anything is appended: the batch is the
+-- set's first n members by rank (the script is atomic), and their due
+-- times and members are in due. Freeing first keeps promotion going on a
+-- full server (maxmemory with noeviction): Redis refuses a script's write
+-- that may add memory only while the script has written nothing yet, so
+-- after this ZREMRANGEBYRANK (a write that only frees) the lease's SET and
+-- the XADDs below go through.
+if n > 0 then
+  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
+end
 if ARGV[2] ~= '' then
   if #due > 0 then
     if not holder or ARGV[7] ~= '0' then
@@ -86,7 +97,6 @@ end
 -- The largest due time + 1 (2^48): generated ids carry 48 bits of it.
 local DUEMAX = 281474976710656
 local moved, bad = 0, 0
-local n = #due / 2
 if n > 0 then
   local byte, find, tonumber, call = string.byte, string.find, tonumber, redis.call
   local hdr = ARGV[4]
@@ -167,8 +177,6 @@ if n > 0 then
       end
     end
   end
-  -- The batch is the set's first n members by rank (the script is atomic).
-  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
   if np > 0 then
     redis.call('HDEL', KEYS[2], unpack(plain))
   end
