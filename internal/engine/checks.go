@@ -93,10 +93,9 @@ func (m *Engine) checkShards(ctx context.Context, log *slog.Logger) error {
 			fails.since = now
 		}
 		fails.n++
-		if fails.n == 1 || now.Sub(fails.logged) >= transientLogEvery {
+		if fails.pace.Due(now) {
 			log.WarnContext(ctx, "checking the queue's shard count failed; the mover waits",
 				slog.Any("err", err), slog.Int("failures", fails.n), slog.Duration("retry_in", backoff))
-			fails.logged = now
 		}
 		timer.Reset(backoff + time.Duration(mrand.Int64N(int64(backoff/2))))
 		select {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/delaystream/delaystream/internal/errs"
 	"github.com/delaystream/delaystream/internal/heal"
+	"github.com/delaystream/delaystream/internal/logpace"
 	"github.com/delaystream/delaystream/internal/memory"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/stream"
@@ -95,7 +96,7 @@ func (l *lane) promote(ctx context.Context, renew bool, take *Take) ([]int64, er
 		return nil, err
 	}
 	if len(v) != 5 {
-		return nil, errors.New("unexpected promote reply")
+		return nil, errors.New("delaystream: unexpected promote reply")
 	}
 	return v, nil
 }
@@ -235,12 +236,10 @@ func persistent(err error) bool {
 	return err != nil && !heal.Transient(err)
 }
 
-// Log intervals of a failing lane: its first failure is logged at once,
-// then at most one line per interval while it keeps failing.
-const (
-	transientLogEvery = 30 * time.Second
-	stuckLogEvery     = time.Minute
-)
+// stuckLogEvery is how often a stuck lane (one that fails until its keys
+// or data are fixed) logs at Error. Other failures are logged at once, then
+// at intervals that rise (logpace).
+const stuckLogEvery = time.Minute
 
 // failing tracks a lane's consecutive failed calls, so that a lane that
 // keeps failing logs a bounded number of lines and says so differently
@@ -250,6 +249,7 @@ type failing struct {
 	since  time.Time // the first of them
 	logged time.Time // the last line logged about them
 	stuck  bool      // whether they were reported as a stuck lane
+	pace   logpace.Pace
 	// watch follows, on a Cluster, the lane's slot from the master the
 	// calls failed on: a retry, or a call still trying the failed master,
 	// goes to a promoted replica as soon as the slot map names it.
@@ -270,7 +270,7 @@ func (f *failing) failed(ctx context.Context, log *slog.Logger, err error, retry
 		log.ErrorContext(ctx, "lane stuck: promotion fails until its keys or data are fixed",
 			slog.Any("err", err), slog.Int("failures", f.n), slog.Time("since", f.since))
 		f.stuck, f.logged = true, now
-	case !stuck && (f.n == 1 || now.Sub(f.logged) >= transientLogEvery):
+	case !stuck && f.pace.Due(now):
 		log.WarnContext(ctx, "promote failed", slog.Any("err", err), slog.Int("failures", f.n),
 			slog.Duration("retry_in", retryIn))
 		f.logged = now

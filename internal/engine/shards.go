@@ -257,7 +257,7 @@ func (r *registry) failed(ctx context.Context, log *slog.Logger, err error, retr
 		log.ErrorContext(ctx, "mover registry stuck: beats fail until its key is fixed; this mover promotes its last known share meanwhile",
 			slog.String("registry", r.key), slog.Any("err", err), slog.Int("failures", f.n), slog.Time("since", f.since))
 		f.stuck, f.logged = true, now
-	case !stuck && (f.n == 1 || now.Sub(f.logged) >= transientLogEvery):
+	case !stuck && f.pace.Due(now):
 		log.WarnContext(ctx, "mover registry beat failed", slog.String("registry", r.key), slog.Any("err", err),
 			slog.Int("failures", f.n), slog.Duration("retry_in", retryIn))
 		f.logged = now

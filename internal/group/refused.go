@@ -18,8 +18,10 @@ const (
 )
 
 // refusals is an episode of settling writes Redis refuses for memory,
-// shared by a run's workers: its first refusal is logged, then at most one
-// line per failureLogEvery, and its end once.
+// shared by a run's workers: its first refusal is logged, then lines at
+// rising intervals (logpace), and its end once. The scripts of settling
+// writes free before they write, so Redis accepts them on a full server;
+// a server that refuses them all the same is waited for here.
 type refusals struct {
 	on atomic.Bool // an episode is on; guarded by mu for writes
 	mu sync.Mutex

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delaystream/delaystream/internal/logpace"
 	"github.com/delaystream/delaystream/internal/memory"
 	"github.com/delaystream/delaystream/internal/shards"
 	"github.com/delaystream/delaystream/internal/stream"
@@ -156,17 +157,12 @@ type runState struct {
 	calls    PromoteCalls    // the process's promotion of the queue, whose calls the consumer joins (take.go); nil: none
 }
 
-// failureLogEvery is how often a loop whose calls keep failing logs: its
-// first failure at once, then at most one line per interval, with the
-// count, so that an outage of Redis costs a few lines, not one per retry.
-const failureLogEvery = 30 * time.Second
-
 // failures tracks a loop's consecutive failed calls.
 type failures struct {
-	n      int       // consecutive failed calls
-	since  time.Time // the first of them
-	logged time.Time // the last line logged about them
-	stuck  bool      // the last line logged was about a key of the wrong type
+	n     int       // consecutive failed calls
+	since time.Time // the first of them
+	stuck bool      // the last line logged was about a key of the wrong type
+	pace  logpace.Pace
 }
 
 // failed records a failed call and logs it at Warn if due. A key of the
@@ -181,14 +177,17 @@ func (f *failures) failed(ctx context.Context, log *slog.Logger, msg string, err
 	}
 	f.n++
 	stuck := errors.Is(err, stream.ErrWrongType)
-	if f.n == 1 || now.Sub(f.logged) >= failureLogEvery || stuck && !f.stuck {
+	// The first failure is logged at once, then lines at rising intervals
+	// (logpace), with the count, so that an outage of Redis costs a few
+	// lines, not one per retry.
+	if f.pace.Due(now) || stuck && !f.stuck {
 		level := slog.LevelWarn
 		if stuck {
 			level = slog.LevelError
 		}
 		attrs = append(attrs, slog.Any("err", err), slog.Int("failures", f.n), slog.Time("since", f.since))
 		log.LogAttrs(ctx, level, msg, attrs...)
-		f.logged, f.stuck = now, stuck
+		f.stuck = stuck
 	}
 }
 
