@@ -18,7 +18,10 @@ import (
 // that cannot start them. Slots are counted in Redis per consumer with a
 // deadline of one visibility timeout, renewed while it runs: a consumer
 // that dies gives its slots back within the visibility timeout, as its
-// entries become reclaimable. A consumer waiting for a slot is woken when
+// entries become reclaimable. Its entries then take the next slots that
+// free, ahead of fresh reads, so they are handled again within the
+// visibility timeout + the reclaim interval + about one handler time
+// however long the backlog. A consumer waiting for a slot is woken when
 // another frees one. Give every consumer of a group the same limits; the
 // operator tools show those of the consumer started last.
 func WithConcurrencyLimit(m int) GroupOption { return groupOption(group.WithConcurrencyLimit(m)) }
@@ -41,8 +44,9 @@ func WithConcurrencyLimit(m int) GroupOption { return groupOption(group.WithConc
 // calls per second, not one per message. A consumer reads only what it
 // was granted, and gives back what a read did not use. Time waited shows
 // in [Counters].LimitWait and [Hooks].OnLimitWait. Retries and reclaimed
-// entries count like first deliveries. Give every consumer of a group the
-// same limits.
+// entries count like first deliveries; entries reclaimed from a dead
+// consumer take the next permits, ahead of fresh reads. Give every
+// consumer of a group the same limits.
 func WithRateLimit(n int, per time.Duration, burst int) GroupOption {
 	return groupOption(group.WithRateLimit(n, per, burst))
 }

@@ -30,7 +30,7 @@ const childEnv = "DELAYSTREAM_INTEGRATION_CHILD"
 
 // childSpec configures what a child process runs.
 type childSpec struct {
-	Role   string   // "mover", "consumer" or "recurring" (see recurring_children_test.go)
+	Role   string   // "mover", "consumer", "recurring" (see recurring_children_test.go) or "capped" (capped_children_test.go)
 	Addrs  []string // Cluster seed addresses
 	Prefix string
 	Queue  string
@@ -41,6 +41,11 @@ type childSpec struct {
 	Group   string
 	Name    string
 	Workers int
+
+	// Recurring only: the schedule's interval (0: 1 s) and the version of
+	// its definition.
+	Every   time.Duration
+	Version uint64
 }
 
 // Lines a child prints on stdout, one per event:
@@ -98,6 +103,11 @@ func childMain(spec string) int {
 		run = m.Run
 	case "recurring":
 		if run, err = recurringChild(cfg, tc, logger); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 2
+		}
+	case "capped":
+		if run, err = cappedChild(cfg, tc, logger); err != nil {
 			fmt.Fprintln(os.Stderr, "child:", err)
 			return 2
 		}

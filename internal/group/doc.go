@@ -66,6 +66,30 @@
 // limiter grants it (limit.go). A group without limits makes no call for
 // them on its read path.
 //
+// # Crashed work first
+//
+// Entries reclaimed from a dead consumer are handled before fresh reads
+// take a limited group's slots and rate permits, so that takeover time
+// does not grow with a backlog: they are handled again within the
+// visibility timeout, plus the reclaim interval, plus the time the first
+// slots take to free (one handler time under a full cap). A consumer
+// keeps the entries it reclaimed and got no permits for, rather than
+// handing them back: they stay held (extended, their room kept) but are
+// not queued, and their count is recorded in the group's flow state,
+// "r:<consumer>" next to the consumer's slots and with the same deadline
+// (one visibility timeout, renewed by each of its calls). flow.lua grants
+// a fresh read no slot that recorded entries wait for and no rate permit
+// while any are recorded, and grants the reclaimer's own calls as if none
+// were; it announces a freed slot to the waiting reclaimer like any
+// other, so the entries take the next slots that free, in whichever
+// process. The record is removed as its entries are granted, when they
+// are handed back (the consumer stops, or the group is paused) and when
+// the consumer stops; if the consumer dies, it lapses at its deadline,
+// like its slots. So a reclaimer holds fresh reads off for no longer than
+// it lives and waits, never for ever. Handing the entries back instead,
+// for a later pass to claim again, fails again and again under a full
+// cap: fresh reads take each slot the moment it frees.
+//
 // Message.Attempt counts handler failures (up to [WithMaxAttempts]);
 // Message.Deliveries counts how often one stream entry was delivered (up
 // to [WithMaxDeliveries]).

@@ -41,8 +41,22 @@ import (
 // A limited consumer reads no entries ahead of its workers (it could not
 // start them), gives back the permits a read did not use at its next call,
 // and counts the time it waits (Counters.LimitWait, Hooks.OnLimitWait).
-// Entries it reclaims take permits too; those it gets none for are handed
-// back at once for a later pass.
+//
+// Crashed work goes first (DESIGN invariant 11). Entries a consumer
+// reclaims take permits too, but not in turn with fresh reads: under a
+// saturated limit a fresh read takes every slot the moment it frees, and
+// reclaimed entries asking now and then would wait behind the whole
+// backlog. So the reclaimer keeps the entries it claimed and got no
+// permits for (held, so extended, but not queued: see admit in
+// reclaim.go) and records their count in the flow state ("r:<consumer>",
+// with the slots' deadline, renewed by each call). While any consumer's
+// count is recorded, flow.lua grants fresh reads no slot those entries
+// wait for and no rate permit, while the reclaimer's own calls are
+// granted as if none were recorded; a freed slot's notice wakes the
+// reclaimer (and the fresh readers, which are refused again). The record
+// lapses with the consumer's slots if it dies, and is removed once its
+// entries are granted, handed back (stop, pause) or the consumer stops,
+// so a reclaimer can hold fresh reads off no longer than it lives.
 const (
 	slotPoll      = time.Second           // a consumer refused a slot asks again at least this often
 	flushCoalesce = 20 * time.Millisecond // slots freed by workers are reported together, this long after the first
@@ -64,14 +78,18 @@ type limiter struct {
 	outstanding int64 // granted, not yet read or claimed; guarded by mu
 	back        int64 // rate permits granted and not used, given back at the next call; guarded by mu
 	reported    int64 // slots held in Redis after the last call; guarded by mu
+	reclaimed   int64 // reclaimed entries waiting for permits (flow.lua ARGV[14]); guarded by mu
+	recorded    int64 // reclaimed as Redis records it after the last call; guarded by mu
 
 	// Each goroutine that calls logs its own failures.
 	readFails, claimFails, loopFails failures
 
 	freed      chan struct{} // a token: a worker finished (slots to report)
-	kick       chan struct{} // a token: another consumer freed slots
+	kick       chan struct{} // a token for the reader: another consumer freed slots
+	rcKick     chan struct{} // kick's twin for the reclaimer, which waits for permits for reclaimed entries
 	unreported atomic.Int64  // ns waited for permits, not yet added to the group's total in Redis
 	slotWait   atomic.Bool   // the reader waits for slots (none free at its last call): a worker's release wakes it
+	rcWait     atomic.Bool   // the reclaimer waits for slots: a worker's release wakes it
 }
 
 func newLimiter(r *runState, rd *reader) *limiter {
@@ -80,7 +98,7 @@ func newLimiter(r *runState, rd *reader) *limiter {
 	main := k.Main()
 	l := &limiter{r: r, rd: rd, key: k.Flow(c.group), lim: c.cfg.limits,
 		channel: scripts.Channel(main.Arrivals, main.Sharded), payload: flow.SlotsNotice + c.group,
-		freed: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
+		freed: make(chan struct{}, 1), kick: make(chan struct{}, 1), rcKick: make(chan struct{}, 1)}
 	l.need = max(int64(l.lim.Burst)/4, 1)
 	return l
 }
@@ -89,13 +107,14 @@ func newLimiter(r *runState, rd *reader) *limiter {
 type grant struct {
 	n       int64
 	wait    time.Duration // granted: until the permits are due; refused by the rate: until need can be reserved
-	blocker int64         // 0 none, 1 slots, 2 rate
+	blocker int64         // 0 none, 1 slots, 2 rate, 3 reclaimed entries go first
 }
 
 // call runs flow.lua: it reports the slots held (entries held plus
-// permits granted and not yet read), gives back unused permits and asks
-// for want.
-func (l *limiter) call(ctx context.Context, want int64) (grant, error) {
+// permits granted and not yet read) and the reclaimed entries waiting,
+// gives back unused permits and asks for want; with first, for reclaimed
+// entries (ahead of fresh reads).
+func (l *limiter) call(ctx context.Context, want int64, first bool) (grant, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c := l.r.c
@@ -104,10 +123,15 @@ func (l *limiter) call(ctx context.Context, want int64) (grant, error) {
 	waited := l.unreported.Swap(0)
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
+	need, flag := l.need, "0"
+	if first {
+		// Reclaimed entries take any permit free, or the next one.
+		need, flag = 1, "1"
+	}
 	reply, err := scripts.Flow.Run(ctx, c.rdb, []string{l.key},
-		c.cfg.consumer, held, want, l.need, l.lim.Concurrency, l.lim.Interval().Microseconds(), l.lim.Burst,
+		c.cfg.consumer, held, want, need, l.lim.Concurrency, l.lim.Interval().Microseconds(), l.lim.Burst,
 		c.cfg.visibility.Milliseconds(), back, l.channel, l.payload, rateReserve.Microseconds(),
-		time.Duration(waited).Microseconds()).Result()
+		time.Duration(waited).Microseconds(), l.reclaimed, flag).Result()
 	var v []int64
 	if err == nil {
 		v, err = scripts.Ints(reply)
@@ -124,6 +148,10 @@ func (l *limiter) call(ctx context.Context, want int64) (grant, error) {
 	if l.lim.Concurrency > 0 {
 		l.reported = held + v[0]
 	}
+	if first {
+		l.reclaimed -= v[0]
+	}
+	l.recorded = l.reclaimed
 	return grant{n: v[0], wait: time.Duration(v[1]) * time.Microsecond, blocker: v[2]}, nil
 }
 
@@ -142,7 +170,7 @@ func (l *limiter) acquire(ctx context.Context, want int64) int64 {
 		since = l.awaitFreedSlot(ctx)
 	}
 	for ctx.Err() == nil && !l.r.pause.paused() {
-		g, err := l.call(ctx, want)
+		g, err := l.call(ctx, want, false)
 		if err != nil {
 			if ctx.Err() == nil {
 				l.readFails.failed(ctx, l.r.log, "flow limit call failed", err, slog.Duration("retry_in", backoff))
@@ -157,7 +185,7 @@ func (l *limiter) acquire(ctx context.Context, want int64) int64 {
 			if since.IsZero() {
 				since = time.Now()
 			}
-			if !l.sleep(ctx, g.wait, false) {
+			if !l.sleep(ctx, g.wait, nil) {
 				l.settle(g.n, 0)
 				return 0
 			}
@@ -170,12 +198,12 @@ func (l *limiter) acquire(ctx context.Context, want int64) int64 {
 		if since.IsZero() {
 			since = time.Now()
 		}
-		d := slotPoll
+		d, kick := slotPoll, l.kick // refused a slot, or behind reclaimed entries: a notice wakes it
 		if g.blocker == 2 {
-			d = max(g.wait, time.Millisecond)
+			d, kick = max(g.wait, time.Millisecond), nil
 		}
-		l.slotWait.Store(g.blocker == 1)
-		l.sleep(ctx, d, g.blocker == 1)
+		l.slotWait.Store(kick != nil)
+		l.sleep(ctx, d, kick)
 		l.slotWait.Store(false)
 	}
 	return 0
@@ -190,20 +218,17 @@ func (l *limiter) capOnly() bool { return l.lim.Concurrency > 0 && l.lim.Interva
 // not made at once only to be refused. It returns when it began.
 func (l *limiter) awaitFreedSlot(ctx context.Context) time.Time {
 	since := time.Now()
-	l.sleep(ctx, slotPoll, true)
+	l.sleep(ctx, slotPoll, l.kick)
 	l.slotWait.Store(false)
 	return since
 }
 
-// sleep waits d, or less: until ctx ends, the group is paused or (slots)
-// another consumer announces freed slots. It reports whether d passed.
-func (l *limiter) sleep(ctx context.Context, d time.Duration, slots bool) bool {
+// sleep waits d, or less: until ctx ends, the group is paused or a token
+// comes on kick (nil: none), which a freed slot sends. It reports whether
+// d passed.
+func (l *limiter) sleep(ctx context.Context, d time.Duration, kick <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	var kick <-chan struct{}
-	if slots {
-		kick = l.kick
-	}
 	l.r.pause.mu.Lock()
 	changed := l.r.pause.changed
 	l.r.pause.mu.Unlock()
@@ -217,20 +242,63 @@ func (l *limiter) sleep(ctx context.Context, d time.Duration, slots bool) bool {
 	return false
 }
 
-// try asks once, without waiting, for up to want permits (for entries
-// already claimed) and returns how many were granted; permits reserved
-// for later are given back.
-func (l *limiter) try(ctx context.Context, want int64) int64 {
-	g, err := l.call(ctx, want)
-	if err != nil {
-		l.claimFails.failed(ctx, l.r.log, "flow limit call failed", err)
-		return 0
+// reclaim adds n (less than 0: takes away) to the reclaimed entries
+// waiting for permits, which every call records in Redis.
+func (l *limiter) reclaim(n int64) {
+	l.mu.Lock()
+	l.reclaimed += n
+	l.mu.Unlock()
+}
+
+// acquireFirst waits until up to want permits (and slots) are granted for
+// reclaimed entries, ahead of fresh reads (reclaim must count them), and
+// returns how many: they are no longer counted as reclaimed. It returns 0
+// once ctx ended or the group was paused. The time it waits is counted.
+func (l *limiter) acquireFirst(ctx context.Context, want int64) int64 {
+	var since time.Time
+	defer func() {
+		if !since.IsZero() {
+			l.count(time.Since(since))
+		}
+	}()
+	backoff := minReadBackoff
+	for ctx.Err() == nil && !l.r.pause.paused() {
+		g, err := l.call(ctx, want, true)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.claimFails.failed(ctx, l.r.log, "flow limit call failed", err, slog.Duration("retry_in", backoff))
+			}
+			sleepCtx(ctx, jitter(backoff))
+			backoff = min(2*backoff, maxReadBackoff)
+			continue
+		}
+		l.claimFails.succeeded(ctx, l.r.log, "flow limit calls recovered")
+		if g.n > 0 && g.wait > 0 {
+			// Reserved, the next permits: due after wait.
+			if since.IsZero() {
+				since = time.Now()
+			}
+			if !l.sleep(ctx, g.wait, nil) {
+				l.settle(g.n, 0)
+				l.reclaim(g.n) // still waiting: the caller hands them back
+				return 0
+			}
+		}
+		if g.n > 0 {
+			return g.n
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		d, kick := slotPoll, l.rcKick
+		if g.blocker == 2 {
+			d, kick = max(g.wait, time.Millisecond), nil
+		}
+		l.rcWait.Store(kick != nil)
+		l.sleep(ctx, d, kick)
+		l.rcWait.Store(false)
 	}
-	if g.n > 0 && g.wait > 0 {
-		l.settle(g.n, 0)
-		return 0
-	}
-	return g.n
+	return 0
 }
 
 // settle accounts for a read or claim that was granted granted permits
@@ -251,23 +319,31 @@ func (l *limiter) settle(granted, used int64) {
 
 // released notes that slots or permits may be reported or given back (a
 // worker finished, a read used less than granted), and wakes this
-// consumer's reader if it waits for slots: its next call reports the slot
-// freed here and takes it again, rather than leaving it unused in Redis
-// until the loop reports it.
+// consumer's reclaimer or reader if it waits for slots: its next call
+// reports the slot freed here and takes it again, rather than leaving it
+// unused in Redis until the loop reports it. The reclaimer, whose entries
+// go first, is woken alone when both wait.
 func (l *limiter) released() {
-	select {
-	case l.freed <- struct{}{}:
-	default:
-	}
-	if l.slotWait.Load() {
-		l.poke()
+	signal(l.freed)
+	switch {
+	case l.rcWait.Load():
+		signal(l.rcKick)
+	case l.slotWait.Load():
+		signal(l.kick)
 	}
 }
 
-// poke wakes a consumer waiting for slots: it or another one freed some.
+// poke wakes a consumer waiting for slots (its reader and its reclaimer):
+// it or another one freed some.
 func (l *limiter) poke() {
+	signal(l.kick)
+	signal(l.rcKick)
+}
+
+// signal puts a token on ch unless one waits there.
+func signal(ch chan struct{}) {
 	select {
-	case l.kick <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -286,14 +362,16 @@ func (l *limiter) count(d time.Duration) {
 func (l *limiter) stale() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.back > 0 || l.unreported.Load() > 0 || l.lim.Concurrency > 0 && l.reported != l.rd.held.Load()+l.outstanding
+	return l.back > 0 || l.unreported.Load() > 0 || l.recorded != l.reclaimed ||
+		l.lim.Concurrency > 0 && l.reported != l.rd.held.Load()+l.outstanding
 }
 
-// holding reports whether Redis counts slots of this consumer.
+// holding reports whether Redis counts slots or reclaimed entries of this
+// consumer (which lapse unless renewed).
 func (l *limiter) holding() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.reported > 0
+	return l.reported > 0 || l.recorded > 0
 }
 
 // loop reports freed slots and unused permits shortly after they were
@@ -327,7 +405,7 @@ func (l *limiter) loop(ctx context.Context) error {
 				continue
 			}
 		}
-		if _, err := l.call(ctx, 0); err != nil && ctx.Err() == nil {
+		if _, err := l.call(ctx, 0, false); err != nil && ctx.Err() == nil {
 			l.loopFails.failed(ctx, l.r.log, "flow limit call failed", err)
 		}
 		l.poke() // this consumer's reader may wait for the slots it freed
@@ -341,7 +419,7 @@ func (l *limiter) close() {
 	if !l.holding() && !l.stale() {
 		return
 	}
-	if _, err := l.call(l.r.opCtx, 0); err != nil {
+	if _, err := l.call(l.r.opCtx, 0, false); err != nil {
 		l.r.log.WarnContext(l.r.opCtx, "releasing flow limit slots failed; they lapse within the visibility timeout", slog.Any("err", err))
 	}
 }

@@ -31,6 +31,7 @@ type reader struct {
 	settle  *settler
 	workers int64
 	held    atomic.Int64  // entries held: queued or being handled
+	waiting atomic.Int64  // reclaimed entries held for the flow limits' permits, not queued yet (reclaimer.admit)
 	room    chan struct{} // a token when room was freed; the reader waits on it
 	rcRoom  chan struct{} // room's twin for the reclaimer, which waits mid-pass (reclaimer.claimFrom)
 	jobs    chan *flight  // entries waiting for a worker
@@ -92,8 +93,9 @@ func newReader(r *runState, settle *settler) *reader {
 // capacity returns how many entries may be held: workers + read-ahead.
 func (rd *reader) capacity() int64 { return rd.workers + rd.ahead.Load() }
 
-// free returns how many more entries may be held.
-func (rd *reader) free() int64 { return rd.capacity() - rd.held.Load() }
+// free returns how many more entries may be held (reclaimed entries
+// waiting for permits keep the room they will be queued in).
+func (rd *reader) free() int64 { return rd.capacity() - rd.held.Load() - rd.waiting.Load() }
 
 // roomy reports whether free room is worth a read: while workers still
 // have queued entries to take, half the capacity, so that a burst is read
@@ -163,6 +165,14 @@ func (rd *reader) enqueue(ctx context.Context, streamKey string, es []redis.XMes
 	if len(es) == 0 {
 		return
 	}
+	b := rd.hold(streamKey, es, deliveries)
+	rd.queue(ctx, b.flights)
+}
+
+// hold registers entries (at least one) as held by this consumer, so that
+// they are extended, and returns their batch; they are not queued, and
+// not counted in rd.held, until queue. deliveries as for enqueue.
+func (rd *reader) hold(streamKey string, es []redis.XMessage, deliveries map[string]int64) *batch {
 	c := rd.r.c
 	b := &batch{stream: streamKey, flights: make([]flight, len(es))}
 	b.left.Store(int32(len(es)))
@@ -174,10 +184,17 @@ func (rd *reader) enqueue(ctx context.Context, streamKey string, es []redis.XMes
 			f.deliveries = deliveries[es[i].ID]
 		}
 	}
-	rd.held.Add(int64(len(es)))
 	c.held.add(b)
-	for i := range b.flights {
-		f := &b.flights[i]
+	return b
+}
+
+// queue counts held flights (of one batch) in rd.held and queues them for
+// the workers. Once intake has stopped, the remaining ones are handed back
+// instead.
+func (rd *reader) queue(ctx context.Context, fs []flight) {
+	rd.held.Add(int64(len(fs)))
+	for i := range fs {
+		f := &fs[i]
 		if ctx.Err() == nil {
 			select {
 			case rd.jobs <- f: // usually room at once
@@ -190,9 +207,9 @@ func (rd *reader) enqueue(ctx context.Context, streamKey string, es []redis.XMes
 			case <-ctx.Done():
 			}
 		}
-		rest := make([]*flight, 0, len(b.flights)-i)
-		for j := i; j < len(b.flights); j++ {
-			rest = append(rest, &b.flights[j])
+		rest := make([]*flight, 0, len(fs)-i)
+		for j := i; j < len(fs); j++ {
+			rest = append(rest, &fs[j])
 		}
 		rd.giveBack(rest, false)
 		return

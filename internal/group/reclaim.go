@@ -107,22 +107,34 @@ func (rc *reclaimer) waitRoom(ctx context.Context, d time.Duration) int64 {
 
 // took queues what one XAUTOCLAIM took and records what it found deleted.
 func (rc *reclaimer) took(ctx context.Context, streamKey string, res claimResult) {
+	rc.admit(ctx, rc.take(ctx, streamKey, res))
+}
+
+// take records what one XAUTOCLAIM found deleted and takes what it
+// claimed: queued for the workers, or, under flow limits, held (so
+// extended) and returned, to be queued by admit as permits are granted;
+// nil when nothing waits for them.
+func (rc *reclaimer) take(ctx context.Context, streamKey string, res claimResult) []flight {
 	c := rc.r.c
 	if len(res.deleted) > 0 {
 		rc.recordDeleted(ctx, streamKey, res.deleted)
 	}
+	var waiting []flight
 	if len(res.msgs) > 0 {
 		c.ctr.reclaimed.Add(uint64(len(res.msgs)))
 		counts := rc.deliveryCounts(ctx, streamKey, res.msgs)
-		msgs := rc.limit(ctx, streamKey, res.msgs, counts)
-		rc.rd.enqueue(ctx, streamKey, msgs, counts)
 		if lim := rc.rd.lim; lim != nil {
-			lim.settle(int64(len(msgs)), int64(len(msgs)))
+			waiting = rc.rd.hold(streamKey, res.msgs, counts).flights
+			rc.rd.waiting.Add(int64(len(waiting)))
+			lim.reclaim(int64(len(waiting)))
+		} else {
+			rc.rd.enqueue(ctx, streamKey, res.msgs, counts)
 		}
 	}
 	if h := c.cfg.hooks.OnReclaimed; h != nil && (len(res.msgs) > 0 || len(res.deleted) > 0) {
 		h(streamKey, len(res.msgs), len(res.deleted))
 	}
+	return waiting
 }
 
 // deliveryCounts returns the delivery count of each claimed entry, read
@@ -298,22 +310,50 @@ func parseClaim(key string, v []any) (claimResult, error) {
 	return res, nil
 }
 
-// limit returns the claimed entries msgs that the group's flow limits
-// grant permits for (all of them without limits) and hands the others
-// back at once, their delivery counts (counts) kept, for a later pass.
-func (rc *reclaimer) limit(ctx context.Context, streamKey string, msgs []redis.XMessage, counts map[string]int64) []redis.XMessage {
-	lim := rc.rd.lim
-	if lim == nil {
-		return msgs
+// admit queues the claimed entries fs (of one batch) of a group with flow
+// limits as the limits grant them permits, ahead of fresh reads (see
+// limit.go): until then they are held (extended, their room kept) and
+// their count is recorded in the flow state, so that no fresh read takes
+// the slots and permits they wait for. It returns once all are queued,
+// or, when ctx ends or the group is paused first, once it handed the
+// others back with their delivery counts kept, for a later pass. A
+// crashed consumer's entries so wait at most for the slots that free
+// first.
+func (rc *reclaimer) admit(ctx context.Context, fs []flight) {
+	if len(fs) == 0 {
+		return
 	}
-	g := min(lim.try(ctx, int64(len(msgs))), int64(len(msgs)))
+	rd, lim, streamKey := rc.rd, rc.rd.lim, fs[0].b.stream
+	for len(fs) > 0 {
+		g := min(lim.acquireFirst(ctx, int64(len(fs))), int64(len(fs)))
+		if g == 0 {
+			break
+		}
+		rd.queue(ctx, fs[:g]) // counted as held before the room they kept is freed
+		rd.waiting.Add(-g)
+		lim.settle(g, g)
+		fs = fs[g:]
+	}
+	if len(fs) == 0 {
+		return
+	}
+	lim.reclaim(-int64(len(fs)))
+	rd.waiting.Add(-int64(len(fs)))
 	byCount := map[int64][]string{}
-	for _, x := range msgs[g:] {
-		n := max(counts[x.ID]-1, 0)
-		byCount[n] = append(byCount[n], x.ID)
+	for i := range fs {
+		f := &fs[i]
+		if f.takeBack() { // not handed back by the drain timeout already
+			n := max(f.deliveries-1, 0)
+			byCount[n] = append(byCount[n], f.x.ID)
+		}
+		f.settled.Store(true)
+		if f.b.left.Add(-1) == 0 {
+			rd.r.c.held.remove(f.b)
+		}
 	}
 	for n, ids := range byCount {
-		rc.rd.settle.handBack(rc.r.opCtx, streamKey, ids, n)
+		rd.settle.handBack(rc.r.opCtx, streamKey, ids, n)
 	}
-	return msgs[:g]
+	lim.released() // the count recorded in Redis is stale
+	rd.roomFreed()
 }

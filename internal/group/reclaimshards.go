@@ -184,21 +184,28 @@ func (rc *reclaimer) passShards(ctx context.Context, streams []string, todo []in
 	}
 	_, _ = pipe.Exec(pctx) // errors are per command
 	cancel()
+	// Everything claimed is held (so extended) before any of it waits for
+	// the flow limits' permits (admit).
 	var first error
+	results := make([]claimResult, len(todo))
+	held := make([][]flight, len(todo))
 	for k, i := range todo {
 		v, err := cmds[k].Slice()
-		var res claimResult
 		if err == nil {
-			res, err = parseClaim(streams[i], v)
+			results[k], err = parseClaim(streams[i], v)
 		}
 		if err != nil {
 			if first == nil {
 				first = err
 			}
+			results[k].next = "0-0" // nothing more from this stream this pass
 			continue
 		}
-		rc.took(ctx, streams[i], res)
-		if res.next != "0-0" && ctx.Err() == nil {
+		held[k] = rc.take(ctx, streams[i], results[k])
+	}
+	for k, i := range todo {
+		rc.admit(ctx, held[k])
+		if res := results[k]; res.next != "0-0" && ctx.Err() == nil {
 			if err := rc.claimFrom(ctx, streams[i], res.next, res.full(per)); err != nil && first == nil {
 				first = err
 			}

@@ -11,6 +11,14 @@
 --                "tat"          -> the rate limiter's theoretical arrival
 --                                   time, µs (GCRA: the one number of state)
 --                "waiting"      -> set when a consumer was refused a slot
+--                "r:<consumer>" -> "<count> <deadline µs>": entries the
+--                                   consumer took over from dead consumers and
+--                                   waits for slots and permits for, until the
+--                                   deadline unless it calls again (lapsed
+--                                   ones are removed, as slots are)
+--                "rq"           -> the latest deadline of an "r:" field
+--                                   written: a group without a cap reads
+--                                   its whole state only before it
 --                "waited"       -> µs the group's consumers waited for permits, in all
 --                "limits"       -> written by consumers at start, not here
 -- ARGV[1]  the consumer's name
@@ -26,22 +34,34 @@
 --          last call (it calls at least every third of it while it holds any)
 -- ARGV[9]  permits granted before and not used (read found fewer entries):
 --          given back to the limiter
--- ARGV[10] optional: a channel on which ARGV[11] is published when this
---          call freed slots (net of those it granted) and a consumer was
---          refused one
+-- ARGV[10] a channel ("": none) on which ARGV[11] is published when this
+--          call freed slots (net of those it granted), or lowered its
+--          reclaimed count so that a fresh read may be granted, and a
+--          consumer was refused
 -- ARGV[12] reservation horizon, µs: when fewer than need rate permits are
 --          free but need will be within it, they are granted now for then
 --          (the caller waits until then before it reads), so that waiting
 --          consumers take turns instead of racing for each permit
 -- ARGV[13] µs the caller waited for permits since its last call, added to
 --          "waited"
+-- ARGV[14] reclaimed: entries the consumer took over from dead consumers
+--          and waits for slots and permits for (recorded as "r:<consumer>"
+--          with the slots' deadline; 0 removes it)
+-- ARGV[15] "1": want is for those reclaimed entries. Crashed work goes
+--          first: such a call is granted slots and permits as if no
+--          entry were reclaimed, and what it is granted leaves the
+--          record; any other call (a fresh read) is granted no slot that
+--          the recorded entries of every consumer, this one's included,
+--          still wait for, and no rate permit while any is recorded
 --
 -- Returns {granted, wait_us, blocker}
 --          granted  permits and slots granted (0..want)
 --          wait_us  with a grant: µs until the permits are due (0: now);
 --                   refused by the rate: µs until need permits could be
 --                   reserved; else -1
---          blocker  0 none, 1 the concurrency cap, 2 the rate
+--          blocker  0 none, 1 the concurrency cap, 2 the rate, 3 reclaimed
+--                   entries go first (a fresh read waits for a notice, as
+--                   for a slot)
 --
 -- GCRA: a permit is free while tat - now <= (burst - 1) * interval, and
 -- taking k moves tat to max(tat, now) + k * interval. So in any window of
@@ -63,40 +83,80 @@ local lease = (tonumber(ARGV[8]) or 1000) * 1000
 local back = tonumber(ARGV[9]) or 0
 local reserve = tonumber(ARGV[12]) or 0
 local waited = tonumber(ARGV[13]) or 0
+local reclaimed = tonumber(ARGV[14]) or 0
+local first = ARGV[15] == '1'
+local mine_r = 'r:' .. ARGV[1]
 if waited > 0 then
   redis.call('HINCRBY', key, 'waited', math.floor(waited))
 end
 
 local granted, wait, blocker = want, -1, 0
 local mine = 0 -- slots Redis counted for this consumer before this call
+local others = 0 -- slots other live consumers hold
+local had = -1 -- this consumer's reclaimed count before this call (-1: none recorded)
+local queued = 0 -- entries other live consumers reclaimed and wait for
+local tat, rq = false, false -- the fields "tat" and "rq" (false: none)
 
-if cap > 0 then
-  local others = 0
+-- Without a cap and reclaimed entries of its own, a consumer reads the
+-- whole state only while an "r:" field may be live; else one pass over
+-- it: slots and reclaimed counts, lapsed ones removed.
+local scan = cap > 0 or reclaimed > 0
+if not scan then
+  local v = redis.call('HMGET', key, 'tat', 'rq')
+  tat, rq = v[1], v[2]
+  scan = (tonumber(rq) or 0) > now
+end
+if scan then
   local all = redis.call('HGETALL', key)
   for i = 1, #all, 2 do
     local f = all[i]
-    if string.sub(f, 1, 2) == 'c:' then
+    local kind = string.sub(f, 1, 2)
+    if f == 'tat' then
+      tat = all[i + 1]
+    elseif f == 'rq' then
+      rq = all[i + 1]
+    elseif kind == 'c:' or kind == 'r:' then
       local h, d = string.match(all[i + 1], '^(%d+) (%d+)$')
       h, d = tonumber(h), tonumber(d)
       if f == me then
         mine = h or 0
+      elseif f == mine_r then
+        had = h or 0
       elseif not h or not d or d <= now then
         redis.call('HDEL', key, f) -- lapsed (its consumer died) or not ours
-      else
+      elseif kind == 'c:' then
         others = others + h
+      else
+        queued = queued + h
       end
     end
   end
-  granted = math.max(0, math.min(granted, cap - others - held))
-  if want > 0 and granted == 0 then
-    blocker = 1
-    redis.call('HSET', key, 'waiting', '1')
-  end
 end
 
-local tat = nil
+-- What a fresh read leaves to reclaimed entries: those of every consumer.
+local ahead = queued + reclaimed
+if first then
+  ahead = 0
+end
+
+local refused = false -- set "waiting" (after the notice this call may send)
+local function refuse(b)
+  granted, blocker, refused = 0, b, true
+end
+
+if cap > 0 then
+  local room = cap - others - held
+  granted = math.max(0, math.min(granted, room - ahead))
+  if want > 0 and granted == 0 then
+    refuse((room > 0) and 3 or 1)
+  end
+end
+if interval > 0 and ahead > 0 and granted > 0 then
+  refuse(3) -- the next permits are the reclaimed entries'
+end
+
 if interval > 0 then
-  tat = tonumber(redis.call('HGET', key, 'tat')) or 0
+  tat = tonumber(tat) or 0
   tat = tat - back * interval
   if granted > 0 then
     local base = math.max(tat, now)
@@ -120,6 +180,22 @@ if interval > 0 then
   redis.call('HSET', key, 'tat', string.format('%.0f', tat))
 end
 
+local left = reclaimed
+if first then
+  left = math.max(0, reclaimed - granted)
+end
+if left > 0 then
+  local deadline = now + lease
+  redis.call('HSET', key, mine_r, string.format('%d %.0f', left, deadline),
+    'rq', string.format('%.0f', math.max(deadline, tonumber(rq) or 0)))
+elseif had >= 0 then
+  redis.call('HDEL', key, mine_r)
+end
+
+-- Announced only when the call frees slots net of what it takes (a
+-- consumer that takes back the slot its worker just freed frees none), or
+-- lowers its reclaimed count so that a fresh read may be granted.
+local wake = false
 if cap > 0 then
   local total = held + granted
   if total > 0 then
@@ -127,10 +203,14 @@ if cap > 0 then
   else
     redis.call('HDEL', key, me)
   end
-  -- Announced only when the call frees slots net of what it takes: a
-  -- consumer that takes back the slot its worker just freed frees none.
-  if total < mine and ARGV[10] and ARGV[10] ~= '' and redis.call('HDEL', key, 'waiting') == 1 then
-    publish(ARGV[10], ARGV[11])
-  end
+  wake = total < mine or left < had and cap - others - total - queued - left > 0
+else
+  wake = left < had
+end
+if wake and ARGV[10] and ARGV[10] ~= '' and redis.call('HDEL', key, 'waiting') == 1 then
+  publish(ARGV[10], ARGV[11])
+end
+if refused then
+  redis.call('HSET', key, 'waiting', '1')
 end
 return {granted, wait, blocker}

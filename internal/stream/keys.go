@@ -144,8 +144,9 @@ func (k Keys) KeyRate(group, key, id string) (state, reservation string) {
 }
 
 // Flow returns the key of group's flow-control state (on shard 0): a
-// HASH of the limits its consumers run with, the rate limiter's state and
-// the concurrency slots each consumer holds (see scripts/flow.lua).
+// HASH of the limits its consumers run with, the rate limiter's state,
+// the concurrency slots each consumer holds and the reclaimed entries each
+// waits for permits for (see scripts/flow.lua).
 func (k Keys) Flow(group string) string { return k.base + ":f:" + group }
 
 // Retry returns group's retry lane: failed messages wait there for their
