@@ -86,9 +86,6 @@ local waited = tonumber(ARGV[13]) or 0
 local reclaimed = tonumber(ARGV[14]) or 0
 local first = ARGV[15] == '1'
 local mine_r = 'r:' .. ARGV[1]
-if waited > 0 then
-  redis.call('HINCRBY', key, 'waited', math.floor(waited))
-end
 
 local granted, wait, blocker = want, -1, 0
 local mine = 0 -- slots Redis counted for this consumer before this call
@@ -134,6 +131,21 @@ if scan then
 end
 
 -- What a fresh read leaves to reclaimed entries: those of every consumer.
+-- The field this call writes again in any case (the consumer's slots
+-- under a cap, else the rate's "tat", both read above) is removed first: on
+-- a full server (maxmemory with noeviction) Redis refuses a script's write
+-- that may add memory only while the script has written nothing yet, and
+-- slots and permits add none on balance, so a limited group keeps
+-- delivering, and draining, at the limit.
+if cap > 0 then
+  redis.call('HDEL', key, me)
+elseif interval > 0 then
+  redis.call('HDEL', key, 'tat')
+end
+if waited > 0 then
+  redis.call('HINCRBY', key, 'waited', math.floor(waited))
+end
+
 local ahead = queued + reclaimed
 if first then
   ahead = 0
