@@ -130,22 +130,36 @@ if scan then
   end
 end
 
--- What a fresh read leaves to reclaimed entries: those of every consumer.
--- The field this call writes again in any case (the consumer's slots
--- under a cap, else the rate's "tat", both read above) is removed first: on
--- a full server (maxmemory with noeviction) Redis refuses a script's write
--- that may add memory only while the script has written nothing yet, and
--- slots and permits add none on balance, so a limited group keeps
--- delivering, and draining, at the limit.
-if cap > 0 then
-  redis.call('HDEL', key, me)
-elseif interval > 0 then
-  redis.call('HDEL', key, 'tat')
-end
-if waited > 0 then
-  redis.call('HINCRBY', key, 'waited', math.floor(waited))
+-- write makes one of this call's writes. A full server (maxmemory with
+-- noeviction) refuses a script's write that may add memory while the
+-- script has written nothing yet; slots and permits add none on balance.
+-- So when the first write is refused, the field this call writes again in
+-- any case (the consumer's slots under a cap, else the rate's "tat", both
+-- read above) is removed first and the write made again: a limited group
+-- keeps delivering, and draining, at the limit. (Any other error is raised
+-- by the second call.)
+local wrote = false
+local function write(...)
+  if not wrote then
+    wrote = true
+    local r = redis.pcall(...)
+    if type(r) ~= 'table' or not r.err then
+      return r
+    end
+    if cap > 0 then
+      redis.call('HDEL', key, me)
+    elseif interval > 0 then
+      redis.call('HDEL', key, 'tat')
+    end
+  end
+  return redis.call(...)
 end
 
+if waited > 0 then
+  write('HINCRBY', key, 'waited', math.floor(waited))
+end
+
+-- What a fresh read leaves to reclaimed entries: those of every consumer.
 local ahead = queued + reclaimed
 if first then
   ahead = 0
@@ -189,7 +203,7 @@ if interval > 0 then
       wait = 0
     end
   end
-  redis.call('HSET', key, 'tat', string.format('%.0f', tat))
+  write('HSET', key, 'tat', string.format('%.0f', tat))
 end
 
 local left = reclaimed
@@ -198,7 +212,7 @@ if first then
 end
 if left > 0 then
   local deadline = now + lease
-  redis.call('HSET', key, mine_r, string.format('%d %.0f', left, deadline),
+  write('HSET', key, mine_r, string.format('%d %.0f', left, deadline),
     'rq', string.format('%.0f', math.max(deadline, tonumber(rq) or 0)))
 elseif had >= 0 then
   redis.call('HDEL', key, mine_r)
@@ -211,7 +225,7 @@ local wake = false
 if cap > 0 then
   local total = held + granted
   if total > 0 then
-    redis.call('HSET', key, me, string.format('%d %.0f', total, now + lease))
+    write('HSET', key, me, string.format('%d %.0f', total, now + lease))
   else
     redis.call('HDEL', key, me)
   end
@@ -223,6 +237,6 @@ if wake and ARGV[10] and ARGV[10] ~= '' and redis.call('HDEL', key, 'waiting') =
   publish(ARGV[10], ARGV[11])
 end
 if refused then
-  redis.call('HSET', key, 'waiting', '1')
+  write('HSET', key, 'waiting', '1')
 end
 return {granted, wait, blocker}

@@ -24,19 +24,24 @@ if r then
   end
   return math.ceil(r - now)
 end
--- No reservation: the DEL writes nothing, but makes this script one that
--- has written, which a full server (maxmemory with noeviction) lets write
--- on. The key's state replaces itself and expires once the key is idle,
--- so a permit taken over the limit adds no lasting memory, and a group
--- with a per-key limit keeps delivering on a full server.
-redis.call('DEL', KEYS[2])
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local tat = tonumber(redis.call('GET', KEYS[1])) or 0
 local base = math.max(tat, now)
 local at = math.max(now, base - (burst - 1) * interval)
 local nxt = base + interval
-redis.call('SET', KEYS[1], string.format('%.0f', nxt), 'PX', math.ceil((nxt - now) / 1000) + 1000)
+-- A full server (maxmemory with noeviction) refuses a script's write that
+-- may add memory while the script has written nothing yet. The key's state
+-- replaces itself and expires once the key is idle, so when its SET is
+-- refused the state is deleted first and set again: a group with a
+-- per-key limit keeps delivering at the limit. (Any other error is raised
+-- by the second SET.)
+local state, ttl = string.format('%.0f', nxt), math.ceil((nxt - now) / 1000) + 1000
+local ok = redis.pcall('SET', KEYS[1], state, 'PX', ttl)
+if type(ok) == 'table' and ok.err then
+  redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[1], state, 'PX', ttl)
+end
 if at <= now then
   return 0
 end

@@ -19,7 +19,7 @@
 -- may have been written into the registry, so a member whose score is not a
 -- registration (more than 11 minutes ahead: no mover's time to live exceeds
 -- 10) is removed too: it would otherwise take a share of the shards that no
--- mover promotes. A steady beat costs TIME, ZRANGE, ZREM and ZADD; the registry
+-- mover promotes. A steady beat costs TIME, ZRANGE and ZADD; the registry
 -- holds one member per live mover.
 local op = ARGV[3]
 if op ~= 'beat' and op ~= 'leave' then
@@ -47,12 +47,17 @@ for k = 1, #stale, 1000 do
   redis.call('ZREM', KEYS[1], unpack(stale, k, math.min(k + 999, #stale)))
 end
 if op == 'beat' then
-  -- A beat replaces the mover's entry: removed first, so that a full
-  -- server (maxmemory with noeviction), which refuses a script's write
-  -- that may add memory only while the script has written nothing yet,
-  -- still keeps the registry.
-  redis.call('ZREM', KEYS[1], me)
-  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), me)
+  -- A full server (maxmemory with noeviction) refuses a script's write
+  -- that may add memory while the script has written nothing yet. A beat
+  -- replaces the mover's entry, so when its ZADD is refused the entry is
+  -- removed first and written again: the registry is kept at the limit.
+  -- (Any other error is raised by the ZREM or the second ZADD.)
+  local score = now + tonumber(ARGV[2])
+  local r = redis.pcall('ZADD', KEYS[1], score, me)
+  if type(r) == 'table' and r.err then
+    redis.call('ZREM', KEYS[1], me)
+    redis.call('ZADD', KEYS[1], score, me)
+  end
   if not present then
     changed = true
   end
