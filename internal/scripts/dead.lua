@@ -18,19 +18,35 @@
 if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1) == 0 then
   return {0, 0}
 end
--- The acknowledgement comes first: on a full server (maxmemory with
--- noeviction) Redis refuses a script's write that may add memory only
--- while the script has written nothing yet, and dead-lettering moves the
--- message rather than adding one.
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 local fields = {}
 for i = 4, #ARGV do
   fields[#fields + 1] = ARGV[i]
 end
-redis.call('XADD', KEYS[2], '*', unpack(fields))
+-- A full server (maxmemory with noeviction) refuses a script's write that
+-- may add memory while the script has written nothing yet; dead-lettering
+-- moves the message rather than adding one. So when the XADD is refused
+-- for memory (Redis checked the caller's ACL for it first) and the dead
+-- letters are a stream (or absent), the entry is acknowledged first (a
+-- write that only frees) and the XADD made again, which nothing can refuse
+-- then. Any other refusal is raised with nothing written: the entry stays
+-- pending.
+local acked = false
+local ok = redis.pcall('XADD', KEYS[2], '*', unpack(fields))
+if type(ok) == 'table' and ok.err then
+  local kind = redis.call('TYPE', KEYS[2])
+  kind = type(kind) == 'table' and kind.ok or kind
+  if string.find(ok.err, 'OOM', 1, true) and (kind == 'stream' or kind == 'none') then
+    redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+    acked = true
+  end
+  redis.call('XADD', KEYS[2], '*', unpack(fields))
+end
 local dropped = 0
 local cap = tonumber(ARGV[3])
 if cap > 0 then
   dropped = redis.call('XTRIM', KEYS[2], 'MAXLEN', cap)
+end
+if not acked then
+  redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 end
 return {1, dropped}

@@ -75,20 +75,50 @@ if KEYS[6] and redis.call('HEXISTS', KEYS[6], 'queue') == 1 then
 end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[1]))
 local n = #due / 2
--- The batch leaves the set before anything is appended: the batch is the
--- set's first n members by rank (the script is atomic), and their due
--- times and members are in due. Freeing first keeps promotion going on a
--- full server (maxmemory with noeviction): Redis refuses a script's write
--- that may add memory only while the script has written nothing yet, so
--- after this ZREMRANGEBYRANK (a write that only frees) the lease's SET and
--- the XADDs below go through.
-if n > 0 then
-  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
+-- appendable reports whether the batch can certainly be appended: the
+-- stream and the quarantine are streams (or absent), and the caller may
+-- XADD to both.
+local function appendable()
+  for _, k in ipairs({KEYS[3], KEYS[4]}) do
+    local kind = redis.call('TYPE', k)
+    kind = type(kind) == 'table' and kind.ok or kind
+    if kind ~= 'stream' and kind ~= 'none' then
+      return false
+    end
+    if redis.acl_check_cmd and not redis.acl_check_cmd('XADD', k, '*', 'd', '0') then
+      return false
+    end
+  end
+  return true
 end
+-- call makes the script's writes (the lease's SET, the XADDs below); its
+-- first call is firstWrite. A full server (maxmemory with noeviction) refuses
+-- a script's write that may add memory while the script has written
+-- nothing yet. So when the first write is refused for memory and the
+-- batch can certainly be appended, the batch leaves the set first (a
+-- write that only frees; it is the set's first n members by rank, and
+-- their members and due times are in due) and the write is made again:
+-- promotion goes on at the limit, and memory is freed as the groups
+-- acknowledge. Any other refusal is raised, with nothing written.
+local removed = false
+local call
+local function firstWrite(...)
+  call = redis.call
+  local r = redis.pcall(...)
+  if type(r) ~= 'table' or not r.err then
+    return r
+  end
+  if n > 0 and string.find(r.err, 'OOM', 1, true) and appendable() then
+    redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
+    removed = true
+  end
+  return redis.call(...)
+end
+call = firstWrite
 if ARGV[2] ~= '' then
   if #due > 0 then
     if not holder or ARGV[7] ~= '0' then
-      redis.call('SET', KEYS[5], ARGV[2], 'PX', ARGV[3])
+      call('SET', KEYS[5], ARGV[2], 'PX', ARGV[3])
     end
   elseif not holder then
     lease = -2
@@ -98,7 +128,7 @@ end
 local DUEMAX = 281474976710656
 local moved, bad = 0, 0
 if n > 0 then
-  local byte, find, tonumber, call = string.byte, string.find, tonumber, redis.call
+  local byte, find, tonumber = string.byte, string.find, tonumber
   local hdr = ARGV[4]
   local h1, h2, h3 = byte(hdr, 1, 3) -- h3 nil when one version is accepted
   -- Classify each member once. A packed member is appended as is (field
@@ -151,7 +181,7 @@ if n > 0 then
   end
   if np > 0 then
     -- The envelopes of the plain members, false where missing.
-    local envs = call('HMGET', KEYS[2], unpack(plain))
+    local envs = redis.call('HMGET', KEYS[2], unpack(plain))
     for k = first, n do
       local c = cls[k]
       if c == true then
@@ -176,6 +206,10 @@ if n > 0 then
         end
       end
     end
+  end
+  -- The batch is the set's first n members by rank (the script is atomic).
+  if not removed then
+    redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
   end
   if np > 0 then
     redis.call('HDEL', KEYS[2], unpack(plain))

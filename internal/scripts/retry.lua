@@ -32,14 +32,20 @@ local score = string.format('%d', due)
 -- Whether a member is due no later (the mover is woken when none is; see
 -- wake.lua).
 local sooner = wake_sooner(KEYS[2], due, score, now)
--- The acknowledgement comes first: on a full server (maxmemory with
--- noeviction) Redis refuses a script's write that may add memory only
--- while the script has written nothing yet, and the retry moves the
--- message rather than adding one.
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
+-- A full server (maxmemory with noeviction) refuses a script's write that
+-- may add memory while the script has written nothing yet; a retry moves
+-- the message rather than adding one. So when the envelope's HSET is
+-- refused, its field is deleted first (a write that only frees) and the
+-- HSET made again. The entry is acknowledged last, once the retry is
+-- written: any refusal before leaves it pending, nothing lost.
+local ok = redis.pcall('HSET', KEYS[3], ARGV[3], ARGV[4])
+if type(ok) == 'table' and ok.err then
+  redis.call('HDEL', KEYS[3], ARGV[3])
+  redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
+end
 redis.call('ZADD', KEYS[2], score, ARGV[3])
 if sooner == 0 then
   publish(ARGV[6], score)
 end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 return due
