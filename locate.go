@@ -24,6 +24,12 @@ import (
 // beyond it may be missed, and [Location].Partial says so.
 const LocateScanLimit = 10000
 
+// LocateBatch is how many stream entries and retry lane members, all
+// places together, one call of [Queue.Locate]'s script reads at most: a
+// search that reads more goes on in further calls, so that each call
+// keeps Redis busy for a short, bounded time whatever the streams' length.
+const LocateBatch = 500
+
 // Place is where a message is for one consumer group.
 type Place string
 
@@ -106,14 +112,20 @@ type QuarantinePlace struct {
 // Locate returns every place of message id in the queue: waiting (due,
 // attempt), ready or pending in each group (consumer, deliveries, idle),
 // waiting in a group's retry lane (next attempt), dead-lettered (reason,
-// dead-letter id) or quarantined. It searches the id's shard only, in one
-// read-only script: the Queue remembers the groups the shards record, and
-// the script searches those; when a shard records a group the Queue did not
-// know of, the script names the groups instead, and Locate searches again
-// with them (one call more, once per change of the groups). Streams are
-// searched by content, up to [LocateScanLimit] entries each (see
-// [Location].Partial). An invalid id is refused with [ErrInvalidMessage].
-// Safe for concurrent use.
+// dead-letter id) or quarantined. It searches the id's shard only, with a
+// read-only script that reads at most [LocateBatch] stream entries and
+// retry lane members per call and returns where it stopped: one call when
+// the shard's streams and retry lanes hold fewer entries than that in
+// all, else one call per [LocateBatch] entries read, so that no call holds
+// Redis long. Streams are searched by content, up to [LocateScanLimit]
+// entries each (see [Location].Partial). Each call is atomic, the search
+// as a whole is not: a message that moves while a search of many calls
+// runs may be listed in its old place and its new one. The Queue
+// remembers the groups the shards record, and the script searches those;
+// when a shard records a group the Queue did not know of, the script
+// names the groups instead, and Locate searches again with them (one call
+// more, once per change of the groups). An invalid id is refused with
+// [ErrInvalidMessage]. Safe for concurrent use.
 func (q *Queue) Locate(ctx context.Context, id string) (Location, error) {
 	return locate(ctx, q.rdb, q.layout, &q.located, id)
 }
@@ -141,38 +153,59 @@ func locate(ctx context.Context, rdb redis.UniversalClient, l *stream.Layout, kn
 		return Location{}, fmt.Errorf("locate: %w", err)
 	}
 	shard := l.ShardOf(id)
-	keys := l.Shard(shard)
 	for range locateTries {
 		groups := known.load()
-		reply, err := searchShard(ctx, rdb, keys, id, groups)
+		loc, recorded, err := searchShard(ctx, rdb, l, shard, id, groups)
 		if err != nil {
-			return Location{}, fmt.Errorf("locate %s: %w", id, scripts.Explain(err))
+			return Location{}, fmt.Errorf("locate %s: %w", id, err)
 		}
-		if recorded, ok := changedGroups(reply); ok {
+		if recorded != nil {
 			// The names known with those recorded: the shards of a queue
 			// may record different groups, and a name the shard does not
 			// hold is skipped, so none is dropped.
 			known.store(union(groups, recorded))
 			continue
 		}
-		return parseLocation(l, shard, id, reply)
+		return loc, nil
 	}
 	return Location{}, fmt.Errorf("locate %s: the groups of shard %d changed during each of %d searches", id, shard, locateTries)
 }
 
-// searchShard runs the locate script on shard keys for id, naming groups.
-func searchShard(ctx context.Context, rdb redis.UniversalClient, keys stream.Keys, id string, groups []string) ([]any, error) {
+// searchShard searches shard for id, naming groups: it calls the locate
+// script until it has searched every place. recorded is non-nil when the
+// shard records a group not named (the names it records); the search is
+// then abandoned.
+func searchShard(ctx context.Context, rdb redis.UniversalClient, l *stream.Layout, shard int, id string, groups []string) (loc Location, recorded []string, err error) {
+	keys := l.Shard(shard)
 	main := keys.Main()
 	ks := make([]string, 0, 5+5*len(groups))
 	ks = append(ks, keys.Groups(), main.Delayed, main.Envelopes, main.Stream, main.Quarantine)
-	args := make([]any, 0, 2+len(groups))
-	args = append(args, id, LocateScanLimit)
 	for _, g := range groups {
 		r := keys.Retry(g)
 		ks = append(ks, r.Delayed, r.Envelopes, r.Stream, r.Quarantine, keys.DeadLetters(g))
-		args = append(args, g)
 	}
-	return scripts.Locate.Run(ctx, rdb, ks, args...).Slice()
+	loc = Location{ID: id, Shard: shard}
+	for cursor := ""; ; {
+		args := make([]any, 0, 4+len(groups))
+		args = append(args, id, LocateScanLimit, LocateBatch, cursor)
+		for _, g := range groups {
+			args = append(args, g)
+		}
+		reply, err := scripts.Locate.Run(ctx, rdb, ks, args...).Slice()
+		if err != nil {
+			return Location{}, nil, scripts.Explain(err)
+		}
+		if names, ok := changedGroups(reply); ok {
+			return Location{}, names, nil
+		}
+		if cursor, err = loc.addReply(l, reply); err != nil {
+			return Location{}, nil, err
+		}
+		if cursor == "" {
+			slices.SortStableFunc(loc.Groups, func(a, b GroupPlace) int { return strings.Compare(a.Group, b.Group) })
+			return loc, nil, nil
+		}
+	}
 }
 
 // union returns the sorted names of a and b, each once.
@@ -199,21 +232,24 @@ func changedGroups(reply []any) ([]string, bool) {
 	return names, true
 }
 
-// parseLocation reads a locate reply of id on shard.
-func parseLocation(l *stream.Layout, shard int, id string, reply []any) (Location, error) {
-	loc := Location{ID: id, Shard: shard}
-	if len(reply) != 3 {
-		return loc, fmt.Errorf("locate %s: unexpected reply of %d items", id, len(reply))
+// addReply adds what one locate call found to loc and returns the
+// cursor to go on with ("" when the search is done).
+func (loc *Location) addReply(l *stream.Layout, reply []any) (string, error) {
+	if len(reply) != 4 {
+		return "", fmt.Errorf("unexpected reply of %d items", len(reply))
 	}
-	loc.Waiting = waitingPlace(reply[0])
-	partial, _ := reply[1].(int64)
-	loc.Partial = partial == 1
+	if w := waitingPlace(reply[0]); w != nil {
+		loc.Waiting = w
+	}
+	if partial, _ := reply[1].(int64); partial == 1 {
+		loc.Partial = true
+	}
 	found, _ := reply[2].([]any)
 	for _, f := range found {
 		loc.add(f, l.Shards() > 1)
 	}
-	slices.SortStableFunc(loc.Groups, func(a, b GroupPlace) int { return strings.Compare(a.Group, b.Group) })
-	return loc, nil
+	cursor, _ := reply[3].(string)
+	return cursor, nil
 }
 
 func waitingPlace(v any) *WaitingPlace {

@@ -17,6 +17,7 @@ import (
 	"github.com/delaystream/delaystream/admin"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/stream"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 // Locate finds a message in every state, on 1 and 4 shards: waiting
@@ -218,12 +219,16 @@ func TestLocatePartial(t *testing.T) {
 	l, err := stream.NewLayout(prefix, "orders", 1)
 	require.NoError(t, err)
 	pipe := rdb.Pipeline()
-	for i := range delaystream.LocateScanLimit + 1 {
+	for i := range delaystream.LocateScanLimit {
 		pipe.XAdd(ctx, &redis.XAddArgs{Stream: l.Shard(0).Main().Stream, Values: []any{"i", fmt.Sprint("other", i), "d", "1", "e", "x"}})
 	}
 	_, err = pipe.Exec(ctx)
 	require.NoError(t, err)
 	loc, err := q.Locate(ctx, "wanted")
+	require.NoError(t, err)
+	assert.False(t, loc.Partial, "a stream of exactly the limit is searched whole")
+	require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: l.Shard(0).Main().Stream, Values: []any{"i", "wanted", "d", "1", "e", "x"}}).Err())
+	loc, err = q.Locate(ctx, "wanted")
 	require.NoError(t, err)
 	assert.True(t, loc.Partial)
 	assert.False(t, loc.Found())
@@ -231,6 +236,87 @@ func TestLocatePartial(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, loc.Found(), "an entry within the limit is found")
 	assert.Len(t, loc.Unread, 1, "in the stream of a queue without groups")
+}
+
+// A search that reads more than LocateBatch entries goes on in further
+// calls, each reading at most LocateBatch, and finds the message in
+// every place: in the stream on either side of a call's boundary, in a
+// retry lane's set read over several calls, and in the dead letters.
+func TestLocateBatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	var log redistest.CommandLog
+	counted := redis.NewClient(redistest.Options(t, redistest.Addr(t)))
+	t.Cleanup(func() { _ = counted.Close() })
+	counted.AddHook(&log)
+	q, err := delaystream.New(counted, "orders", delaystream.WithPrefix(prefix), delaystream.WithoutPromotion())
+	require.NoError(t, err)
+	l, err := stream.NewLayout(prefix, "orders", 1)
+	require.NoError(t, err)
+	k := l.Shard(0)
+	const b = delaystream.LocateBatch
+	pipe := rdb.Pipeline()
+	entry := func(key, id string) {
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: []any{wire.FieldDue, "1", wire.FieldID, id, wire.FieldEnvelope, "x"}})
+	}
+	// The main stream: the message is the last entry of the first call
+	// and the last of the stream.
+	for i := range 3*b + 7 {
+		switch i {
+		case b - 1, 3*b + 6:
+			entry(k.Main().Stream, "wanted")
+		default:
+			entry(k.Main().Stream, fmt.Sprint("other", i))
+		}
+	}
+	pipe.XGroupCreate(ctx, k.Main().Stream, "g", "0")
+	pipe.SAdd(ctx, k.Groups(), "g")
+	// The group's retry lane: a set larger than a call reads.
+	r := k.Retry("g")
+	for i := range 2*b + 5 {
+		pipe.ZAdd(ctx, r.Delayed, redis.Z{Member: wire.RetryMember(fmt.Sprint("other", i), "1-1"), Score: float64(i)})
+	}
+	pipe.ZAdd(ctx, r.Delayed, redis.Z{Member: wire.RetryMember("wanted", "5-5"), Score: 7})
+	// Its dead letters: the message after a call's worth of others.
+	for i := range b + 3 {
+		entry(k.DeadLetters("g"), fmt.Sprint("other", i))
+	}
+	entry(k.DeadLetters("g"), "wanted")
+	_, err = pipe.Exec(ctx)
+	require.NoError(t, err)
+
+	_, err = q.Locate(ctx, "nope") // learns the groups (and loads the script)
+	require.NoError(t, err)
+	log.Take()
+	loc, err := q.Locate(ctx, "wanted")
+	require.NoError(t, err)
+	calls := log.Take()
+	read := (3*b + 7) + (2*b + 6) + (b + 4)
+	// ZSCAN's COUNT is a hint: a call may read a few members fewer, and
+	// take one call more than the entries' count alone needs.
+	assert.GreaterOrEqual(t, len(calls), (read+b-1)/b, "calls %v", calls)
+	assert.LessOrEqual(t, len(calls), (read+b-1)/b+3, "calls %v", calls)
+	assert.False(t, loc.Partial)
+	assert.Nil(t, loc.Waiting)
+	var ready, retrying, dead int
+	for _, p := range loc.Groups {
+		assert.Equal(t, "g", p.Group)
+		switch p.Place {
+		case delaystream.PlaceReady:
+			ready++
+		case delaystream.PlaceRetrying:
+			retrying++
+			assert.Equal(t, "5-5", p.EntryID)
+			assert.Equal(t, int64(7), p.NextAttempt.UnixMilli())
+		case delaystream.PlaceDeadLettered:
+			dead++
+		}
+	}
+	assert.Equal(t, 2, ready, "%+v", loc.Groups)
+	assert.Equal(t, 1, retrying, "%+v", loc.Groups)
+	assert.Equal(t, 1, dead, "%+v", loc.Groups)
 }
 
 // deadLetterIn runs a queue with consumer groups dead (which dead-letters

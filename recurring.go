@@ -97,6 +97,16 @@ type Recurring struct {
 	Headers map[string]string
 	// Missed is the missed-occurrence policy. Default [SkipMissed].
 	Missed MissedPolicy
+	// Version orders the schedule's definitions, e.g. the build number of
+	// the program defining it: [Queue.DefineRecurring] with a lower
+	// Version than the stored definition's writes nothing and returns
+	// [Kept], so a process of an older build that (re)starts during or
+	// after a rollout cannot bring its definition back. With the same
+	// Version, definitions compare by content as they do without one. 0,
+	// the default, is the lowest: once a schedule is stored with a
+	// Version, a definition without one is kept out too. Deleting the
+	// schedule forgets its Version.
+	Version uint64
 }
 
 // RecurringStatus is a recurring schedule as [Queue.GetRecurring] and
@@ -115,19 +125,38 @@ type RecurringStatus struct {
 	// Last is the latest occurrence due so far; zero when none.
 	Last time.Time
 	// LastFired is when Last was appended to the queue's stream (the
-	// Redis clock): LastFired - Last is how late it fired. Zero when it
-	// was not found (not promoted yet, trimmed, or more than 20 entries
-	// were appended on its shard in the same millisecond or after it).
+	// Redis clock): when it was promoted, read from its stream entry.
+	// Zero when not known: not promoted yet, trimmed (an entry is trimmed
+	// about a second after the last group acknowledged it), or more than
+	// 20 entries were appended on its shard in the same millisecond or
+	// after it.
 	LastFired time.Time
+	// LastWritten is when Last was written to the queue (the Redis
+	// clock), kept with the schedule whatever the trimming: before Last
+	// when it was written ahead (the usual case: top-ups write
+	// occurrences up to the horizon ahead), at or after it when it was
+	// written late (fired by [FireMissedOnce] after every process was
+	// down, or top-ups running late). Zero when not known (written by a
+	// version that did not record it).
+	LastWritten time.Time
 }
 
-// Lateness returns how late the last occurrence fired, and false when
-// that is not known.
+// Lateness returns how late the last occurrence was appended to the
+// queue's stream after its time (Last), by the Redis clock, and whether
+// that is known: LastFired - Last when LastFired is known; otherwise,
+// for an occurrence written late, LastWritten - Last, which it was late
+// by at least (it was appended right after it was written); otherwise
+// (written ahead, appended when not known) false.
 func (s RecurringStatus) Lateness() (time.Duration, bool) {
-	if s.Last.IsZero() || s.LastFired.IsZero() {
+	switch {
+	case s.Last.IsZero():
 		return 0, false
+	case !s.LastFired.IsZero():
+		return s.LastFired.Sub(s.Last), true
+	case !s.LastWritten.IsZero() && !s.LastWritten.Before(s.Last):
+		return s.LastWritten.Sub(s.Last), true
 	}
-	return s.LastFired.Sub(s.Last), true
+	return 0, false
 }
 
 // WithSpecParser registers a spec kind: parse reads a spec of that kind
@@ -173,8 +202,9 @@ const maxScheduleID = 200
 
 // DefineRecurring creates or updates the recurring schedule r.ID and
 // writes its first occurrences. It returns [Created] for a new schedule,
-// [Kept] when the same definition (spec, payload, headers, missed policy)
-// is already stored (nothing changes, whoever defined it), and
+// [Kept] when the same definition (spec, payload, headers, missed policy,
+// version) is already stored, or one with a higher [Recurring].Version
+// (nothing changes, whoever defined it), and
 // [Replaced] for an update: it takes effect at once, as a new revision
 // (its occurrences come after the call; waiting occurrences of the old
 // definition due after it are removed). A paused schedule stays paused
@@ -193,7 +223,7 @@ func (q *Queue) DefineRecurring(ctx context.Context, r Recurring) (Outcome, erro
 	switch code {
 	case recur.Created:
 		return Created, nil
-	case recur.Unchanged:
+	case recur.Unchanged, recur.Older:
 		return Kept, nil
 	}
 	return Replaced, nil
@@ -220,7 +250,7 @@ func (q *Queue) recurringDef(r Recurring) (recur.Def, error) {
 	if err := q.producer.Validate(delay.Message{ID: recur.OccurrenceID(r.ID, 0, 0), Payload: r.Payload, Headers: r.Headers}); err != nil {
 		return recur.Def{}, fmt.Errorf("schedule %s: %w", r.ID, err)
 	}
-	return recur.Def{Kind: kind, Spec: text, Payload: r.Payload, Headers: r.Headers, Missed: recur.Missed(r.Missed)}, nil
+	return recur.Def{Version: r.Version, Kind: kind, Spec: text, Payload: r.Payload, Headers: r.Headers, Missed: recur.Missed(r.Missed)}, nil
 }
 
 // PauseRecurring pauses schedule id: it fires no more until
@@ -292,9 +322,10 @@ func (q *Queue) ListRecurring(ctx context.Context) ([]RecurringStatus, error) {
 
 func recurringStatus(st recur.Status) RecurringStatus {
 	r := RecurringStatus{
-		Recurring: Recurring{ID: st.ID, Payload: st.Def.Payload, Headers: st.Def.Headers, Missed: MissedPolicy(st.Def.Missed)},
-		SpecKind:  st.Def.Kind, SpecText: st.Def.Spec, Revision: st.Revision, Paused: st.Paused,
-		Next: st.Next, Last: st.Last, LastFired: st.LastFired,
+		Recurring: Recurring{ID: st.ID, Payload: st.Def.Payload, Headers: st.Def.Headers, Missed: MissedPolicy(st.Def.Missed),
+			Version: st.Def.Version},
+		SpecKind: st.Def.Kind, SpecText: st.Def.Spec, Revision: st.Revision, Paused: st.Paused,
+		Next: st.Next, Last: st.Last, LastFired: st.LastFired, LastWritten: st.LastWritten,
 	}
 	if st.Spec != nil {
 		r.Spec = st.Spec

@@ -3,6 +3,7 @@ package delaystream_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // occurrences records the occurrences each group handled: group ->
@@ -428,4 +430,164 @@ func TestRecurringAPI(t *testing.T) {
 	st, err = q.GetRecurring(ctx, "r")
 	require.NoError(t, err)
 	assert.Greater(t, st.Revision, int64(4))
+}
+
+// A definition with a lower Version than the stored one's is kept out,
+// whatever its content; the same Version compares by content; versions
+// compare as whole unsigned 64-bit numbers; a definition without one is
+// stored as before versions existed; a delete forgets the version.
+func TestRecurringVersion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	q, err := delaystream.New(rdb, "q", delaystream.WithPrefix(prefix))
+	require.NoError(t, err)
+	l, err := stream.NewLayout(prefix, "q", 1)
+	require.NoError(t, err)
+	define := func(v uint64, every time.Duration, payload string) delaystream.Outcome {
+		t.Helper()
+		out, err := q.DefineRecurring(ctx, delaystream.Recurring{ID: "r", Spec: delaystream.Every(every), Payload: []byte(payload), Version: v})
+		require.NoError(t, err)
+		return out
+	}
+	stored := func(v uint64, every time.Duration, payload string, rev int64) {
+		t.Helper()
+		st, err := q.GetRecurring(ctx, "r")
+		require.NoError(t, err)
+		assert.Equal(t, v, st.Version)
+		assert.Equal(t, every.String(), st.SpecText)
+		assert.Equal(t, payload, string(st.Payload))
+		assert.Equal(t, rev, st.Revision)
+	}
+
+	assert.Equal(t, delaystream.Created, define(0, time.Minute, "a"))
+	body, err := rdb.HGet(ctx, l.Recurring(), "r").Result()
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(body, `{"k":`), "no version stored: %s", body)
+	assert.Equal(t, delaystream.Replaced, define(2, 2*time.Minute, "b"))
+	stored(2, 2*time.Minute, "b", 2)
+	assert.Equal(t, delaystream.Kept, define(1, time.Minute, "a"), "an older version")
+	assert.Equal(t, delaystream.Kept, define(0, time.Minute, "a"), "no version, after one")
+	stored(2, 2*time.Minute, "b", 2)
+	assert.Equal(t, delaystream.Kept, define(2, 2*time.Minute, "b"), "the same definition")
+	assert.Equal(t, delaystream.Replaced, define(2, 2*time.Minute, "c"), "the same version, another content")
+	stored(2, 2*time.Minute, "c", 3)
+
+	assert.Equal(t, delaystream.Replaced, define(10, time.Minute, "d"))
+	assert.Equal(t, delaystream.Kept, define(9, 2*time.Minute, "e"), "9 < 10")
+	assert.Equal(t, delaystream.Replaced, define(math.MaxUint64, time.Minute, "f"))
+	assert.Equal(t, delaystream.Kept, define(math.MaxUint64-1, 2*time.Minute, "g"), "beyond a float's precision")
+	stored(math.MaxUint64, time.Minute, "f", 5)
+
+	require.NoError(t, q.DeleteRecurring(ctx, "r"))
+	assert.Equal(t, delaystream.Created, define(1, time.Minute, "h"), "a delete forgets the version")
+	stored(1, time.Minute, "h", 7)
+}
+
+// When the last occurrence was written is kept with the schedule, known
+// after its entry is trimmed; when it was appended is read from the entry
+// while it is in the stream.
+func TestRecurringLastWrittenKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	q, err := delaystream.New(rdb, "q", delaystream.WithPrefix(prefix),
+		delaystream.WithRecurringHorizon(time.Second), delaystream.WithSpecParser("at", parseAt))
+	require.NoError(t, err)
+	held, release := make(chan string, 1), make(chan struct{})
+	_, err = q.Handle("g", func(ctx context.Context, d *delaystream.Delivery) error {
+		held <- d.EntryID
+		<-release // pending, so not trimmed, until the status was read
+		return nil
+	})
+	require.NoError(t, err)
+	d := redisNow(t, rdb).UnixMilli()
+	_, err = q.DefineRecurring(ctx, delaystream.Recurring{ID: "r", Spec: atSpec{d + 1500, d + 3_600_000}})
+	require.NoError(t, err)
+	defined := redisNow(t, rdb).UnixMilli()
+	p := &process{q: q}
+	p.start(t)
+	defer p.halt(t)
+	var entry string
+	select {
+	case entry = <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the occurrence was not delivered")
+	}
+	st, err := q.GetRecurring(ctx, "r")
+	require.NoError(t, err)
+	require.Equal(t, d+1500, st.Last.UnixMilli())
+	assert.Equal(t, wireTime(t, entry), st.LastFired.UnixMilli(), "read from the stream")
+	require.False(t, st.LastWritten.IsZero())
+	assert.GreaterOrEqual(t, st.LastWritten.UnixMilli(), d, "by the definer")
+	assert.LessOrEqual(t, st.LastWritten.UnixMilli(), defined, "by the definer")
+	late, ok := st.Lateness()
+	assert.True(t, ok)
+	assert.Equal(t, st.LastFired.Sub(st.Last), late)
+	written := st.LastWritten
+	close(release)
+
+	l, err := stream.NewLayout(prefix, "q", 1)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		n, err := rdb.XLen(ctx, l.Shard(0).Main().Stream).Result()
+		return err == nil && n == 0
+	}, 30*time.Second, 20*time.Millisecond, "the acknowledged entry is trimmed")
+	st, err = q.GetRecurring(ctx, "r")
+	require.NoError(t, err)
+	require.Equal(t, d+1500, st.Last.UnixMilli())
+	assert.Equal(t, written, st.LastWritten, "kept after the trim")
+}
+
+// An occurrence written late (FireMissedOnce after every process was
+// down) is known to have fired at least as late as it was written, with
+// no status read while its entry was in the stream.
+func TestRecurringWrittenLate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	q, err := delaystream.New(rdb, "q", delaystream.WithPrefix(prefix),
+		delaystream.WithRecurringHorizon(time.Second), delaystream.WithSpecParser("at", parseAt))
+	require.NoError(t, err)
+	var o occurrences
+	_, err = q.Handle("g", o.handler("g"))
+	require.NoError(t, err)
+	d := redisNow(t, rdb).UnixMilli()
+	_, err = q.DefineRecurring(ctx, delaystream.Recurring{ID: "r", Spec: atSpec{d + 1500, d + 3000, d + 3_600_000},
+		Missed: delaystream.FireMissedOnce})
+	require.NoError(t, err)
+	// Every process is down until d+3000 is more than 5 s late.
+	require.Eventually(t, func() bool { return redisNow(t, rdb).UnixMilli() > d+3000+6000 }, 30*time.Second, 100*time.Millisecond)
+	p := &process{q: q}
+	p.start(t)
+	defer p.halt(t)
+	require.Eventually(t, func() bool {
+		ts, _ := o.times("g")
+		return len(ts) == 2
+	}, 30*time.Second, 20*time.Millisecond)
+	l, err := stream.NewLayout(prefix, "q", 1)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		n, err := rdb.XLen(ctx, l.Shard(0).Main().Stream).Result()
+		return err == nil && n == 0
+	}, 30*time.Second, 20*time.Millisecond, "the acknowledged entries are trimmed")
+	st, err := q.GetRecurring(ctx, "r")
+	require.NoError(t, err)
+	require.Equal(t, d+3000, st.Last.UnixMilli())
+	assert.GreaterOrEqual(t, st.LastWritten.UnixMilli(), d+3000+6000, "written on restart")
+	late, ok := st.Lateness()
+	assert.True(t, ok)
+	assert.GreaterOrEqual(t, late, st.LastWritten.Sub(st.Last))
+}
+
+// wireTime returns the ms of stream entry id eid.
+func wireTime(t *testing.T, eid string) int64 {
+	ms, _, ok := strings.Cut(eid, "-")
+	require.True(t, ok, eid)
+	v, err := strconv.ParseInt(ms, 10, 64)
+	require.NoError(t, err)
+	return v
 }

@@ -10,10 +10,11 @@ import (
 // Locate returns every place of message id in queue (see
 // delaystream.Queue.Locate): waiting, ready or pending in a group,
 // retrying, dead-lettered or quarantined. It reads the queue's shard count
-// from its record, then searches the id's shard only, in one call once the
-// Inspector knows the queue's groups (it remembers them between calls,
-// like a Queue). An unknown queue wraps delaystream.ErrNotFound; a message
-// found nowhere is not an error (Location.Found is false).
+// from its record, then searches the id's shard only: one call per
+// delaystream.LocateBatch entries read (one call on a shard holding fewer)
+// once the Inspector knows the queue's groups (it remembers them between
+// calls, like a Queue). An unknown queue wraps delaystream.ErrNotFound; a
+// message found nowhere is not an error (Location.Found is false).
 func (in *Inspector) Locate(ctx context.Context, queue, id string) (delaystream.Location, error) {
 	info, err := in.queue(ctx, queue)
 	if err != nil {

@@ -1,12 +1,14 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,10 +30,15 @@ const (
 
 var recurGroups = []string{"a", "b"}
 
-// recurringChild returns the Run of a child that serves a 1 s recurring
-// schedule: it defines it (kept after the first child), handles it in two
-// groups that push each delivery to a ledger in Redis before acknowledging,
-// and promotes and tops up.
+// lineDefined is the line a recurring child prints once it defined its
+// schedule: "defined <outcome>".
+const lineDefined = "defined"
+
+// recurringChild returns the Run of a child that serves a recurring
+// schedule of cfg.Every (default 1 s) and cfg.Version: it defines it (kept
+// after the first child), prints lineDefined, handles it in two groups
+// that push each delivery to a ledger in Redis before acknowledging, and
+// promotes and tops up.
 func recurringChild(cfg childSpec, tc *tls.Config, logger *slog.Logger) (func(context.Context) error, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: cfg.Addrs[0], TLSConfig: tc})
 	q, err := delaystream.New(rdb, cfg.Queue, delaystream.WithPrefix(cfg.Prefix), delaystream.WithShards(cfg.Shards),
@@ -50,9 +57,12 @@ func recurringChild(cfg childSpec, tc *tls.Config, logger *slog.Logger) (func(co
 	}
 	return func(ctx context.Context) error {
 		defer rdb.Close()
-		if _, err := q.DefineRecurring(ctx, delaystream.Recurring{ID: recurSchedule, Spec: delaystream.Every(time.Second), Payload: []byte("t")}); err != nil {
+		every := cmp.Or(cfg.Every, time.Second)
+		out, err := q.DefineRecurring(ctx, delaystream.Recurring{ID: recurSchedule, Spec: delaystream.Every(every), Payload: []byte("t"), Version: cfg.Version})
+		if err != nil {
 			return err
 		}
+		fmt.Println(lineDefined, out) // the only line before Run returns
 		return q.Run(ctx)
 	}, nil
 }
@@ -149,4 +159,91 @@ func testRecurringChildrenKilled(t *testing.T, shards int) {
 		}
 	}
 	t.Logf("%d kills, %d occurrences", kills, len(got["a"]))
+}
+
+// A rollout from Every(1s) at version 1 to Every(2s) at version 2, with
+// real processes: an old-version process killed and restarted after the
+// new one defined its schedule defines the old one again, which is kept
+// out; and once the new process is gone, the old one alone keeps serving
+// the new definition (it reads it from Redis). Every occurrence from the
+// restart on is at an even second, of the same revision.
+func TestRecurringRollout(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	rdb, addr := harness.RedisAddr(t)
+	prefix := harness.Prefix(t, rdb)
+	oldSpec := childSpec{Role: "recurring", Addrs: []string{addr}, Prefix: prefix, Queue: "ticks", Shards: 1,
+		Every: time.Second, Version: 1}
+	newSpec := oldSpec
+	newSpec.Every, newSpec.Version = 2*time.Second, 2
+	q, err := delaystream.New(rdb, "ticks", delaystream.WithPrefix(prefix), delaystream.WithoutPromotion())
+	require.NoError(t, err)
+
+	old := startProc(t, "old-1", oldSpec)
+	requireLine(t, old, lineDefined+" "+delaystream.Created.String())
+	newer := startProc(t, "new-1", newSpec)
+	requireLine(t, newer, lineDefined+" "+delaystream.Replaced.String())
+	st, err := q.GetRecurring(ctx, recurSchedule)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), st.Version)
+	rev := st.Revision
+
+	// The old process crashes and comes back after the new one defined.
+	old.kill()
+	old = startProc(t, "old-2", oldSpec)
+	requireLine(t, old, lineDefined+" "+delaystream.Kept.String())
+	restarted := redisNow(ctx, t, rdb)
+	// The new process goes: the old one serves the schedule alone.
+	newer.kill()
+	alone := redisNow(ctx, t, rdb)
+
+	st, err = q.GetRecurring(ctx, recurSchedule)
+	require.NoError(t, err)
+	assert.Equal(t, "2s", st.SpecText)
+	assert.Equal(t, uint64(2), st.Version)
+	assert.Equal(t, rev, st.Revision, "no new revision")
+
+	suffix := "#" + strconv.FormatInt(rev, 10)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		lines, err := rdb.LRange(ctx, prefix+recurLedger, 0, -1).Result()
+		require.NoError(c, err)
+		after := 0
+		for _, l := range lines {
+			f := strings.Split(l, "|")
+			if !assert.Len(c, f, 4, l) || f[0] != "a" {
+				continue
+			}
+			occ, err := time.Parse(time.RFC3339Nano, f[1])
+			require.NoError(c, err)
+			if occ.Before(restarted) {
+				continue
+			}
+			assert.Zero(c, occ.UnixMilli()%2000, "occurrence %s (%s) after the old process came back", f[1], f[2])
+			assert.True(c, strings.HasSuffix(f[2], suffix), "occurrence %s of revision %d", f[2], rev)
+			if occ.After(alone) {
+				after++
+			}
+		}
+		assert.GreaterOrEqual(c, after, 3, "occurrences served by the old process alone")
+	}, 30*time.Second, 100*time.Millisecond)
+	old.signal(syscall.SIGTERM)
+	require.NoError(t, old.waitExit(t, 10*time.Second))
+}
+
+// requireLine waits until child p prints line.
+func requireLine(t *testing.T, p *proc, line string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			require.True(t, ok, "child %s exited before printing %q; stderr:\n%s", p.name, line, p.stderr.String())
+			if l.text == line {
+				return
+			}
+			require.False(t, strings.HasPrefix(l.text, lineDefined), "child %s: %q, want %q", p.name, l.text, line)
+		case <-deadline:
+			t.Fatalf("child %s did not print %q within 30 s; stderr:\n%s", p.name, line, p.stderr.String())
+		}
+	}
 }

@@ -36,8 +36,11 @@ const (
 const OccurrenceFormat = "2006-01-02T15:04:05.000Z07:00"
 
 // Def is a schedule's definition as stored: its body is its JSON
-// encoding, the same bytes for the same definition.
+// encoding, the same bytes for the same definition. Version comes first,
+// so that recur_define.lua reads it from the body's start; left out when
+// 0, so that a definition without one is stored as before versions.
 type Def struct {
+	Version uint64            `json:"v,omitempty"`
 	Kind    string            `json:"k"`
 	Spec    string            `json:"s"`
 	Payload []byte            `json:"p,omitempty"`
@@ -117,6 +120,9 @@ type shardRecord struct {
 	last    int64   // ms of the latest occurrence added for rev
 	fired   int64   // ms of the latest occurrence known due
 	waiting []int64 // ms of occurrences added and not yet known due
+
+	runs     string // when the occurrences were written (see writtenAt)
+	appended string // the latest occurrence recorded as appended (see parseAppended)
 }
 
 func parseShardRecord(s string) (shardRecord, bool) {

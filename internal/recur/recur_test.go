@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -291,3 +292,124 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// Each shard keeps when its occurrences were written, by the Redis clock:
+// a fence drops the times of the occurrences it removes, so the next
+// revision's occurrences at the same instants read their own.
+func TestWrittenTimes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	s := newStore(t, rdb, redistest.Prefix(t), 2, 10*time.Second)
+	written := func(rev string) map[int64]int64 { // occurrence ms -> written ms
+		t.Helper()
+		out := map[int64]int64{}
+		for id := range waitingOccurrences(t, rdb, s) {
+			if !strings.HasSuffix(id, rev) {
+				continue
+			}
+			at, _ := strconv.ParseInt(id[strings.Index(id, "@")+1:strings.Index(id, "#")], 10, 64)
+			runs, err := rdb.HGet(ctx, s.layout.Shard(s.layout.ShardOf(id)).Occurrences(), writtenField("tick")).Result()
+			require.NoError(t, err)
+			out[at] = writtenAt(runs, at)
+		}
+		return out
+	}
+	before := redisMs(t, rdb)
+	_, err := s.Define(ctx, "tick", Def{Kind: KindEvery, Spec: "1s"})
+	require.NoError(t, err)
+	after := redisMs(t, rdb)
+	w1 := written("#1")
+	require.GreaterOrEqual(t, len(w1), 9)
+	var first int64 // the latest written
+	for at, w := range w1 {
+		assert.GreaterOrEqual(t, w, before, "occurrence %d: written by the definer", at)
+		assert.LessOrEqual(t, w, after, "occurrence %d: written by the definer", at)
+		assert.Less(t, w, at, "written ahead")
+		first = max(first, w)
+	}
+
+	require.Eventually(t, func() bool { return redisMs(t, rdb) > first }, 5*time.Second, time.Millisecond)
+	code, err := s.Define(ctx, "tick", Def{Kind: KindEvery, Spec: "2s"})
+	require.NoError(t, err)
+	require.Equal(t, Changed, code)
+	w2 := written("#2")
+	require.NotEmpty(t, w2)
+	for at, w := range w2 {
+		assert.Greater(t, w, first, "occurrence %d of the new revision: its own time", at)
+	}
+}
+
+func redisMs(t *testing.T, rdb redis.UniversalClient) int64 {
+	t.Helper()
+	now, err := rdb.Time(context.Background()).Result()
+	require.NoError(t, err)
+	return now.UnixMilli()
+}
+
+func TestWrittenAt(t *testing.T) {
+	t.Parallel()
+	runs := "1000:3000:500,4000:4000:3900,x:1:2,5000:9000:4100"
+	for ms, want := range map[int64]int64{999: 0, 1000: 500, 3000: 500, 3500: 0, 4000: 3900, 7000: 4100, 9001: 0} {
+		assert.Equal(t, want, writtenAt(runs, ms), "ms %d", ms)
+	}
+	occ, at, ok := parseAppended("1000|1007")
+	assert.True(t, ok)
+	assert.Equal(t, [2]int64{1000, 1007}, [2]int64{occ, at})
+	_, _, ok = parseAppended("1000")
+	assert.False(t, ok)
+}
+
+// A status read takes when the last occurrence was appended from its
+// shard's occurrence records when they record that occurrence, and when
+// it was written from them too.
+func TestStatusReadsOccurrenceTimes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	l, err := stream.NewLayout(redistest.Prefix(t), "q", 4)
+	require.NoError(t, err)
+	before := redisMs(t, rdb)
+	// Fires once soon, then not for an hour: the last occurrence stays.
+	once := func(string) (Spec, error) { return onceSpec(before + 300), nil }
+	s := New(rdb, l, Config{Horizon: 10 * time.Second, Parsers: map[string]Parser{"once": once}})
+	_, err = s.Define(ctx, "tick", Def{Kind: "once", Spec: "-"})
+	require.NoError(t, err)
+	var st Status
+	require.Eventually(t, func() bool { // the first occurrence is due (nothing promotes it here)
+		st, err = s.Status(ctx, "tick")
+		require.NoError(t, err)
+		return !st.Last.IsZero()
+	}, 5*time.Second, 10*time.Millisecond)
+	last := st.Last.UnixMilli()
+	assert.True(t, st.LastFired.IsZero(), "not in the stream")
+	assert.GreaterOrEqual(t, st.LastWritten.UnixMilli(), before)
+	assert.Less(t, st.LastWritten.UnixMilli(), last, "written ahead")
+
+	key := s.layout.Shard(s.layout.ShardOf(OccurrenceID("tick", last, 1))).Occurrences()
+	require.NoError(t, rdb.HSet(ctx, key, appendedField("tick"), fmt.Sprintf("%d|%d", last-1000, last-990)).Err())
+	st, err = s.Status(ctx, "tick")
+	require.NoError(t, err)
+	require.Equal(t, last, st.Last.UnixMilli())
+	assert.True(t, st.LastFired.IsZero(), "a record of another occurrence")
+	require.NoError(t, rdb.HSet(ctx, key, appendedField("tick"), fmt.Sprintf("%d|%d", last, last+3)).Err())
+	st, err = s.Status(ctx, "tick")
+	require.NoError(t, err)
+	require.Equal(t, last, st.Last.UnixMilli())
+	assert.Equal(t, last+3, st.LastFired.UnixMilli())
+}
+
+// onceSpec fires at its ms, then an hour later.
+type onceSpec int64
+
+func (o onceSpec) Next(t time.Time) time.Time {
+	switch ms := t.UnixMilli(); {
+	case ms < int64(o):
+		return time.UnixMilli(int64(o))
+	case ms < int64(o)+time.Hour.Milliseconds():
+		return time.UnixMilli(int64(o) + time.Hour.Milliseconds())
+	}
+	return time.Time{}
+}
+func (o onceSpec) Kind() string   { return "once" }
+func (o onceSpec) String() string { return "-" }

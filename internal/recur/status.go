@@ -24,8 +24,11 @@ type Status struct {
 	Next     time.Time // the next occurrence; zero when paused or none
 	Last     time.Time // the latest occurrence due so far; zero when none
 	// LastFired is when Last was appended to the queue's stream (Redis
-	// clock); zero when not found (not yet promoted, or trimmed).
+	// clock), as recorded or found in the stream; zero when unknown.
 	LastFired time.Time
+	// LastWritten is when Last was written to the queue (Redis clock);
+	// zero when unknown (written by a version that did not record it).
+	LastWritten time.Time
 }
 
 // Count returns how many schedules are defined.
@@ -87,9 +90,60 @@ func (s *Store) Status(ctx context.Context, sid string) (Status, error) {
 	}
 	st.Next, st.Last = msTime(next), msTime(last)
 	if last != 0 {
-		st.LastFired = s.fired(ctx, lastShard, sid, last)
+		st.LastWritten, st.LastFired = s.times(ctx, recs[lastShard], lastShard, sid, last)
 	}
 	return st, nil
+}
+
+// The fields of a shard's occurrence records that hold, besides schedule
+// sid's record, when its occurrences were written (kept by recur_add.lua)
+// and when the latest recorded as appended was (see
+// [stream.Keys.Occurrences]).
+func writtenField(sid string) string  { return sid + "\x1fw" }
+func appendedField(sid string) string { return sid + "\x1fa" }
+
+// times returns when schedule sid's occurrence at ms was written to shard
+// (of record r) and appended to its stream, zero when unknown: from the
+// record, and the appended time, when the record has none for ms, from
+// the stream (see [Store.fired]). A status read writes nothing: a
+// read-only Redis user may make it.
+func (s *Store) times(ctx context.Context, r shardRecord, shard int, sid string, ms int64) (written, appended time.Time) {
+	written = msTime(writtenAt(r.runs, ms))
+	if occ, at, ok := parseAppended(r.appended); ok && occ == ms {
+		return written, msTime(at)
+	}
+	return written, s.fired(ctx, shard, sid, ms)
+}
+
+// parseAppended reads a shard's record of the latest occurrence known
+// appended: "<occurrence ms>|<appended ms>".
+func parseAppended(rec string) (occ, at int64, ok bool) {
+	a, b, found := strings.Cut(rec, "|")
+	if !found {
+		return 0, 0, false
+	}
+	occ, err1 := strconv.ParseInt(a, 10, 64)
+	at, err2 := strconv.ParseInt(b, 10, 64)
+	return occ, at, err1 == nil && err2 == nil
+}
+
+// writtenAt returns, from a shard's written times
+// ("<first ms>:<last ms>:<written ms>,..."), when the occurrence at ms was
+// written; 0 when they do not cover it.
+func writtenAt(runs string, ms int64) int64 {
+	for r := range strings.SplitSeq(runs, ",") {
+		f := strings.Split(r, ":")
+		if len(f) != 3 {
+			continue
+		}
+		a, err1 := strconv.ParseInt(f[0], 10, 64)
+		b, err2 := strconv.ParseInt(f[1], 10, 64)
+		w, err3 := strconv.ParseInt(f[2], 10, 64)
+		if err1 == nil && err2 == nil && err3 == nil && a <= ms && ms <= b {
+			return w
+		}
+	}
+	return 0
 }
 
 func msTime(ms int64) time.Time {
@@ -101,16 +155,23 @@ func msTime(ms int64) time.Time {
 
 func (s *Store) shardRecords(ctx context.Context, sid string) ([]shardRecord, error) {
 	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, s.layout.Shards())
+	cmds := make([]*redis.SliceCmd, s.layout.Shards())
 	for i := range cmds {
-		cmds[i] = pipe.HGet(ctx, s.layout.Shard(i).Occurrences(), sid)
+		cmds[i] = pipe.HMGet(ctx, s.layout.Shard(i).Occurrences(), sid, writtenField(sid), appendedField(sid))
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("schedule %s: occurrence records: %w", sid, err)
 	}
 	out := make([]shardRecord, len(cmds)) // index: shard; zero when none
 	for i, c := range cmds {
-		out[i], _ = parseShardRecord(c.Val())
+		v := c.Val()
+		if len(v) != 3 {
+			continue
+		}
+		rec, _ := v[0].(string)
+		out[i], _ = parseShardRecord(rec)
+		out[i].runs, _ = v[1].(string)
+		out[i].appended, _ = v[2].(string)
 	}
 	return out, nil
 }

@@ -46,6 +46,7 @@ const (
 	Created   = 1
 	Changed   = 2
 	Unchanged = 3
+	Older     = 4 // Define: the stored definition has a higher version; nothing written
 )
 
 // New returns the store of the queue with layout l.
@@ -74,26 +75,27 @@ func (s *Store) homeKeys() []string {
 
 // Define stores schedule sid's definition and adds its first
 // occurrences. It returns Created, Changed (a new revision: the old one's
-// waiting occurrences are fenced) or Unchanged (the same definition).
+// waiting occurrences are fenced), Unchanged (the same definition) or
+// Older (the stored definition has a higher version: nothing written).
 func (s *Store) Define(ctx context.Context, sid string, d Def) (int, error) {
 	body, err := d.body()
 	if err != nil {
 		return NotFound, err
 	}
-	return s.op(ctx, sid, "d", body)
+	return s.op(ctx, sid, "d", body, strconv.FormatUint(d.Version, 10))
 }
 
 // Change pauses ("p"), resumes ("r") or deletes ("x") schedule sid and
 // fences its shards. It returns NotFound, Changed or Unchanged.
 func (s *Store) Change(ctx context.Context, sid, op string) (int, error) {
-	return s.op(ctx, sid, op, "")
+	return s.op(ctx, sid, op, "", "0")
 }
 
-func (s *Store) op(ctx context.Context, sid, op, body string) (int, error) {
+func (s *Store) op(ctx context.Context, sid, op, body, version string) (int, error) {
 	if err := s.cfg.Check(ctx); err != nil {
 		return NotFound, err
 	}
-	r, err := scripts.RecurDefine.Run(ctx, s.rdb, s.homeKeys(), sid, op, body).Result()
+	r, err := scripts.RecurDefine.Run(ctx, s.rdb, s.homeKeys(), sid, op, body, version).Result()
 	if err != nil {
 		return NotFound, fmt.Errorf("schedule %s: %w", sid, scripts.Explain(err))
 	}
@@ -101,8 +103,8 @@ func (s *Store) op(ctx context.Context, sid, op, body string) (int, error) {
 	if err != nil || len(v) != 3 {
 		return NotFound, fmt.Errorf("schedule %s: reply %v: %w", sid, r, err)
 	}
-	if v[0] == NotFound {
-		return NotFound, nil
+	if v[0] == NotFound || v[0] == Older {
+		return int(v[0]), nil
 	}
 	// The caller fences the shards and adds the first occurrences itself;
 	// if it fails here, any process's next top-up does it.

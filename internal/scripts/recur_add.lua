@@ -5,7 +5,11 @@
 -- KEYS[1]  ZSET  the shard's delayed set
 -- KEYS[2]  HASH  the shard's envelopes
 -- KEYS[3]  HASH  the shard's occurrence records (schedule id ->
---                "<revision>|<latest added ms>|<latest due ms>|<waiting ms,...>")
+--                "<revision>|<latest added ms>|<latest due ms>|<waiting ms,...>";
+--                schedule id .. "\31w" -> when the occurrences were written,
+--                "<first ms>:<last ms>:<written ms>,...": the occurrences from
+--                first to last added by one call, and that call's Redis time,
+--                from the latest due on)
 -- ARGV[1]  wake channel of the shard's lane ("" = never publish)
 -- ARGV[2]  schedule id
 -- ARGV[3]  revision of the caller's definition
@@ -21,12 +25,17 @@
 -- (they are being delivered). With no pairs, the call only fences. A
 -- record of another form counts as none.
 --
+-- The written times are kept for the occurrences from the latest due on
+-- (those earlier can no longer be the schedule's last); a fence drops
+-- those of the occurrences it removes.
+--
 -- Returns {added, removed}, or {-1, record revision} when refused.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local sid, rev = ARGV[2], tonumber(ARGV[3])
 local crev, last, fired, waiting = 0, 0, 0, {}
-local rec = redis.call('HGET', KEYS[3], sid)
+local wfield = sid .. '\31w'
+local rec, written = unpack(redis.call('HMGET', KEYS[3], sid, wfield))
 if rec then
   local r, l, f, rest = string.match(rec, '^(%d+)|(%d+)|(%d+)|([%d,]*)$')
   if r then
@@ -76,7 +85,24 @@ for i = 4, #ARGV - 1, 2 do
     end
   end
 end
-redis.call('HSET', KEYS[3], sid, string.format('%d|%d|%d|', rev, last, fired) .. table.concat(keep, ','))
+-- The written times: those of this call's additions appended; none
+-- ending before the latest due; none after it when fenced (the older
+-- revision's occurrences not yet due are gone).
+local runs = {}
+for a, b, w in string.gmatch(written or '', '(%d+):(%d+):(%d+)') do
+  a, b = tonumber(a), tonumber(b)
+  if crev < rev then
+    b = math.min(b, fired)
+  end
+  if b >= fired and a <= b then
+    runs[#runs + 1] = string.format('%d:%d:%s', a, b, w)
+  end
+end
+if earliest then
+  runs[#runs + 1] = string.format('%d:%d:%d', earliest, last, now)
+end
+redis.call('HSET', KEYS[3], sid, string.format('%d|%d|%d|', rev, last, fired) .. table.concat(keep, ','),
+  wfield, table.concat(runs, ','))
 if ARGV[1] ~= '' and earliest and (head[2] == nil or earliest < tonumber(head[2])) then
   publish(ARGV[1], string.format('%d', earliest))
 end

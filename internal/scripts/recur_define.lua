@@ -8,17 +8,22 @@
 --                next top-up is due, 0 for at once)
 -- ARGV[1]  schedule id
 -- ARGV[2]  operation: "d" define, "p" pause, "r" resume, "x" delete
--- ARGV[3]  the definition body (define only)
+-- ARGV[3]  the definition body (define only): JSON, starting with
+--          '{"v":<version>,' when its version is not 0
+-- ARGV[4]  the definition's version, in decimal (define only; "" = 0)
 --
--- A definition equal to the stored one, a pause of a paused schedule and
--- a resume of an active one change nothing. Any other change writes the
+-- A definition whose version is lower than the stored definition's
+-- changes nothing, so that versions never go back (a stored body without
+-- a version has version 0). A definition equal to the stored one, a
+-- pause of a paused schedule and a resume of an active one change nothing. Any other change writes the
 -- next revision, "through" = now (the new revision's occurrences come
 -- after it), "next" = 0 (top it up at once) and "fenced" = 0 (the shards still hold the old revision's
 -- occurrences; the caller, or any process after it, fences them). A
 -- progress record of another form counts as none.
 --
 -- Returns {code, revision, now ms}: code 0 not found (nothing written),
--- 1 created, 2 changed, 3 unchanged.
+-- 1 created, 2 changed, 3 unchanged, 4 older than the stored version
+-- (nothing written).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local sid, op = ARGV[1], ARGV[2]
@@ -34,10 +39,21 @@ local body = redis.call('HGET', KEYS[1], sid)
 if not body then
   state = 'x'
 end
+-- older reports whether version a (decimal digits) is lower than b.
+local function older(a, b)
+  a, b = string.match(a, '^0*(%d*)$') or '', string.match(b, '^0*(%d*)$') or ''
+  return #a < #b or (#a == #b and a < b)
+end
+
 local code = 2
 if op == 'd' then
-  if state ~= 'x' and body == ARGV[3] then
-    return {3, rev, now}
+  if state ~= 'x' then
+    if older(ARGV[4] or '', string.match(body, '^{"v":(%d+),') or '') then
+      return {4, rev, now}
+    end
+    if body == ARGV[3] then
+      return {3, rev, now}
+    end
   end
   if state == 'x' then
     code, state = 1, 'a'
