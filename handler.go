@@ -100,7 +100,7 @@ func chain(h Handler, mw []Middleware, timeout time.Duration) Handler {
 	}
 }
 
-var errHandlerTimeout = errors.New("handler timed out")
+var errHandlerTimeout = errors.New("delaystream: handler timed out")
 
 // internalHandler adapts h to the consumer's handler type.
 func internalHandler(h Handler) group.Handler {

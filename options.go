@@ -1,12 +1,14 @@
 package delaystream
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/errs"
 	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/internal/recur"
@@ -179,7 +181,12 @@ func producerOption(o delay.Option) Option {
 	}
 }
 
-// partError wraps the error of building a part from the queue's options.
+// partError wraps the error of building a part from the queue's options:
+// an invalid option's error says what is wrong by itself; any other is
+// named by its part.
 func partError(part string, err error) error {
-	return fmt.Errorf("%w: %s: %w", ErrInvalidOption, part, err)
+	if errors.Is(err, ErrInvalidOption) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", part, errs.Invalid(err))
 }

@@ -13,12 +13,14 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/errs"
 	"github.com/delaystream/delaystream/internal/flow"
 	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/memory"
 	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/internal/recur"
+	"github.com/delaystream/delaystream/internal/runctx"
 	"github.com/delaystream/delaystream/internal/stream"
 )
 
@@ -59,7 +61,7 @@ func New(rdb redis.UniversalClient, name string, opts ...Option) (*Queue, error)
 	}
 	layout, err := stream.NewLayout(cfg.prefix, name, cfg.shards)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		return nil, errs.Invalid(err)
 	}
 	q := &Queue{rdb: rdb, name: name, layout: layout, cfg: cfg, mem: newMemWatch(rdb, cfg)}
 	popts := append([]delay.Option{delay.WithPrefix(cfg.prefix), delay.WithShards(cfg.shards), delay.WithCodec(cfg.codec)}, cfg.producer...)
@@ -154,7 +156,7 @@ func quarantineCursor(after string, shards int) (int, string, error) {
 // guide); the other groups read on the calls' announcements.
 func (q *Queue) Handle(name string, h Handler, opts ...GroupOption) (*Group, error) {
 	if h == nil {
-		return nil, fmt.Errorf("%w: group %s: nil handler", ErrInvalidOption, name)
+		return nil, fmt.Errorf("group %q: %w: nil handler", name, ErrInvalidOption)
 	}
 	return q.handle(name, h, opts)
 }
@@ -162,7 +164,7 @@ func (q *Queue) Handle(name string, h Handler, opts ...GroupOption) (*Group, err
 func (q *Queue) handle(name string, h Handler, opts []GroupOption) (*Group, error) {
 	var gc groupConfig
 	if err := optcheck.Apply(ErrInvalidOption, &gc, opts); err != nil {
-		return nil, fmt.Errorf("group %s: %w", name, err)
+		return nil, fmt.Errorf("group %q: %w", name, err)
 	}
 	// The queue runs promotion itself (unless WithoutPromotion): its
 	// consumers do not run their own.
@@ -187,7 +189,7 @@ func (q *Queue) handle(name string, h Handler, opts []GroupOption) (*Group, erro
 	}
 	c, err := group.New(q.rdb, q.name, name, internalHandler(chain(h, mw, gc.timeout)), append(gopts, gc.opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: group %s: %w", ErrInvalidOption, name, err)
+		return nil, fmt.Errorf("group %q: %w", name, errs.Invalid(err))
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -223,6 +225,10 @@ func (q *Queue) handle(name string, h Handler, opts []GroupOption) (*Group, erro
 // and every [MemoryCheckInterval], and logs a policy that can evict its
 // keys; under [WithNoEvictionRequired] it returns an error wrapping
 // [ErrEvictionPolicy] instead of starting.
+//
+// A deadline on ctx (context.WithTimeout) ends Run like a cancellation:
+// its calls to Redis are not cut short at the deadline, and a clean stop
+// logs nothing at Warn or above, whatever kind of context ends it.
 func (q *Queue) Run(ctx context.Context) error {
 	q.mu.Lock()
 	if q.running {
@@ -241,6 +247,11 @@ func (q *Queue) Run(ctx context.Context) error {
 		q.running = false
 		q.mu.Unlock()
 	}()
+	// go-redis puts a deadline of ctx on its sockets, and a call cut by it
+	// fails before ctx reports its end: the parts would log a shutdown as a
+	// Redis failure. They run under a context that only gets cancelled.
+	ctx, release := runctx.WithoutDeadline(ctx)
+	defer release()
 
 	if st, _ := q.mem.check(ctx); st != nil && st.refusal != nil {
 		return st.refusal

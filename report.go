@@ -11,12 +11,21 @@ import (
 // tracing; see [WithHooks]. Any may be nil. They run on the consumer's
 // goroutines and must return quickly.
 type Hooks struct {
-	OnDelivered    func(d *Delivery)                                   // before the handler runs
-	OnAcked        func(d *Delivery, took time.Duration)               // the handler succeeded
-	OnFailed       func(d *Delivery, err error, retryIn time.Duration) // the handler failed; retried after retryIn
-	OnDeadLettered func(d *Delivery, reason string)                    // d is nil for entries that could not be read
-	OnDropped      func(d *Delivery, err error)                        // the handler returned a [Drop] error
-	OnReclaimed    func(stream string, n, deleted int)                 // n entries of crashed consumers taken over; deleted were gone
+	OnDelivered func(d *Delivery)                     // before the handler runs
+	OnAcked     func(d *Delivery, took time.Duration) // the handler succeeded
+	// OnFailed is called for every failure of the handler (an error or a
+	// panic; not a [Drop] error, nor a [Snooze]), once it is settled,
+	// with the handler's error, as River and asynq call their error
+	// handlers: when the message is retried, retryIn is the wait before
+	// the next attempt; for the last failure (the last attempt, a
+	// [DeadLetter] error, a payload that could not be decoded) retryIn is
+	// 0 and OnDeadLettered follows with the reason. So one hook can log
+	// every failure's error, the final one included; OnHandled's outcome
+	// ([Retried] or [DeadLettered]) tells them apart.
+	OnFailed       func(d *Delivery, err error, retryIn time.Duration)
+	OnDeadLettered func(d *Delivery, reason string)    // d is nil for entries that could not be read
+	OnDropped      func(d *Delivery, err error)        // the handler returned a [Drop] error
+	OnReclaimed    func(stream string, n, deleted int) // n entries of crashed consumers taken over; deleted were gone
 	// OnDataLoss is called once per loss when the consumer finds that
 	// Redis lost the queue's data (err wraps [ErrDataLost]).
 	OnDataLoss func(err error)
@@ -161,7 +170,7 @@ type GroupStats struct {
 	Group         string
 	Consumers     int64         // consumers known to the group
 	Pending       int64         // delivered, not yet acknowledged
-	OldestPending time.Duration // age of the oldest pending entry; 0 when none
+	OldestPending time.Duration // time since the oldest pending entry was appended to its stream (waiting to be read, then held); 0 when none
 	Lag           int64         // entries due and not yet delivered to the group (-1 unknown)
 	RetryWaiting  int64         // messages waiting for their next attempt
 	DeadLetters   int64         // entries in the group's dead letters

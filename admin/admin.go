@@ -13,6 +13,7 @@ import (
 
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/errs"
 	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/stream"
 )
@@ -180,13 +181,8 @@ func (in *Inspector) groupNames(ctx context.Context, h *handle) ([]string, error
 	return slices.Compact(names), nil
 }
 
-// invalid wraps err, a complaint about an argument, in
-// delaystream.ErrInvalidOption (unless it already is one).
-func invalid(err error) error {
-	if errors.Is(err, delaystream.ErrInvalidOption) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", delaystream.ErrInvalidOption, err)
-}
+// invalid makes err, a complaint about an argument, match
+// delaystream.ErrInvalidOption, with one "delaystream: " prefix.
+func invalid(err error) error { return errs.Invalid(err) }
 
 func isNil(err error) bool { return errors.Is(err, redis.Nil) }

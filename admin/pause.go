@@ -2,44 +2,69 @@ package admin
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/delaystream/delaystream/internal/flow"
 	"github.com/delaystream/delaystream/internal/stream"
 )
 
-// Pause pauses queue, or with a group name that group of it, in every
-// process (see delaystream.Queue.Pause and delaystream.Group.Pause: a
-// paused queue promotes nothing, a paused group's consumers take nothing)
-// and returns since when it is paused, by the Redis clock: pausing what
-// is paused keeps the first pause's time. A group must be known (on the
+// PauseQueue pauses the promotion of queue in every process (see
+// delaystream.Queue.Pause: a paused queue promotes nothing; what is in
+// its stream is still handled) and returns since when it is paused, by
+// the Redis clock: pausing what is paused keeps the first pause's time.
+// The pause is kept in Redis until [Inspector.ResumeQueue].
+func (in *Inspector) PauseQueue(ctx context.Context, queue string) (time.Time, error) {
+	return in.setQueuePause(ctx, queue, true)
+}
+
+// ResumeQueue ends a pause of queue's promotion (see
+// [Inspector.PauseQueue]) and returns since when the pause it ended was,
+// zero when there was none.
+func (in *Inspector) ResumeQueue(ctx context.Context, queue string) (time.Time, error) {
+	return in.setQueuePause(ctx, queue, false)
+}
+
+// Pause pauses group of queue in every process (see
+// delaystream.Group.Pause: a paused group's consumers take nothing) and
+// returns since when it is paused, by the Redis clock: pausing what is
+// paused keeps the first pause's time. The group must be known (on the
 // queue's streams or in its record of groups), else the error wraps
-// delaystream.ErrNotFound; a malformed name wraps
-// delaystream.ErrInvalidOption. The pause is kept in Redis until
-// [Inspector.Resume].
+// delaystream.ErrNotFound; an empty or malformed name wraps
+// delaystream.ErrInvalidOption, and nothing is written: pausing the
+// whole queue is [Inspector.PauseQueue], never an empty group name (a
+// variable left empty must not stop all delivery). The pause is kept in
+// Redis until [Inspector.Resume].
 func (in *Inspector) Pause(ctx context.Context, queue, group string) (time.Time, error) {
-	return in.setPause(ctx, queue, group, true)
+	return in.setGroupPause(ctx, queue, group, true)
 }
 
-// Resume ends a pause of queue, or with a group name of that group (see
-// [Inspector.Pause]), and returns since when the pause it ended was, zero
-// when there was none.
+// Resume ends a pause of group of queue (see [Inspector.Pause]) and
+// returns since when the pause it ended was, zero when there was none.
+// An empty group name is refused as by Pause: resuming the queue is
+// [Inspector.ResumeQueue].
 func (in *Inspector) Resume(ctx context.Context, queue, group string) (time.Time, error) {
-	return in.setPause(ctx, queue, group, false)
+	return in.setGroupPause(ctx, queue, group, false)
 }
 
-func (in *Inspector) setPause(ctx context.Context, queue, group string, on bool) (time.Time, error) {
-	if group != "" {
-		if err := stream.ValidateName("group", group); err != nil {
-			return time.Time{}, invalid(err)
-		}
-	}
+func (in *Inspector) setQueuePause(ctx context.Context, queue string, on bool) (time.Time, error) {
 	h, err := in.open(ctx, queue)
 	if err != nil {
 		return time.Time{}, err
 	}
-	if group == "" {
-		return flow.SetQueue(ctx, in.rdb, h.layout, on)
+	return flow.SetQueue(ctx, in.rdb, h.layout, on)
+}
+
+func (in *Inspector) setGroupPause(ctx context.Context, queue, group string, on bool) (time.Time, error) {
+	if err := stream.ValidateName("group", group); err != nil {
+		if group == "" {
+			err = fmt.Errorf("%w (the whole queue is paused and resumed by PauseQueue and ResumeQueue)", err)
+		}
+		return time.Time{}, invalid(err)
+	}
+	h, err := in.open(ctx, queue)
+	if err != nil {
+		return time.Time{}, err
 	}
 	if err := in.knownGroup(ctx, h, group); err != nil {
 		return time.Time{}, err

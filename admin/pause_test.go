@@ -23,7 +23,7 @@ func TestPause(t *testing.T) {
 	again, err := in.Pause(ctx, "jobs", "billing")
 	require.NoError(t, err)
 	assert.Equal(t, since, again, "pausing twice keeps the first time")
-	qsince, err := in.Pause(ctx, "jobs", "")
+	qsince, err := in.PauseQueue(ctx, "jobs")
 	require.NoError(t, err)
 
 	rs, err := in.Stats(ctx, "jobs")
@@ -42,8 +42,9 @@ func TestPause(t *testing.T) {
 	ended, err = in.Resume(ctx, "jobs", "billing")
 	require.NoError(t, err)
 	assert.True(t, ended.IsZero(), "not paused")
-	_, err = in.Resume(ctx, "jobs", "")
+	qended, err := in.ResumeQueue(ctx, "jobs")
 	require.NoError(t, err)
+	assert.Equal(t, qsince, qended)
 	rs, err = in.Stats(ctx, "jobs")
 	require.NoError(t, err)
 	assert.True(t, rs[0].PausedSince.IsZero())
@@ -51,7 +52,7 @@ func TestPause(t *testing.T) {
 
 	_, err = in.Pause(ctx, "jobs", "nosuch")
 	require.ErrorIs(t, err, delaystream.ErrNotFound)
-	_, err = in.Pause(ctx, "nosuch", "")
+	_, err = in.PauseQueue(ctx, "nosuch")
 	require.ErrorIs(t, err, delaystream.ErrNotFound)
 	_, err = in.Pause(ctx, "jobs", "a b")
 	require.ErrorIs(t, err, delaystream.ErrInvalidOption)
@@ -61,9 +62,29 @@ func TestPause(t *testing.T) {
 	require.NoError(t, err)
 	pauseKey := strings.TrimSuffix(qs[0].Meta, "q") + "p"
 	require.NoError(t, rdb.Set(ctx, pauseKey, "x", 0).Err())
-	_, err = in.Pause(ctx, "jobs", "")
+	_, err = in.PauseQueue(ctx, "jobs")
 	require.ErrorIs(t, err, delaystream.ErrWrongType)
 	assert.Contains(t, err.Error(), pauseKey)
 	_, err = in.Stats(ctx, "jobs")
 	require.ErrorIs(t, err, delaystream.ErrWrongType)
+}
+
+// An empty group name is refused, not taken for the whole queue: a
+// variable left empty must not stop all delivery. Nothing is written.
+func TestPauseEmptyGroup(t *testing.T) {
+	t.Parallel()
+	in, _ := seed(t)
+	ctx := context.Background()
+	for _, do := range []func(context.Context, string, string) (time.Time, error){in.Pause, in.Resume} {
+		_, err := do(ctx, "jobs", "")
+		require.ErrorIs(t, err, delaystream.ErrInvalidOption)
+		assert.ErrorIs(t, err, delaystream.ErrInvalidName)
+		assert.Contains(t, err.Error(), "PauseQueue")
+	}
+	rs, err := in.Stats(ctx, "jobs")
+	require.NoError(t, err)
+	assert.True(t, rs[0].PausedSince.IsZero(), "the queue is not paused")
+	for _, g := range rs[0].Groups {
+		assert.True(t, g.PausedSince.IsZero(), g.Group)
+	}
 }

@@ -68,12 +68,18 @@ type GroupReport struct {
 	Group     string `json:"group"`
 	Consumers int64  `json:"consumers"` // consumers known to the group (the most of any shard)
 	Pending   int64  `json:"pending"`   // delivered, not acknowledged (queue stream + retry lane)
-	// OldestPendingMs is the age (Redis clock) of the oldest pending entry
-	// in ms, 0 when none.
-	OldestPendingMs int64 `json:"oldest_pending_ms"`
-	Lag             int64 `json:"lag"`           // stream entries not yet delivered to the group; -1 when Redis cannot tell
-	RetryWaiting    int64 `json:"retry_waiting"` // failed messages waiting in the group's retry lane
-	DeadLetters     int64 `json:"dead_letters"`  // entries in the group's dead letters
+	// OldestPendingEntryAgeMs is the age in ms (Redis clock) of the
+	// oldest pending entry (delivered, not acknowledged), 0 when none:
+	// the time since it was appended to its stream, so the time it
+	// waited to be read plus the time it has been held since. It is not
+	// the time since it was delivered: Redis keeps none that lasts (an
+	// entry's idle time restarts at every delivery and every extension of
+	// its hold). A value that keeps growing is an entry stuck in flight (a
+	// handler that does not return, a consumer that crashed).
+	OldestPendingEntryAgeMs int64 `json:"oldest_pending_entry_age_ms"`
+	Lag                     int64 `json:"lag"`           // stream entries not yet delivered to the group; -1 when Redis cannot tell
+	RetryWaiting            int64 `json:"retry_waiting"` // failed messages waiting in the group's retry lane
+	DeadLetters             int64 `json:"dead_letters"`  // entries in the group's dead letters
 	// PausedSince is when the group was paused (Redis clock); absent when
 	// it is not. Per-shard reports leave it out.
 	PausedSince time.Time `json:"paused_since,omitzero"`
@@ -245,12 +251,12 @@ func sumGroup(g string, gs []group.Stats, shards []ShardReport) GroupReport {
 	sum := GroupReport{Group: g}
 	for i, s := range gs {
 		one := GroupReport{Group: s.Group, Consumers: s.Consumers, Pending: s.Pending,
-			OldestPendingMs: s.OldestPending.Milliseconds(), Lag: s.Lag, RetryWaiting: s.RetryWaiting,
+			OldestPendingEntryAgeMs: s.OldestPending.Milliseconds(), Lag: s.Lag, RetryWaiting: s.RetryWaiting,
 			DeadLetters: s.DeadLetters}
 		shards[i].Groups = append(shards[i].Groups, one)
 		sum.Consumers = max(sum.Consumers, one.Consumers)
 		sum.Pending += one.Pending
-		sum.OldestPendingMs = max(sum.OldestPendingMs, one.OldestPendingMs)
+		sum.OldestPendingEntryAgeMs = max(sum.OldestPendingEntryAgeMs, one.OldestPendingEntryAgeMs)
 		if i == 0 || (sum.Lag >= 0 && one.Lag >= 0) {
 			sum.Lag += one.Lag
 		} else {

@@ -45,14 +45,21 @@ func (a *app) setPause(c *cobra.Command, args []string, on bool) error {
 		return err
 	}
 	queue, group := args[0], ""
-	if len(args) == 2 {
+	var since time.Time
+	verb := map[bool]string{true: "paused", false: "resumed"}[on]
+	switch {
+	case len(args) == 2: // a group, even an empty name (refused: never the whole queue)
 		group = args[1]
+		do := in.Resume
+		if on {
+			do = in.Pause
+		}
+		since, err = do(ctxOf(c), queue, group)
+	case on:
+		since, err = in.PauseQueue(ctxOf(c), queue)
+	default:
+		since, err = in.ResumeQueue(ctxOf(c), queue)
 	}
-	do, verb := in.Resume, "resumed"
-	if on {
-		do, verb = in.Pause, "paused"
-	}
-	since, err := do(ctxOf(c), queue, group)
 	if err != nil {
 		return err
 	}

@@ -174,7 +174,7 @@ func (a *app) printGroups(gs []admin.GroupReport, consumers bool) {
 	w := a.table()
 	fmt.Fprintln(w, "GROUP\tCONSUMERS\tPENDING\tOLDEST PENDING\tLAG\tRETRY WAITING\tDEAD LETTERS\tPAUSED\tLIMITS")
 	for _, g := range gs {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", g.Group, g.Consumers, g.Pending, age(g.OldestPendingMs),
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", g.Group, g.Consumers, g.Pending, age(g.OldestPendingEntryAgeMs),
 			lag(g.Lag), g.RetryWaiting, g.DeadLetters, paused(g.PausedSince), limits(g))
 	}
 	_ = w.Flush()

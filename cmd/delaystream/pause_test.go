@@ -49,6 +49,13 @@ func TestPauseResume(t *testing.T) {
 	assert.Equal(t, exitNotFound, r.code, r.stderr)
 	r = tg.run(t, "pause", "jobs", "bad group")
 	assert.Equal(t, exitUsage, r.code, r.stderr)
+	// An empty group (a variable left empty) is refused, never taken for
+	// the whole queue.
+	r = tg.run(t, "pause", "jobs", "")
+	assert.Equal(t, exitUsage, r.code, r.stderr)
+	st = admin.QueueReport{}
+	tg.json(t, &st, "stats", "jobs")
+	assert.True(t, st.PausedSince.IsZero(), "the queue is not paused")
 }
 
 func TestLimitsColumn(t *testing.T) {

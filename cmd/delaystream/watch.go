@@ -182,8 +182,8 @@ func (m *watchModel) View() string {
 			"GROUP", "CONS", "LAG", barWidth, "", "PENDING", "OLDEST PENDING", "RETRY", "DEAD")))
 		groups := slices.Clone(s.Groups)
 		for _, g := range groups {
-			oldest := fmt.Sprintf("%-14s", age(g.OldestPendingMs))
-			if g.OldestPendingMs > 30_000 {
+			oldest := fmt.Sprintf("%-14s", age(g.OldestPendingEntryAgeMs))
+			if g.OldestPendingEntryAgeMs > 30_000 {
 				oldest = styleBad.Render(oldest)
 			}
 			fmt.Fprintf(&b, "  %-16s %5d %8s %s %8d %s %6d %6s\n", g.Group, g.Consumers, lag(g.Lag), bar(max(g.Lag, 0), topLag),

@@ -59,7 +59,7 @@ func (a *app) printWatchTable(rs []admin.QueueReport) {
 		fmt.Fprintf(w, "%s\t-\t%d\t%d\t%d\t%d\t\t\t\t\t\n", s.Queue, s.Waiting, s.Overdue, s.StreamLength, s.Quarantined)
 		for _, g := range s.Groups {
 			fmt.Fprintf(w, "%s\t%s\t\t\t\t\t%s\t%d\t%s\t%d\t%d\n", s.Queue, g.Group, lag(g.Lag), g.Pending,
-				age(g.OldestPendingMs), g.RetryWaiting, g.DeadLetters)
+				age(g.OldestPendingEntryAgeMs), g.RetryWaiting, g.DeadLetters)
 		}
 	}
 	_ = w.Flush()

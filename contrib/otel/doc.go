@@ -58,7 +58,7 @@
 //	delaystream.queue.evicting_servers    Int64ObservableGauge    {server}    queue                  collection: Redis servers whose maxmemory-policy can evict the queue's keys
 //	delaystream.group.consumers           Int64ObservableGauge    {consumer}  queue, group           collection: consumers known to the group
 //	delaystream.group.pending             Int64ObservableGauge    {message}   queue, group           collection: delivered, not acknowledged
-//	delaystream.group.oldest_pending_age  Float64ObservableGauge  s           queue, group           collection: age of the oldest pending entry
+//	delaystream.group.oldest_pending_age  Float64ObservableGauge  s           queue, group           collection: time since the oldest pending entry was appended
 //	delaystream.group.lag                 Int64ObservableGauge    {message}   queue, group           collection: stream entries not yet delivered to the group
 //	delaystream.group.retry_waiting       Int64ObservableGauge    {message}   queue, group           collection: messages waiting in the retry lane
 //	delaystream.group.dead_letters        Int64ObservableGauge    {message}   queue, group           collection: entries in the dead-letter stream

@@ -45,7 +45,7 @@ func (g *gauges) create(mt metric.Meter) error {
 	g.evicting = i64("delaystream.queue.evicting_servers", "Redis servers holding the queue whose maxmemory-policy can evict its keys (messages can be lost): set maxmemory-policy noeviction.", "{server}")
 	g.consumers = i64("delaystream.group.consumers", "Consumers known to the group on the queue stream.", "{consumer}")
 	g.pending = i64("delaystream.group.pending", "Entries delivered to the group and not yet acknowledged (queue stream and retry lane).", "{message}")
-	g.oldestPending = f64("delaystream.group.oldest_pending_age", "Age of the group's oldest pending entry (Redis clock); 0 when none.")
+	g.oldestPending = f64("delaystream.group.oldest_pending_age", "Time since the group's oldest pending entry was appended to its stream (Redis clock): waiting to be read, then held; 0 when none.")
 	g.lag = i64("delaystream.group.lag", "Queue stream entries not yet delivered to the group; absent when Redis cannot tell.", "{message}")
 	g.retryWaiting = i64("delaystream.group.retry_waiting", "Messages waiting in the group's retry lane for their backoff.", "{message}")
 	g.deadLetters = i64("delaystream.group.dead_letters", "Entries in the group's dead-letter stream.", "{message}")

@@ -56,7 +56,7 @@
 //	queue_quarantined_entries       gauge      queue                  scrape: entries in the queue's quarantine
 //	group_consumers                 gauge      queue, group           scrape: consumers known to the group
 //	group_pending_messages          gauge      queue, group           scrape: delivered, not acknowledged
-//	group_oldest_pending_seconds    gauge      queue, group           scrape: age of the oldest pending entry
+//	group_oldest_pending_seconds    gauge      queue, group           scrape: time since the oldest pending entry was appended
 //	group_lag_messages              gauge      queue, group           scrape: stream entries not yet delivered to the group
 //	group_retry_waiting_messages    gauge      queue, group           scrape: messages waiting in the retry lane
 //	group_dead_letters              gauge      queue, group           scrape: entries in the dead-letter stream

@@ -46,7 +46,7 @@ func newStatDescs(ns string) statDescs {
 			"set maxmemory-policy noeviction. 0 when none, or when their settings cannot be read.", q),
 		consumers:    d("group_consumers", "Consumers known to the group on the queue stream.", g),
 		pending:      d("group_pending_messages", "Entries delivered to the group and not yet acknowledged (queue stream and retry lane).", g),
-		oldest:       d("group_oldest_pending_seconds", "Age of the group's oldest pending entry (Redis clock); 0 when none.", g),
+		oldest:       d("group_oldest_pending_seconds", "Time since the group's oldest pending entry was appended to its stream (Redis clock): waiting to be read, then held; 0 when none.", g),
 		lag:          d("group_lag_messages", "Queue stream entries not yet delivered to the group; absent when Redis cannot tell.", g),
 		retryWaiting: d("group_retry_waiting_messages", "Messages waiting in the group's retry lane for their backoff.", g),
 		deadLetters:  d("group_dead_letters", "Entries in the group's dead-letter stream.", g),
@@ -84,7 +84,7 @@ func (s statDescs) send(ch chan<- prometheus.Metric, r admin.QueueReport) {
 	for _, g := range r.Groups {
 		gauge(s.consumers, float64(g.Consumers), q, g.Group)
 		gauge(s.pending, float64(g.Pending), q, g.Group)
-		gauge(s.oldest, (time.Duration(g.OldestPendingMs) * time.Millisecond).Seconds(), q, g.Group)
+		gauge(s.oldest, (time.Duration(g.OldestPendingEntryAgeMs) * time.Millisecond).Seconds(), q, g.Group)
 		if g.Lag >= 0 {
 			gauge(s.lag, float64(g.Lag), q, g.Group)
 		}

@@ -18,7 +18,8 @@
 //	redis-cli --cluster create 127.0.0.1:7000 127.0.0.1:7001 127.0.0.1:7002 --cluster-yes
 //
 // Add --cluster-replicas 1 and three more servers for replicas; see
-// "Sharded queues" in the README for failover.
+// docs/sharding.md for sharded queues and the "Failover" section of
+// docs/reliability.md for failover.
 package main
 
 import (

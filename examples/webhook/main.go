@@ -128,6 +128,10 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...
 	// Hooks report what the consumer decided; they must not block.
 	hooks := delaystream.Hooks{
 		OnFailed: func(d *delaystream.Delivery, err error, retryIn time.Duration) {
+			if retryIn == 0 { // the last failure (this group never retries at once): OnDeadLettered follows
+				say("attempt %d  %s  %v; no attempt left", d.Attempt, d.ID, err)
+				return
+			}
 			say("attempt %d  %s  %v; retry in %s", d.Attempt, d.ID, err, retryIn.Round(time.Millisecond))
 		},
 		OnDeadLettered: func(d *delaystream.Delivery, reason string) {

@@ -33,6 +33,7 @@ func TestRun(t *testing.T) {
 
 	// The dead endpoint is dead-lettered after three attempts, listed, and
 	// delivered again after the redrive.
+	assert.Contains(t, s, "attempt 3  delivery:3  post "+deadURL+": dial tcp: connection refused; no attempt left")
 	assert.Contains(t, s, "attempt 3  delivery:3  dead-lettered: attempts exhausted")
 	assert.Regexp(t, `\d+-\d+  delivery:3  reason "attempts exhausted"  last error "post `+deadURL+`: dial tcp: connection refused"  attempts 3`, s)
 	// The redriven delivery runs on a worker beside the redrive's own

@@ -322,7 +322,7 @@ func (cm *committer) fillResults(items []Item, results []Result, p *batchPlan, c
 			codes, err = scripts.Ints(reply)
 		}
 		if err == nil && len(codes) != 2*want {
-			err = fmt.Errorf("script reply has %d items for %d messages", len(codes), want)
+			err = fmt.Errorf("delaystream: script reply has %d items for %d messages", len(codes), want)
 		}
 		if err != nil {
 			for k := ch.start; errs != nil && k < ch.end; k++ {

@@ -102,7 +102,7 @@ type waiter struct {
 
 // errLeaderPanicked is the error of the callers of a grouped call whose
 // sender panicked (in a go-redis hook, say) before their results were known.
-var errLeaderPanicked = errors.New("delay: the call sending this message panicked; it may or may not have been written")
+var errLeaderPanicked = errors.New("delaystream: the call sending this message panicked; it may or may not have been written")
 
 // scheduleGrouped is Schedule with group commit.
 func (cm *committer) scheduleGrouped(ctx context.Context, it Item) (Result, error) {
@@ -323,7 +323,7 @@ func (cm *committer) result(r Result, err, replErr error) (Result, error) {
 	switch {
 	case r.Outcome == Unknown:
 		if err == nil { // cannot happen: a call without a reply has an error
-			err = errors.New("no reply from the schedule script")
+			err = errors.New("delaystream: no reply from the schedule script")
 		}
 		return Result{}, fmt.Errorf("schedule %s: %w", cm.name, err)
 	case r.Outcome == Rejected:

@@ -67,7 +67,10 @@ func TestNew(t *testing.T) {
 			assert.Nil(t, q)
 			assert.ErrorIs(t, err, delay.ErrInvalidOption)
 			assert.Contains(t, err.Error(), tt.msg)
-			assert.True(t, strings.HasPrefix(err.Error(), "delaystream: invalid option: "), "error %q", err)
+			// One prefix: "delaystream: invalid option: ..." or, for a
+			// name (an invalid option too), "delaystream: invalid name: ...".
+			assert.True(t, strings.HasPrefix(err.Error(), "delaystream: invalid "), "error %q", err)
+			assert.Equal(t, 1, strings.Count(err.Error(), "delaystream:"), "error %q", err)
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/internal/errs"
 	"github.com/delaystream/delaystream/internal/heal"
 	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/internal/scripts"
@@ -98,7 +99,7 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Queue, error
 	}
 	layout, err := stream.NewLayout(cfg.prefix, queue, cfg.shards)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		return nil, errs.Invalid(err)
 	}
 	q := &Queue{name: queue, set: newShardSet(rdb, layout), cfg: cfg,
 		tokens: newCallTokens(rdb), ack: newReplicaAck(rdb, cfg.ack)}
@@ -404,7 +405,7 @@ func (s *shardSet) stats(ctx context.Context) ([]Stats, error) {
 			v, err = scripts.Ints(reply)
 		}
 		if err == nil && len(v) != 4 {
-			err = errors.New("stats script: unexpected reply")
+			err = errors.New("delaystream: unexpected reply from the stats script")
 		}
 		if err != nil {
 			err = explain(ctx, s.rdb, err, s.lanes[i].zset)

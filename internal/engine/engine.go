@@ -16,7 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/delaystream/delaystream/internal/errs"
 	"github.com/delaystream/delaystream/internal/optcheck"
+	"github.com/delaystream/delaystream/internal/runctx"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/shards"
 	"github.com/delaystream/delaystream/internal/shardsub"
@@ -103,7 +105,7 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Engine, erro
 	}
 	layout, err := stream.NewLayout(cfg.prefix, queue, cfg.shards)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		return nil, errs.Invalid(err)
 	}
 	var tok [12]byte
 	_, _ = rand.Read(tok[:])
@@ -202,6 +204,10 @@ func (m *Engine) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer m.running.Store(false)
+	// A deadline on ctx ends the run like a cancellation (see package
+	// runctx): a failure it causes is not logged as one of Redis.
+	ctx, release := runctx.WithoutDeadline(ctx)
+	defer release()
 	log := m.cfg.logger.With(slog.String("queue", m.queue))
 	if err := m.checkShards(ctx, log); err != nil || ctx.Err() != nil {
 		return err

@@ -165,7 +165,7 @@ func WithoutLease() Option {
 func WithRetryLaneOf(group string) Option {
 	return func(c *Config) error {
 		if err := stream.ValidateName("group", group); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+			return errs.Invalid(err)
 		}
 		c.retryOf = group
 		return nil

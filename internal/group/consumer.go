@@ -12,9 +12,11 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/delaystream/delaystream/internal/engine"
+	"github.com/delaystream/delaystream/internal/errs"
 	"github.com/delaystream/delaystream/internal/flow"
 	"github.com/delaystream/delaystream/internal/heal"
 	"github.com/delaystream/delaystream/internal/optcheck"
+	"github.com/delaystream/delaystream/internal/runctx"
 	"github.com/delaystream/delaystream/internal/stream"
 )
 
@@ -51,7 +53,7 @@ func New(rdb redis.UniversalClient, queue, group string, h Handler, opts ...Opti
 		return nil, fmt.Errorf("%w: nil handler", ErrInvalidOption)
 	}
 	if err := stream.ValidateName("group", group); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		return nil, errs.Invalid(err)
 	}
 	cfg := defaultConfig()
 	if err := optcheck.Apply(ErrInvalidOption, &cfg, opts); err != nil {
@@ -59,7 +61,7 @@ func New(rdb redis.UniversalClient, queue, group string, h Handler, opts ...Opti
 	}
 	layout, err := stream.NewLayout(cfg.prefix, queue, cfg.shards)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		return nil, errs.Invalid(err)
 	}
 	// The retry lane is woken through its channel by every retry that
 	// becomes its head, so it polls rarely: idle it probes once per 30 s,
@@ -68,7 +70,7 @@ func New(rdb redis.UniversalClient, queue, group string, h Handler, opts ...Opti
 		engine.WithMaxIdle(retryLaneMaxIdle), engine.WithIdleProbe(idleProbe), engine.WithLeaseTTL(retryLaneLease), engine.WithShards(cfg.shards),
 		engine.WithPrecision(cfg.precision))
 	if err != nil {
-		return nil, fmt.Errorf("%w: retry lane: %w", ErrInvalidOption, err)
+		return nil, fmt.Errorf("retry lane: %w", errs.Invalid(err))
 	}
 	c := &Consumer{mv: mv}
 	c.init(rdb, layout, group, h, cfg)
@@ -115,6 +117,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer c.running.Store(false)
+	// A deadline on ctx ends the run like a cancellation: go-redis would
+	// put it on the sockets, and a call cut by it fails before ctx
+	// reports its end, which the roles would log as a Redis failure.
+	ctx, release := runctx.WithoutDeadline(ctx)
+	defer release()
 	log := c.cfg.logger.With(slog.String("queue", c.queue), slog.String("group", c.group), slog.String("consumer", c.cfg.consumer))
 	if err := c.start(ctx, log); err != nil || ctx.Err() != nil {
 		return err

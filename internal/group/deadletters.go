@@ -266,15 +266,41 @@ func parseDeadLetter(m redis.XMessage) DeadEntry {
 	return dl
 }
 
-// RedriveError lists dead letters Redrive could not move back.
+// RedriveError lists dead letters Redrive could not move back. It matches
+// [ErrNotFound] (errors.Is) when some were not found.
 type RedriveError struct {
+	Group         string   // the group whose dead letters they are
 	NotFound      []string // no such dead letter (already redriven or purged)
 	Unrecoverable []string // no valid envelope (undecodable or deleted entries); left in place
 }
 
-// Error implements error.
+// Error implements error: "delaystream: redrive <group>: 1 not found
+// (<ids>); 2 unrecoverable, no message to redrive: purge them (<ids>)",
+// naming up to 5 ids of each kind.
 func (e *RedriveError) Error() string {
-	return fmt.Sprintf("group: redrive: %d not found, %d unrecoverable", len(e.NotFound), len(e.Unrecoverable))
+	var parts []string
+	if len(e.NotFound) > 0 {
+		parts = append(parts, fmt.Sprintf("%d not found (%s)", len(e.NotFound), someIDs(e.NotFound)))
+	}
+	if len(e.Unrecoverable) > 0 {
+		parts = append(parts, fmt.Sprintf("%d unrecoverable, no message to redrive: purge them (%s)",
+			len(e.Unrecoverable), someIDs(e.Unrecoverable)))
+	}
+	return "delaystream: redrive " + e.Group + ": " + strings.Join(parts, "; ")
+}
+
+// Is makes a RedriveError with dead letters not found match [ErrNotFound].
+func (e *RedriveError) Is(target error) bool {
+	return target == ErrNotFound && len(e.NotFound) > 0
+}
+
+// someIDs joins the first 5 ids, saying how many more there are.
+func someIDs(ids []string) string {
+	const shown = 5
+	if len(ids) <= shown {
+		return strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ids[:shown], ", "), len(ids)-shown)
 }
 
 // Redrive moves the given dead letters back to this group only: each is
@@ -318,7 +344,7 @@ func (d *DeadLetters) Redrive(ctx context.Context, delay time.Duration, entryIDs
 // per shard; the entries that exist are in dls.
 func (d *DeadLetters) redrive(ctx context.Context, delay time.Duration, entryIDs []string, refs []deadRef, dls map[string]DeadEntry) (int, error) {
 	n := 0
-	var rerr RedriveError
+	rerr := RedriveError{Group: d.group}
 	for shard := range d.shards {
 		var names []string
 		var args []any
@@ -372,7 +398,7 @@ func (d *DeadLetters) redrive(ctx context.Context, delay time.Duration, entryIDs
 // are reported in a [*RedriveError].
 func (d *DeadLetters) RedriveAll(ctx context.Context, delay time.Duration) (int, error) {
 	total := 0
-	var all RedriveError
+	all := RedriveError{Group: d.group}
 	for shard, sh := range d.shards {
 		n, err := d.redriveShard(ctx, delay, shard, sh.key, &all)
 		total += n

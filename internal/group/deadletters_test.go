@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -123,6 +124,8 @@ func TestDeadLettersAPI(t *testing.T) {
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, []string{one.EntryID, "1-1"}, re.NotFound)
 	assert.Empty(t, re.Unrecoverable)
+	assert.ErrorIs(t, err, group.ErrNotFound)
+	assert.EqualError(t, err, "delaystream: redrive g: 2 not found ("+one.EntryID+", 1-1)", "one prefix, the ids named")
 	waitFor(t, 5*time.Second, func() bool { return len(rec.get("dl00001")) == 1 })
 	_, err = dl.Redrive(ctx, -time.Second, byMsg["dl00002"].EntryID)
 	assert.ErrorIs(t, err, group.ErrInvalidOption)
@@ -289,6 +292,9 @@ func TestRedriveForeignDeadLetters(t *testing.T) {
 	var re *group.RedriveError
 	require.ErrorAs(t, err, &re)
 	assert.Equal(t, []string{noID, ctrlID, noEnv, badEnv}, re.Unrecoverable)
+	assert.NotErrorIs(t, err, group.ErrNotFound)
+	assert.EqualError(t, err, "delaystream: redrive g: 4 unrecoverable, no message to redrive: purge them ("+
+		strings.Join([]string{noID, ctrlID, noEnv, badEnv}, ", ")+")")
 	assert.Equal(t, int64(4), dlLen(t, dl), "the foreign entries stay")
 	members, err := h.rdb.ZRange(ctx, h.retryDelayed("g"), 0, -1).Result()
 	require.NoError(t, err)

@@ -118,12 +118,18 @@ func Typed[T any](cd codec.Codec, h func(ctx context.Context, m *Message, v T) e
 // Hooks are optional callbacks about deliveries. They run on the
 // consumer's goroutines and must not block; nil hooks are skipped.
 type Hooks struct {
-	OnDelivered    func(m *Message)                                   // before the handler runs
-	OnAcked        func(m *Message, took time.Duration)               // handler succeeded
-	OnFailed       func(m *Message, err error, retryIn time.Duration) // handler failed; retried after retryIn
-	OnDeadLettered func(m *Message, reason string)                    // m is nil for entries that could not be decoded
-	OnDropped      func(m *Message, err error)                        // handler returned a Drop error
-	OnReclaimed    func(stream string, n int, deleted int)            // XAUTOCLAIM took n entries; deleted were gone from the stream
+	OnDelivered func(m *Message)                     // before the handler runs
+	OnAcked     func(m *Message, took time.Duration) // handler succeeded
+	// OnFailed is called for every failure of the handler that counts as
+	// one (not a Drop error, nor a Snooze), once it is settled, with the
+	// handler's error: retried, with retryIn the wait before the next
+	// attempt; or the last one (the last attempt, a DeadLetter error, an
+	// undecodable payload), with retryIn 0, just before OnDeadLettered
+	// gets the reason. OnHandled's outcome tells the two apart.
+	OnFailed       func(m *Message, err error, retryIn time.Duration)
+	OnDeadLettered func(m *Message, reason string)         // m is nil for entries that could not be decoded
+	OnDropped      func(m *Message, err error)             // handler returned a Drop error
+	OnReclaimed    func(stream string, n int, deleted int) // XAUTOCLAIM took n entries; deleted were gone from the stream
 	// OnLimitWait is called after each wait of the reader for the group's
 	// flow limits (WithConcurrencyLimit, WithRateLimit), with its length.
 	OnLimitWait func(d time.Duration)
@@ -214,4 +220,4 @@ const (
 	ReasonExpired = "expired"
 )
 
-var errOwnershipLost = errors.New("group: entry was taken over by another consumer")
+var errOwnershipLost = errors.New("delaystream: entry was taken over by another consumer")

@@ -53,6 +53,7 @@ type config struct {
 	retention     time.Duration
 	staleConsumer time.Duration
 	membersEvery  time.Duration // read affinity's membership period; 0: membersEvery (tests shorten it)
+	ackDelay      time.Duration // the ack delay, at most a quarter of the visibility timeout; 0: ackDelayFor (tests lengthen it)
 	logger        *slog.Logger
 	hooks         Hooks
 	precision     time.Duration // the promotion precision of the retry lanes and of the group's mover
@@ -130,7 +131,7 @@ func resolve(rdb redis.UniversalClient, queue, group string, opts []Option) (*st
 		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
 	}
 	if err := stream.ValidateName("group", group); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		return nil, errs.Invalid(err)
 	}
 	cfg := defaultConfig()
 	if err := optcheck.Apply(ErrInvalidOption, &cfg, opts); err != nil {
@@ -138,7 +139,7 @@ func resolve(rdb redis.UniversalClient, queue, group string, opts []Option) (*st
 	}
 	layout, err := stream.NewLayout(cfg.prefix, queue, cfg.shards)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		return nil, errs.Invalid(err)
 	}
 	return layout, nil
 }
@@ -187,7 +188,7 @@ func WithPrefix(p string) Option {
 func WithConsumerName(name string) Option {
 	return func(c *config) error {
 		if err := stream.ValidateName("consumer", name); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+			return errs.Invalid(err)
 		}
 		c.consumer = name
 		return nil

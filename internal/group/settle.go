@@ -53,15 +53,15 @@ func (s *settler) failed(hctx context.Context, f *flight, m *Message, env *codec
 		return OutcomeReclaimed
 	case errors.As(herr, &dl):
 		c.ctr.failed.Add(1)
-		return s.deadLetter(hctx, m, env, ReasonHandler, herr)
+		return s.lastFailure(hctx, m, env, ReasonHandler, herr)
 	case errors.As(herr, &ud):
 		c.ctr.failed.Add(1)
-		return s.deadLetter(hctx, m, env, ReasonUndecodable, herr)
+		return s.lastFailure(hctx, m, env, ReasonUndecodable, herr)
 	case errors.As(herr, &re) && !re.Counted:
 		return s.retry(hctx, m, env, herr, max(re.Delay, 0), m.Attempt)
 	case m.Attempt >= c.cfg.maxAttempts:
 		c.ctr.failed.Add(1)
-		return s.deadLetter(hctx, m, env, ReasonAttempts, herr)
+		return s.lastFailure(hctx, m, env, ReasonAttempts, herr)
 	default:
 		c.ctr.failed.Add(1)
 		wait := c.cfg.backoff(m.Attempt + 1)
@@ -106,10 +106,25 @@ func (s *settler) retry(hold context.Context, m *Message, env *codec.Envelope, h
 	return OutcomeRetried
 }
 
+// lastFailure dead-letters an entry whose handler failed for the last time
+// (its last attempt, or it asked for the dead letters) with herr, as
+// deadLetter does; once it is dead-lettered, OnFailed gets herr (with
+// retryIn 0: there is no next attempt) before OnDeadLettered, so that
+// every failure's error reaches the hook, the last one included.
+func (s *settler) lastFailure(hold context.Context, m *Message, env *codec.Envelope, reason string, herr error) Outcome {
+	return s.deadLetterAfter(hold, m, env, reason, herr, true)
+}
+
 // deadLetter acknowledges the entry and appends it to the dead letters.
 // While Redis refuses the write for memory, it holds the entry and tries
 // again (see store) until hold ends.
 func (s *settler) deadLetter(hold context.Context, m *Message, env *codec.Envelope, reason string, cause error) Outcome {
+	return s.deadLetterAfter(hold, m, env, reason, cause, false)
+}
+
+// deadLetterAfter is deadLetter; failed reports a handler's failure, told
+// to OnFailed (see lastFailure).
+func (s *settler) deadLetterAfter(hold context.Context, m *Message, env *codec.Envelope, reason string, cause error, failed bool) Outcome {
 	fields := []any{
 		wire.FieldID, m.ID,
 		wire.FieldDue, strconv.FormatInt(m.Due.UnixMilli(), 10),
@@ -123,7 +138,11 @@ func (s *settler) deadLetter(hold context.Context, m *Message, env *codec.Envelo
 	}
 	o := s.settleDead(hold, m.Stream, m.EntryID, fields)
 	if o == OutcomeDeadLettered {
-		if h := s.r.c.cfg.hooks.OnDeadLettered; h != nil {
+		hooks := &s.r.c.cfg.hooks
+		if h := hooks.OnFailed; h != nil && failed {
+			h(m, cause, 0)
+		}
+		if h := hooks.OnDeadLettered; h != nil {
 			h(m, reason)
 		}
 	}

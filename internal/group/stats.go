@@ -17,7 +17,7 @@ type Stats struct {
 	Group         string
 	Consumers     int64         // consumers known to the group on the queue stream
 	Pending       int64         // delivered, not yet acknowledged (queue stream + retry lane)
-	OldestPending time.Duration // age (Redis clock) of the oldest pending entry, 0 when none
+	OldestPending time.Duration // time (Redis clock) since the oldest pending entry was appended to its stream, 0 when none
 	Lag           int64         // queue stream entries not yet delivered to the group (-1 unknown)
 	RetryWaiting  int64         // messages waiting in the retry lane for their backoff
 	DeadLetters   int64         // entries in the dead-letter stream
@@ -175,7 +175,7 @@ func queueFigures(ctx context.Context, rdb redis.UniversalClient, key string, st
 		q, err = scripts.Ints(reply)
 	}
 	if err == nil && len(q) != 4 {
-		err = fmt.Errorf("stats script returned %d values", len(q))
+		err = fmt.Errorf("delaystream: stats script returned %d values", len(q))
 	}
 	if err != nil {
 		return qs, err

@@ -164,7 +164,7 @@ func (t *trimmer) pause(ctx context.Context, d time.Duration) {
 
 // errGroupMissing is the error of a trim that a group recorded for the
 // stream (stream.Keys.Groups) but missing from it held back.
-var errGroupMissing = errors.New("not trimmed while a recorded group is missing from the stream")
+var errGroupMissing = errors.New("delaystream: not trimmed while a recorded group is missing from the stream")
 
 // trimIdleEvery is how often a consumer that settled nothing still trims
 // (and removes stale consumers). What such a pass frees is rare (a

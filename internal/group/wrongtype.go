@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delaystream/delaystream/internal/memory"
+	"github.com/delaystream/delaystream/internal/reach"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/stream"
 )
@@ -47,8 +48,10 @@ func explainShard(ctx context.Context, rdb redis.UniversalClient, err error, k s
 // explain is core.explain for the dead-letter handle: a WRONGTYPE reply
 // becomes the *stream.KeyTypeError of whichever of its keys (every shard's
 // dead letters and retry lane's delayed set and envelopes) holds the wrong
-// type.
+// type, and a call that ran out of time while Redis could not be reached
+// says why (reach.Explain).
 func (d *DeadLetters) explain(ctx context.Context, err error) error {
+	err = reach.Explain(ctx, d.rdb, err, d.shards[0].key)
 	types := make([]stream.KeyType, 0, 3*len(d.shards))
 	for _, sh := range d.shards {
 		types = append(types, stream.KeyType{Key: sh.key, Want: "stream"},

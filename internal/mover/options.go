@@ -107,7 +107,8 @@ func WithoutLease() Option { return Option(engine.WithoutLease()) }
 //
 // The movers of a sharded queue divide its shards between them through a
 // registry of live movers in Redis and promote their shares without
-// leases; see "Sharded queues" in the package doc.
+// leases; see the package doc and docs/sharding.md ("Promotion over
+// shards").
 func WithShards(n int) Option { return Option(engine.WithShards(n)) }
 
 // WithPrecision sets how late promotion may be, to gather the messages

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/delaystream/delaystream/internal/errs"
 	"github.com/delaystream/delaystream/internal/stream"
 )
 
@@ -26,7 +27,7 @@ func Range[T cmp.Ordered](invalid error, name string, v, lo, hi T) error {
 // (stream.ValidateName).
 func Prefix(invalid error, p string) error {
 	if err := stream.ValidateName("prefix", p); err != nil {
-		return fmt.Errorf("%w: %w", invalid, err)
+		return errs.Mark(err, invalid) // one prefix: "delaystream: invalid name: ..."
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ func TestRange(t *testing.T) {
 		{"hours", optcheck.Range(errInvalid, "ttl", 0, time.Second, 2*time.Hour), "pkg: invalid option: ttl must be 1s..2h, got 0s"},
 		{"bounds inclusive", optcheck.Range(errInvalid, "n", int64(5), 5, 5), ""},
 		{"prefix ok", optcheck.Prefix(errInvalid, "ds"), ""},
-		{"prefix braces", optcheck.Prefix(errInvalid, "{x}"), `pkg: invalid option: delaystream: invalid name: prefix name "{x}" contains '{' (no braces, spaces or control characters)`},
+		{"prefix braces", optcheck.Prefix(errInvalid, "{x}"), `delaystream: invalid name: prefix name "{x}" contains '{' (no braces, spaces or control characters)`},
 		{"nil", optcheck.NotNil(errInvalid, "logger", true), "pkg: invalid option: nil logger"},
 		{"not nil", optcheck.NotNil(errInvalid, "logger", false), ""},
 	} {

@@ -189,13 +189,13 @@ func RunPipelined(ctx context.Context, rdb redis.UniversalClient, s *redis.Scrip
 func Ints(v any) ([]int64, error) {
 	arr, ok := v.([]any)
 	if !ok {
-		return nil, fmt.Errorf("script reply: want array, got %T", v)
+		return nil, fmt.Errorf("delaystream: script reply: want array, got %T", v)
 	}
 	out := make([]int64, len(arr))
 	for i, x := range arr {
 		n, ok := x.(int64)
 		if !ok {
-			return nil, fmt.Errorf("script reply item %d: want integer, got %T", i, x)
+			return nil, fmt.Errorf("delaystream: script reply item %d: want integer, got %T", i, x)
 		}
 		out[i] = n
 	}

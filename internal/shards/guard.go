@@ -5,11 +5,15 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delaystream/delaystream/internal/memory"
+	"github.com/delaystream/delaystream/internal/reach"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/stream"
 )
@@ -22,8 +26,9 @@ type Guard struct {
 	what   string // the part, for errors: "producer", "mover", "consumer"
 	ok     atomic.Bool
 
-	mu    sync.Mutex
-	epoch string // the record's epoch at the last check; "" before one
+	mu     sync.Mutex
+	epoch  string // the record's epoch at the last check; "" before one
+	evicts string // what the record's server said about eviction at the last loss found
 }
 
 // NewGuard returns the guard of a part (what names it in errors) of the
@@ -57,15 +62,64 @@ func (g *Guard) Verify(ctx context.Context, rdb redis.UniversalClient) (lost boo
 	if err != nil {
 		return false, err
 	}
-	return before != "" && epoch != "" && epoch != before, nil
+	lost = before != "" && epoch != "" && epoch != before
+	if lost {
+		ev := evictions(ctx, rdb, g.layout.Meta())
+		g.mu.Lock()
+		g.evicts = ev
+		g.mu.Unlock()
+	}
+	return lost, nil
 }
 
 // LostError returns the error a part reports when Verify found the queue's
 // data lost; when says when the part noticed (e.g. "within the last 30s").
+// When the record's server evicts keys (it had evicted some, or its
+// maxmemory-policy may), eviction is named as the first cause.
 func (g *Guard) LostError(when string) error {
+	g.mu.Lock()
+	ev := g.evicts
+	g.mu.Unlock()
+	causes := "Redis restarted without persistence, FLUSHALL, or a failover to a replica that had none of it"
+	if ev != "" {
+		causes = ev + "; or " + causes
+	}
 	return fmt.Errorf("%w: queue %s: its record %s was gone or recreated %s; "+
-		"messages waiting or pending before may be lost (Redis restarted without persistence, FLUSHALL, "+
-		"or a failover to a replica that had none of it)", stream.ErrDataLost, g.layout.Queue(), g.layout.Meta(), when)
+		"messages waiting or pending before may be lost (%s)", stream.ErrDataLost, g.layout.Queue(), g.layout.Meta(), when, causes)
+}
+
+// evictions asks the server of key (INFO stats and memory) whether it
+// evicts keys, and returns the cause to name first for a loss of data: ""
+// when it evicts nothing (or cannot tell).
+func evictions(ctx context.Context, rdb redis.UniversalClient, key string) string {
+	var c redis.Cmdable = rdb
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return ""
+		}
+		c = m
+	}
+	info, err := c.Info(ctx, "stats", "memory").Result()
+	if err != nil {
+		return ""
+	}
+	s := memory.Parse(info)
+	var evicted int64
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "evicted_keys:"); ok {
+			evicted, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	switch {
+	case evicted > 0:
+		return fmt.Sprintf("eviction: the server has evicted %d keys since its start (maxmemory-policy %s); set maxmemory-policy noeviction",
+			evicted, s.Policy)
+	case s.Evicts():
+		return fmt.Sprintf("eviction: the server may evict keys (maxmemory %s, maxmemory-policy %s); set maxmemory-policy noeviction",
+			memory.Bytes(s.Max), s.Policy)
+	}
+	return ""
 }
 
 // run runs meta.lua and returns the record's epoch.
@@ -82,6 +136,7 @@ func (g *Guard) run(ctx context.Context, rdb redis.UniversalClient) (string, err
 	if err != nil {
 		err = stream.ExplainWrongType(ctx, rdb, scripts.Explain(err), stream.KeyType{Key: l.Meta(), Want: "hash"},
 			stream.KeyType{Key: home.Main().Delayed, Want: "zset"}, stream.KeyType{Key: home.Main().Stream, Want: "stream"})
+		err = reach.Explain(ctx, rdb, err, l.Meta())
 		return "", fmt.Errorf("queue %s: reading its shard count (%s): %w", l.Queue(), l.Meta(), err)
 	}
 	var n int64
@@ -98,7 +153,7 @@ func (g *Guard) run(ctx context.Context, rdb redis.UniversalClient) (string, err
 			stream.ErrShardCount, l.Queue(), l.Meta(), g.what, l.Shards())
 	case int(n) != l.Shards():
 		return "", fmt.Errorf("%w: queue %s has %d shard(s) (recorded in %s); this %s was built with %d: "+
-			"see \"Sharded queues\" in the README to change a queue's shard count",
+			"docs/sharding.md (\"The shard count is part of the queue\") says how to change a queue's shard count",
 			stream.ErrShardCount, l.Queue(), n, l.Meta(), g.what, l.Shards())
 	}
 	if epoch != "" {

@@ -200,7 +200,7 @@ func (s *sub) wait(ctx context.Context, d time.Duration, moved <-chan struct{}) 
 	return true
 }
 
-var errNoShardChannels = errors.New("shardsub: server has no shard channels")
+var errNoShardChannels = errors.New("delaystream: server has no shard channels")
 
 // node is a connection's share of the groups.
 type node struct {
@@ -214,7 +214,7 @@ func nodes(ctx context.Context, rdb redis.UniversalClient, groups [][]string) ([
 	if !ok {
 		c, ok := rdb.(*redis.Client)
 		if !ok {
-			return nil, errors.New("shardsub: sharded queues need a *redis.Client or *redis.ClusterClient")
+			return nil, errors.New("delaystream: sharded queues need a *redis.Client or *redis.ClusterClient")
 		}
 		return []node{{c: c, groups: groups}}, nil
 	}
@@ -354,7 +354,7 @@ func (rd *receiver) subscribed(ctx context.Context, msg *redis.Subscription) err
 	default:
 		// The server dropped a subscription: its slot moved to
 		// another node (a failover or a resharding).
-		return errors.New("shardsub: " + msg.Kind + " " + msg.Channel + " from the server (slot moved)")
+		return errors.New("delaystream: " + msg.Kind + " " + msg.Channel + " from the server (slot moved)")
 	}
 	rd.got++
 	if rd.got == rd.first && len(rd.rest) > 0 {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strings"
 	"time"
 )
 
@@ -20,11 +21,19 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	queue, g, action := r.PathValue("queue"), r.PathValue("group"), path.Base(r.URL.Path)
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	do := in.Resume
-	if action == "pause" {
-		do = in.Pause
+	ofGroup := strings.Contains(r.Pattern, "/g/{group}/") // a group's route, even with an empty name (refused)
+	var err error
+	switch {
+	case ofGroup && action == "pause":
+		_, err = in.Pause(ctx, queue, g)
+	case ofGroup:
+		_, err = in.Resume(ctx, queue, g)
+	case action == "pause":
+		_, err = in.PauseQueue(ctx, queue)
+	default:
+		_, err = in.ResumeQueue(ctx, queue)
 	}
-	if _, err := do(ctx, queue, g); err != nil {
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -39,7 +48,7 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 		q.Del(k)
 	}
 	what := "queue"
-	if g != "" {
+	if ofGroup {
 		what = "group"
 	}
 	q.Set("did", action+"d-"+what)

@@ -162,7 +162,7 @@ func TestRenderPages(t *testing.T) {
 	t.Parallel()
 	s := offline(t, WithPreviewBytes(32))
 	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	gs := admin.GroupReport{Group: "billing", Consumers: 2, Pending: 3, OldestPendingMs: 4500, Lag: -1,
+	gs := admin.GroupReport{Group: "billing", Consumers: 2, Pending: 3, OldestPendingEntryAgeMs: 4500, Lag: -1,
 		RetryWaiting: 1, DeadLetters: 12, ConsumerList: []admin.ConsumerInfo{{Name: "host-1", Pending: 3, IdleMs: 20}}}
 	st := admin.QueueReport{Queue: "orders", Shards: 4, Now: now, Waiting: 1234567, Overdue: 2,
 		NextDue: now.Add(-time.Second), StreamLength: 9, Quarantined: 1, Groups: []admin.GroupReport{gs}}
