@@ -42,14 +42,15 @@ func ExampleQueue_Pause() {
 	}
 	go func() {
 		// Run starts paused; an operator resumes once the provider is back.
-		for {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for range tick.C {
 			st, err := q.Stats(ctx)
 			if err == nil && st.Overdue == 1 {
 				fmt.Println("paused:", !st.PausedSince.IsZero(), "overdue:", st.Overdue)
 				_ = q.Resume(ctx)
 				return
 			}
-			time.Sleep(10 * time.Millisecond)
 		}
 	}()
 	if err := q.Run(ctx); err != nil {

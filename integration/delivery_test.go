@@ -12,6 +12,7 @@ import (
 
 	"github.com/delaystream/delaystream/integration/internal/harness"
 	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/margin"
 	"github.com/delaystream/delaystream/internal/mover"
 )
 
@@ -109,7 +110,10 @@ func TestNeverEarly(t *testing.T) {
 	d := distOf(lateness(entries))
 	t.Logf("lateness (stream entry time - due, Redis clock): %s", d)
 	assert.GreaterOrEqual(t, d.Min, time.Duration(0), "an entry was early")
-	assert.Less(t, d.P99, 100*time.Millisecond, "p99 lateness")
+	// Promoted by the movers' timers at the due times, not at their idle
+	// checks (a second apart): how precise is the bench's figure, and the
+	// bound leaves two loaded cores their slack.
+	margin.Less(t, "p99 lateness", d.P99, 500*time.Millisecond, "p99 lateness")
 }
 
 // TestExactlyOnceConcurrentMovers promotes 100k messages with four movers

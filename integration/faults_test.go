@@ -12,6 +12,7 @@ import (
 
 	"github.com/delaystream/delaystream/integration/internal/harness"
 	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/margin"
 	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/stream"
@@ -148,9 +149,14 @@ func TestConnectionsKilled(t *testing.T) {
 	assert.Positive(t, killed)
 	// A kill costs go-redis retries on dead pooled connections (~100-200 ms
 	// stalls are typical), not a lost wake-up's 5 s max idle.
-	assert.Less(t, d.Max, 1500*time.Millisecond, "lateness after connection kills")
+	margin.Less(t, "lateness after kills", d.Max, 2500*time.Millisecond, "lateness after connection kills")
 
-	// The mover now sleeps up to 5 s; only a wake-up can deliver this on time.
+	// The mover now sleeps up to 5 s; only a wake-up can deliver this on
+	// time: its subscription is back.
+	require.Eventually(t, func() bool {
+		n, err := rdb.PubSubNumSub(ctx, l.Wake).Result()
+		return err == nil && n[l.Wake] == 1
+	}, 10*time.Second, 5*time.Millisecond, "the mover resubscribed to its wake channel")
 	select { // drop a stale tick
 	case <-tl.each:
 	default:
@@ -167,5 +173,7 @@ func TestConnectionsKilled(t *testing.T) {
 	require.Len(t, last, 1)
 	late := stream.EntryTime(last[0].ID).Sub(r.Due)
 	t.Logf("probe after the kills: %s late", late)
-	assert.Less(t, late, 50*time.Millisecond)
+	// Promoted by the woken mover's timer, not at its 5 s idle check; the
+	// slack is for two loaded cores.
+	margin.Less(t, "probe after kills late", late, time.Second)
 }

@@ -2,10 +2,13 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/integration/internal/harness"
 	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/margin"
 	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/stream"
@@ -189,8 +193,8 @@ func TestMoverFailover(t *testing.T) {
 			"the owner promotes")
 		require.Zero(t, tallies[standby].moved.Load(), "only the owner promotes")
 
+		stops[owner]() // returns once Run released the lease
 		stopped := time.Now()
-		stops[owner]()
 		ev = nextEvent()
 		require.Equal(t, standby, ev.who)
 		require.True(t, ev.owner)
@@ -207,11 +211,16 @@ func TestMoverFailover(t *testing.T) {
 		d := distOf(lateness(entries))
 		t.Logf("%s stopped: %s owned the lane %s later; lateness of %d entries due every 50 ms: %s",
 			owner, standby, takeover.Round(time.Microsecond), n, d)
-		assert.Less(t, takeover, 500*time.Millisecond, "a released lease is taken over at once, not after the TTL")
+		// From the release: the release's announcement and the standby's
+		// promote call, where a lease left to lapse would hold for up to
+		// its TTL; the slack is for two loaded cores.
+		margin.Less(t, "takeover after release", takeover, 500*time.Millisecond, "a released lease is taken over at once, not after the TTL")
+		var worst time.Duration
 		for _, late := range lateness(entries) {
 			assert.GreaterOrEqual(t, late, time.Duration(0))
-			assert.Less(t, late, 200*time.Millisecond, "no entry waited for the lease TTL")
+			worst = max(worst, late)
 		}
+		margin.Less(t, "lateness across a release", worst, mover.DefaultLeaseTTL/2, "no entry waited for the lease TTL")
 	})
 
 	t.Run("owner crashed", func(t *testing.T) {
@@ -261,7 +270,7 @@ func TestMoverFailover(t *testing.T) {
 		t.Logf("dead owner's lease (TTL %s) set at %s: first promotion %s later; lateness %s",
 			mover.DefaultLeaseTTL, before.Format("15:04:05.000"), takeover, d)
 		assert.False(t, first.Before(expiry), "promoted at %v while the dead owner's lease ran until %v", first, expiry)
-		assert.Less(t, takeover, mover.DefaultLeaseTTL+500*time.Millisecond, "takeover bounded by the lease TTL")
+		margin.Less(t, "takeover after lapse", takeover, mover.DefaultLeaseTTL+time.Second, "takeover bounded by the lease TTL")
 		holder, err := rdb.Get(ctx, l.Lease).Result()
 		require.NoError(t, err)
 		assert.NotEqual(t, "dead", holder)
@@ -286,6 +295,8 @@ func TestIdleCost(t *testing.T) {
 	// in the window) whenever a poll and a probe overlap.
 	moverClient := redis.NewClient(redistest.Options(t, srv.Addr))
 	t.Cleanup(func() { _ = moverClient.Close() })
+	probesSent := &sentLog{name: "zrange"}
+	moverClient.AddHook(probesSent)
 	stats := rdb.Conn()
 	t.Cleanup(func() { _ = stats.Close() })
 	require.NoError(t, stats.Ping(ctx).Err())
@@ -299,8 +310,10 @@ func TestIdleCost(t *testing.T) {
 	const probes = 3
 	require.NoError(t, stats.ConfigResetStat(ctx).Err())
 	zranges := func(calls map[string]int64) int64 { return calls["zrange"] }
-	first, start := waitCommandStats(t, stats, 5*time.Second, func(calls map[string]int64) bool { return zranges(calls) >= 1 })
-	last, end := waitCommandStats(t, stats, (probes+2)*mover.DefaultMaxIdle, func(calls map[string]int64) bool {
+	// The window runs from when the first poll was sent to when the last
+	// one's reply was read: it holds the interval between the two reads.
+	first, start, _ := waitCommandStats(t, stats, 5*time.Second, func(calls map[string]int64) bool { return zranges(calls) >= 1 })
+	last, _, end := waitCommandStats(t, stats, (probes+2)*mover.DefaultMaxIdle, func(calls map[string]int64) bool {
 		return zranges(calls) >= zranges(first)+probes
 	})
 	elapsed := end.Sub(start)
@@ -322,31 +335,71 @@ func TestIdleCost(t *testing.T) {
 	t.Logf("idle mover over %s (%d probe intervals): %d promote calls, %d commands in all counting those inside scripts (%.2f/s): %v",
 		elapsed.Round(time.Millisecond), probes, promotes, total, perSec, calls)
 	assert.Zero(t, promotes, "an idle mover makes no promote calls")
-	// At most one command per max idle; the window's ends are seen up to a
-	// poll late each, hence the 10 % margin.
-	assert.LessOrEqual(t, perSec, 1.1/mover.DefaultMaxIdle.Seconds(), "commands per second while idle, counting those inside scripts")
+	// At most one command per max idle: in a window, one more than the
+	// max idles it spans, whatever the load (which only makes it fewer).
+	margin.LessOrEqual(t, "idle commands", total, 1+int64(elapsed/mover.DefaultMaxIdle),
+		"commands while idle over %s (%.2f/s), counting those inside scripts", elapsed, perSec)
 	assert.Equal(t, total, calls["zrange"], "probes are all an idle mover sends")
+	// And each probe comes a max idle after the one before, or later (a
+	// loaded machine only wakes the mover late).
+	sent := probesSent.times()
+	require.GreaterOrEqual(t, len(sent), probes+1)
+	sent = sent[len(sent)-probes-1:] // the window's, and the one before
+	gap := time.Duration(1 << 62)
+	for i := 1; i < len(sent); i++ {
+		gap = min(gap, sent[i].Sub(sent[i-1]))
+	}
+	t.Logf("shortest time between two probes sent: %s", gap)
+	assert.GreaterOrEqual(t, gap, mover.DefaultMaxIdle-10*time.Millisecond, "probes a max idle apart")
+}
+
+// sentLog is a go-redis hook that records when each command of one name
+// was sent.
+type sentLog struct {
+	name string
+	mu   sync.Mutex
+	at   []time.Time
+}
+
+func (l *sentLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (l *sentLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == l.name {
+			l.mu.Lock()
+			l.at = append(l.at, time.Now())
+			l.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (l *sentLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (l *sentLog) times() []time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.at)
 }
 
 // waitCommandStats polls INFO commandstats over conn every 10 ms until done
 // holds for its calls per command, and returns those and when it saw them.
-func waitCommandStats(t *testing.T, conn *redis.Conn, limit time.Duration, done func(map[string]int64) bool) (map[string]int64, time.Time) {
+func waitCommandStats(t *testing.T, conn *redis.Conn, limit time.Duration, done func(map[string]int64) bool) (calls map[string]int64, sent, read time.Time) {
 	t.Helper()
-	var (
-		calls map[string]int64
-		at    time.Time
-	)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		at := time.Now()
 		info, err := conn.Info(t.Context(), "commandstats").Result()
 		if !assert.NoError(c, err) {
 			return
 		}
 		cs, err := parseCommandStats(info)
 		if assert.NoError(c, err) && assert.True(c, done(cs), "calls %v", cs) {
-			calls, at = cs, time.Now()
+			calls, sent, read = cs, at, time.Now()
 		}
 	}, limit, 10*time.Millisecond)
-	return calls, at
+	return calls, sent, read
 }
 
 // commandStats parses INFO commandstats into command -> calls.
@@ -461,7 +514,10 @@ func TestWakeUpPrecision(t *testing.T) {
 		d := e.Appended().Sub(e.Envelope.Due)
 		late = append(late, d)
 		assert.GreaterOrEqual(t, d, time.Duration(0), "%s early", id)
-		assert.Less(t, d, 50*time.Millisecond, "%s late", id)
+		// Woken, it promotes at the due time by its own timer; a lost
+		// wake-up waits for the 5 s idle check. How precise the timer is
+		// is the bench's figure: the slack is for two loaded cores.
+		margin.Less(t, "woken promotion late", d, time.Second, "%s late", id)
 	}
 	t.Logf("idle mover (max idle 5s), messages due 200 ms out: lateness per round %v", late)
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -352,10 +353,15 @@ func TestReplicaAckReplicaStalled(t *testing.T) {
 	ctx := context.Background()
 	master, replicaAddr := masterWithReplica(t)
 	rdb := client(t, redis.Options{Addr: master})
+	durableWaits := new(waitCount)
+	rdb.AddHook(durableWaits)
 	prefix := redistest.Prefix(t)
 	durable, err := delay.New(rdb, "orders", delay.WithPrefix(prefix), delay.WithReplicaAck(1, 200*time.Millisecond))
 	require.NoError(t, err)
-	plain, err := delay.New(rdb, "orders", delay.WithPrefix(prefix))
+	plainRdb := client(t, redis.Options{Addr: master})
+	waits := new(waitCount)
+	plainRdb.AddHook(waits)
+	plain, err := delay.New(plainRdb, "orders", delay.WithPrefix(prefix))
 	require.NoError(t, err)
 	_, err = durable.Schedule(ctx, delay.Message{ID: "before"}, delay.After(time.Hour))
 	require.NoError(t, err, "confirmed while the replica keeps up")
@@ -371,18 +377,18 @@ func TestReplicaAckReplicaStalled(t *testing.T) {
 	}
 	t.Cleanup(resume)
 
-	start := time.Now()
 	_, err = plain.Schedule(ctx, delay.Message{ID: "plain"}, delay.After(time.Hour))
 	require.NoError(t, err)
-	assert.Less(t, time.Since(start), 100*time.Millisecond, "a plain write does not wait")
+	assert.Zero(t, waits.n.Load(), "a plain write does not wait: it sends no WAIT")
 
-	start = time.Now()
+	start := time.Now()
 	res, err := durable.Schedule(ctx, delay.Message{ID: "durable"}, delay.After(time.Hour))
 	took := time.Since(start)
 	require.ErrorIs(t, err, delay.ErrNotReplicated)
 	assert.Contains(t, err.Error(), "0 of 1 replicas confirmed within 200ms")
 	assert.Equal(t, delay.Created, res.Outcome)
 	assert.GreaterOrEqual(t, took, 200*time.Millisecond)
+	assert.Positive(t, durableWaits.n.Load(), "a durable write sends WAIT (seen by the hook that saw none from the plain one)")
 
 	resume()
 	// Once the replica catches up, a retry that rewrites the message (the
@@ -519,4 +525,32 @@ func TestReplicaAckCluster(t *testing.T) {
 		}
 	}
 	require.Positive(t, n, "shard 0 got messages")
+}
+
+// waitCount is a go-redis hook counting the WAIT commands a client sends,
+// alone or in pipelines.
+type waitCount struct{ n atomic.Int64 }
+
+func (w *waitCount) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (w *waitCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		w.see(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (w *waitCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			w.see(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (w *waitCount) see(cmd redis.Cmder) {
+	if strings.EqualFold(cmd.Name(), "wait") {
+		w.n.Add(1)
+	}
 }

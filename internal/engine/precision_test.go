@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/internal/delay"
+	"github.com/delaystream/delaystream/internal/margin"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/stream"
@@ -186,12 +187,12 @@ func precisionNeverEarly(t *testing.T, p time.Duration) {
 	}
 	// A missed target shows as the max idle (1 s) or more; a loaded
 	// machine adds tens of ms.
-	assert.Less(t, late, p+900*time.Millisecond, "the latest promotion")
+	margin.Less(t, "latest promotion", late, p+900*time.Millisecond, "the latest promotion")
 	moved := hook.get()
 	assert.LessOrEqual(t, len(moved), len(buckets), "one promote call per bucket at most")
 	// Besides one call per bucket: the first, and a few more for wake-ups
 	// while scheduling and idle checks.
 	calls := count.n.Load()
-	assert.LessOrEqual(t, calls, int64(len(buckets)+10), "promote calls")
+	margin.LessOrEqual(t, "promote calls", calls, int64(len(buckets)+10), "promote calls")
 	t.Logf("precision %s: %d messages, %d buckets, %d promote calls (%d moved), latest %s after its due time", p, n, len(buckets), calls, len(moved), late)
 }

@@ -42,7 +42,11 @@ type acker struct {
 }
 
 func newAcker(r *runState, trim *trimmer) *acker {
-	return &acker{r: r, trim: trim, delay: ackDelayFor(r.c.cfg.visibility, r.c.cfg.precision), buf: make([]ackReq, 0, ackBatch), kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	delay := ackDelayFor(r.c.cfg.visibility, r.c.cfg.precision)
+	if d := r.c.cfg.ackDelay; d > 0 {
+		delay = min(d, r.c.cfg.visibility/4)
+	}
+	return &acker{r: r, trim: trim, delay: delay, buf: make([]ackReq, 0, ackBatch), kick: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
 // ackReq is one entry to acknowledge; success says whether its handler

@@ -19,7 +19,8 @@ import (
 
 // A consumer process killed with SIGKILL while it holds entries: a consumer
 // in this process, with the default visibility timeout (2 s) and reclaim
-// interval (1 s), handles them within 3 s of the kill.
+// interval (1 s), handles them once they were idle for the visibility
+// timeout, within a reclaim interval (about 3 s after the kill).
 func TestKilledConsumerWorkIsReclaimed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -45,6 +46,7 @@ func TestKilledConsumerWorkIsReclaimed(t *testing.T) {
 
 	killed := time.Now()
 	ch.kill(t)
+	touched := h.touched("g", "doomed", h.mainStream())
 	waitFor(t, 10*time.Second, func() bool { return rec.total() >= n })
 	var first, last time.Duration
 	for i, d := range rec.snapshot() {
@@ -55,8 +57,9 @@ func TestKilledConsumerWorkIsReclaimed(t *testing.T) {
 		last = max(last, took)
 		assert.Len(t, d, 1, i)
 	}
-	t.Logf("kill -9 to handled elsewhere: first %s, last %s (visibility 2s, reclaim every 1s)", first, last)
-	assert.LessOrEqual(t, last, 3*time.Second, "crashed consumer's work redelivered too late")
+	late := reclaimedInTime(t, "killed consumer", touched, firsts(rec.snapshot()))
+	t.Logf("kill -9 to handled elsewhere: first %s, last %s, %s after the last became reclaimable (visibility 2s, reclaim every 1s)",
+		first, last, late)
 	r.stop(t)
 
 	var heldIDs []string
@@ -202,6 +205,7 @@ func TestKilledConsumerReadAheadIsReclaimed(t *testing.T) {
 	killed := time.Now()
 	ch.kill(t)
 	held := h.heldBy("doomed", 10) // final: its owner is dead, and nobody reclaims yet
+	touched := h.touched("g", "doomed", h.mainStream())
 	require.GreaterOrEqual(t, len(held), 2, "the child read ahead")
 	rec := newRecorder()
 	c := h.consumer("g", rec.ack, group.WithConsumerName("survivor"))
@@ -217,8 +221,8 @@ func TestKilledConsumerReadAheadIsReclaimed(t *testing.T) {
 			assert.EqualValues(t, 1, ds[0].Deliveries, "%s: never read by the child", id)
 		}
 	}
-	t.Logf("kill -9 to all %d the child held handled elsewhere: %s", len(held), last)
-	assert.LessOrEqual(t, last, 3*time.Second, "crashed consumer's read-ahead redelivered too late")
+	late := reclaimedInTime(t, "killed consumer's read-ahead", touched, firsts(rec.snapshot()))
+	t.Logf("kill -9 to all %d the child held handled elsewhere: %s, %s after the last became reclaimable", len(held), last, late)
 	r.stop(t)
 	assert.Len(t, rec.get(running[0].ID), 1)
 	assert.EqualValues(t, len(held), c.Counters().Reclaimed)
@@ -573,12 +577,13 @@ func TestIdleThenKilledConsumerWorkIsReclaimed(t *testing.T) {
 	gate.open()
 	killed := time.Now()
 	ch.kill(t)
+	touched := h.touched("g", "doomed", h.mainStream())
 	waitFor(t, 10*time.Second, func() bool { return len(rec.get(held[0].ID)) > 0 })
 	d := rec.get(held[0].ID)
 	require.Len(t, d, 1)
 	took := d[0].At.Sub(killed)
-	t.Logf("kill -9 after idle to handled elsewhere: %s", took)
-	assert.LessOrEqual(t, took, 3*time.Second, "crashed consumer's work redelivered too late")
+	late := reclaimedInTime(t, "killed consumer after idle", touched, d)
+	t.Logf("kill -9 after idle to handled elsewhere: %s, %s after it became reclaimable", took, late)
 	assert.EqualValues(t, 2, d[0].Deliveries, "second delivery of the entry")
 	assert.Equal(t, held[0].EntryID, d[0].EntryID)
 	r.stop(t)

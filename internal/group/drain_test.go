@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/internal/group"
+	"github.com/delaystream/delaystream/internal/margin"
 	"github.com/delaystream/delaystream/internal/redistest"
 )
 
@@ -107,8 +108,11 @@ func TestDrainTimeoutHandsEntriesBack(t *testing.T) {
 	}
 	require.NoError(t, ra.err)
 	t.Logf("drain %s: Run returned after %s; the other consumer had all %d entries after %s", drain, runTook, n, takeover)
-	assert.Less(t, takeover, drain+time.Second, "hand-back to takeover")
-	assert.Less(t, runTook, drain+1500*time.Millisecond, "Run's shutdown time")
+	// The drain, then round trips (and the other's 100 ms reclaim pass):
+	// far below the 30 s visibility timeout; the slack is for two loaded
+	// cores.
+	margin.Less(t, "hand-back to takeover", takeover, drain+2*time.Second, "hand-back to takeover")
+	margin.Less(t, "shutdown after drain", runTook, drain+2*time.Second, "Run's shutdown time")
 	assert.GreaterOrEqual(t, runTook, drain)
 
 	assert.EqualValues(t, n, cancelled.Load(), "handler contexts cancelled at the drain timeout")

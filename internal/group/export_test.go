@@ -29,3 +29,16 @@ func WithMembersEvery(d time.Duration) Option {
 func WithLoopTick(f func(loop string)) Option {
 	return func(c *config) error { c.loopTick = f; return nil }
 }
+
+// WithAckDelay sets the longest an acknowledgement waits for a read to
+// ride with, at most a quarter of the visibility timeout (for tests).
+func WithAckDelay(d time.Duration) Option {
+	return func(c *config) error { c.ackDelay = d; return nil }
+}
+
+// StrayDelay and ArrivalsPoll are the read affinity's stray delay and a
+// sharded queue's poll of every shard (for tests).
+const (
+	StrayDelay   = strayDelay
+	ArrivalsPoll = arrivalsPoll
+)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/internal/margin"
 	"github.com/delaystream/delaystream/internal/mover"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/stream"
@@ -85,13 +86,16 @@ func TestShardedMovers(t *testing.T) {
 		movers = append(movers, m)
 		stops = append(stops, run(t, m))
 	}
-	require.Eventually(t, func() bool {
+	// Each wait below is a round trip or a few by design; its limit is a
+	// deadline for a hang, ample for two loaded cores (make stress shows
+	// how near each came).
+	margin.Eventually(t, "split", func() bool {
 		a, b := movers[0].Owned(), movers[1].Owned()
 		return len(a) == n/2 && len(b) == n/2 && !slices.ContainsFunc(a, func(i int) bool { return slices.Contains(b, i) })
-	}, 5*time.Second, 5*time.Millisecond, "an even, disjoint split")
-	require.Eventually(t, func() bool {
+	}, 10*time.Second, 5*time.Millisecond, "an even, disjoint split")
+	margin.Eventually(t, "split reported", func() bool {
 		return slices.Equal(logs[0].get(), movers[0].Owned()) && slices.Equal(logs[1].get(), movers[1].Owned())
-	}, time.Second, 5*time.Millisecond, "the hook reports the split")
+	}, 5*time.Second, 5*time.Millisecond, "the hook reports the split")
 
 	// Messages written straight into their shards' delayed sets, due now.
 	const count = 400
@@ -108,9 +112,9 @@ func TestShardedMovers(t *testing.T) {
 	}
 	_, err = pipe.Exec(ctx)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	margin.Eventually(t, "promoted", func() bool {
 		return movers[0].Counters().Promoted+movers[1].Counters().Promoted == count
-	}, 5*time.Second, 5*time.Millisecond)
+	}, 10*time.Second, 5*time.Millisecond, "every message promoted")
 	assert.Positive(t, movers[0].Counters().Promoted, "both movers promote their shares")
 	assert.Positive(t, movers[1].Counters().Promoted)
 	seen := map[string]int{}
@@ -133,7 +137,7 @@ func TestShardedMovers(t *testing.T) {
 	_, err = stops[0]()
 	require.NoError(t, err)
 	stopped := time.Now()
-	require.Eventually(t, func() bool { return len(movers[1].Owned()) == n }, 2*time.Second, 5*time.Millisecond,
+	margin.Eventually(t, "takeover", func() bool { return len(movers[1].Owned()) == n }, 5*time.Second, 5*time.Millisecond,
 		"a mover that stops leaves: the other takes every shard")
 	t.Logf("took over in %s", time.Since(stopped))
 	assert.Nil(t, movers[0].Owned())

@@ -1,0 +1,133 @@
+// Package margin checks the bounded assertions of tests (a duration or a
+// count against a limit) and records how near each came to failing.
+//
+// Each check asserts as testify does (and fails the test the same way);
+// when the environment variable DELAYSTREAM_MARGINS names a file, it also
+// appends one line to it:
+//
+//	<margin>\t<test>/<name>\t<observed> <op> <bound>
+//
+// where margin is (bound-observed)/|bound| for an upper bound and
+// (observed-bound)/|bound| for a lower bound: 1 is far from the bound, 0
+// on it, below 0 failed. make stress sets the variable and prints the
+// closest margins, so that a bound that passes narrowly is seen before it
+// fails.
+package margin
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// Env names the file the checks append their margins to; unset, nothing
+// is recorded.
+const Env = "DELAYSTREAM_MARGINS"
+
+// Number is what the checks compare: counts and durations.
+type Number interface {
+	~int | ~int64 | ~uint64 | ~float64
+}
+
+// LessOrEqual asserts observed <= bound (as assert.LessOrEqual) and
+// records the margin under name.
+func LessOrEqual[T Number](tb testing.TB, name string, observed, bound T, msgAndArgs ...any) bool {
+	tb.Helper()
+	Record(tb, name, "<=", observed, bound)
+	return assert.LessOrEqual(tb, observed, bound, msgAndArgs...)
+}
+
+// Less asserts observed < bound (as assert.Less) and records the margin
+// under name.
+func Less[T Number](tb testing.TB, name string, observed, bound T, msgAndArgs ...any) bool {
+	tb.Helper()
+	Record(tb, name, "<", observed, bound)
+	return assert.Less(tb, observed, bound, msgAndArgs...)
+}
+
+// GreaterOrEqual asserts observed >= bound (as assert.GreaterOrEqual) and
+// records the margin under name.
+func GreaterOrEqual[T Number](tb testing.TB, name string, observed, bound T, msgAndArgs ...any) bool {
+	tb.Helper()
+	Record(tb, name, ">=", observed, bound)
+	return assert.GreaterOrEqual(tb, observed, bound, msgAndArgs...)
+}
+
+// Greater asserts observed > bound (as assert.Greater) and records the
+// margin under name.
+func Greater[T Number](tb testing.TB, name string, observed, bound T, msgAndArgs ...any) bool {
+	tb.Helper()
+	Record(tb, name, ">", observed, bound)
+	return assert.Greater(tb, observed, bound, msgAndArgs...)
+}
+
+// Eventually waits until cond holds, checking every tick, and fails the
+// test at once (as require.Eventually) when it does not within limit. It
+// records how long the wait took against limit under name, and returns it.
+func Eventually(tb testing.TB, name string, cond func() bool, limit, tick time.Duration, msgAndArgs ...any) time.Duration {
+	tb.Helper()
+	begin := time.Now()
+	ok := assert.Eventually(tb, cond, limit, tick, msgAndArgs...)
+	took := time.Since(begin)
+	if !ok {
+		took = max(took, limit+tick) // not met: recorded as failed
+	}
+	Record(tb, name, "<=", took, limit)
+	if !ok {
+		tb.FailNow() // assert.Eventually reported it
+	}
+	return took
+}
+
+// Record appends observed op bound (op is one of <, <=, >, >=) with its
+// margin to the file named by Env, if set. It asserts nothing: the checks
+// above call it; call it directly for a bound checked in another way.
+func Record[T Number](tb testing.TB, name, op string, observed, bound T) {
+	tb.Helper()
+	path := os.Getenv(Env)
+	if path == "" {
+		return
+	}
+	line := fmt.Sprintf("%.4f\t%s/%s\t%v %s %v\n", Of(op, float64(observed), float64(bound)), tb.Name(), name, observed, op, bound)
+	if err := appendLine(path, line); err != nil {
+		tb.Errorf("margin: record %s: %v", name, err)
+	}
+}
+
+// Of returns the margin of observed against bound under op: the distance
+// to the bound, on the passing side positive, relative to |bound| (to 1
+// when bound is 0).
+func Of(op string, observed, bound float64) float64 {
+	d := bound - observed // an upper bound
+	if op == ">" || op == ">=" {
+		d = observed - bound
+	}
+	scale := math.Abs(bound)
+	if scale == 0 {
+		scale = 1
+	}
+	return d / scale
+}
+
+// mu makes one process's lines whole; lines of several processes (test
+// binaries run side by side) are whole too, each one write in append mode.
+var mu sync.Mutex
+
+func appendLine(path, line string) error {
+	mu.Lock()
+	defer mu.Unlock()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(line)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
