@@ -119,7 +119,11 @@ func TestPromoteCallReadsForFirstGroup(t *testing.T) {
 	}
 	first, second := reads.first.Load()-first0, reads.second.Load()-second0
 	t.Logf("reads for %d messages: first group %d, second group %d", n, first, second)
-	margin.Less(t, "first group's own reads", first, int64(n/4), "the promote calls' pipelines read the first group's messages")
+	// Without the promote calls' reads the first group reads as often as
+	// the second; with them, its own reads are the blocking reads that end
+	// by time and the few calls whose read came too early, which load
+	// makes more of. Half the second group's is far from both.
+	margin.Less(t, "first group's own reads", first, second/2, "the promote calls' pipelines read the first group's messages")
 	assert.GreaterOrEqual(t, second, int64(n), "the second group reads each message itself")
 	require.Eventually(t, func() bool {
 		return groups["first"].Counters().Acked == n+1 && groups["second"].Counters().Acked == n+1
