@@ -2,8 +2,8 @@ package delaystream_test
 
 import (
 	"context"
-	"math"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"

@@ -215,20 +215,21 @@ func usedMemory(ctx context.Context, rdb *redis.Client) (used, limit int64, err 
 	return used, limit, nil
 }
 
-// masterOf returns the address of the Cluster master that holds key.
+// masterOf returns the address of the Cluster master that holds key (a
+// key that exists): the others answer MOVED.
 func masterOf(ctx context.Context, rdb *redis.ClusterClient, key string) (string, error) {
-	slot, err := rdb.ClusterKeySlot(ctx, key).Result()
-	if err != nil {
-		return "", err
-	}
-	slots, err := rdb.ClusterSlots(ctx).Result()
-	if err != nil {
-		return "", err
-	}
-	for _, s := range slots {
-		if int64(s.Start) <= slot && slot <= int64(s.End) {
-			return s.Nodes[0].Addr, nil
+	var mu sync.Mutex
+	var addr string
+	err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		if n, err := m.Exists(ctx, key).Result(); err == nil && n == 1 {
+			mu.Lock()
+			addr = m.Options().Addr
+			mu.Unlock()
 		}
+		return nil
+	})
+	if err == nil && addr == "" {
+		err = fmt.Errorf("no master holds %s", key)
 	}
-	return "", fmt.Errorf("no master holds slot %d", slot)
+	return addr, err
 }
