@@ -3,6 +3,7 @@ package delaystream_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -232,4 +233,49 @@ func masterOf(ctx context.Context, rdb *redis.ClusterClient, key string) (string
 		err = fmt.Errorf("no master holds %s", key)
 	}
 	return addr, err
+}
+
+// On a full server the calls that add data are refused with the
+// ErrOutOfMemory text, never Redis's raw reply, and write nothing: a
+// queue's first record (a new queue), pausing the queue, pausing a group,
+// defining a recurring schedule.
+func TestAddingWritesRefusedSayWhy(t *testing.T) {
+	t.Parallel()
+	rdb, _ := memoryServer(t, "--maxmemory-policy", "noeviction")
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	q, err := delaystream.New(rdb, "orders", delaystream.WithPrefix(prefix), delaystream.WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, err)
+	g, err := q.Handle("billing", func(context.Context, *delaystream.Delivery) error { return nil })
+	require.NoError(t, err)
+	fresh, err := delaystream.New(rdb, "fresh", delaystream.WithPrefix(prefix), delaystream.WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, err)
+	_, err = q.Schedule(ctx, delaystream.Message{ID: "first"}, delaystream.After(time.Hour)) // the queue's record
+	require.NoError(t, err)
+	before := redistest.Keys(t, rdb, prefix)
+	require.NoError(t, rdb.ConfigSet(ctx, "maxmemory", "1").Err())
+
+	for name, call := range map[string]func() error{
+		"pause the queue": func() error { return q.Pause(ctx) },
+		"pause the group": func() error { return g.Pause(ctx) },
+		"define recurring": func() error {
+			_, err := q.DefineRecurring(ctx, delaystream.Recurring{ID: "tick", Spec: delaystream.Every(time.Minute)})
+			return err
+		},
+		"a new queue": func() error {
+			_, err := fresh.Schedule(ctx, delaystream.Message{ID: "x"}, delaystream.After(time.Hour))
+			return err
+		},
+		"schedule": func() error {
+			_, err := q.Schedule(ctx, delaystream.Message{ID: "y"}, delaystream.After(time.Hour))
+			return err
+		},
+	} {
+		err := call()
+		require.ErrorIs(t, err, delaystream.ErrOutOfMemory, name)
+		assert.Contains(t, err.Error(), "delaystream: write refused, nothing written: used ", name)
+		assert.Equal(t, 1, strings.Count(err.Error(), "OOM command not allowed"), "%s: Redis's reply once, inside ours: %v", name, err)
+	}
+	require.NoError(t, rdb.ConfigSet(ctx, "maxmemory", "0").Err())
+	assert.Equal(t, before, redistest.Keys(t, rdb, prefix), "nothing written")
 }

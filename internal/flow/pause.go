@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delaystream/delaystream/internal/memory"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/shards"
 	"github.com/delaystream/delaystream/internal/stream"
@@ -46,7 +47,7 @@ func SetQueue(ctx context.Context, rdb redis.UniversalClient, layout *stream.Lay
 	for i, cmd := range cmds {
 		ms, err := cmd.Int64()
 		if err != nil {
-			err = stream.ExplainWrongType(ctx, rdb, err, stream.KeyType{Key: layout.Shard(i).Pause(), Want: "hash"})
+			err = stream.ExplainWrongType(ctx, rdb, memory.Explain(ctx, rdb, err), stream.KeyType{Key: layout.Shard(i).Pause(), Want: "hash"})
 			return time.Time{}, fmt.Errorf("%s queue %s: shard %d: %w", verb(on), layout.Queue(), i, err)
 		}
 		if on || ms > 0 {
@@ -71,7 +72,7 @@ func SetGroup(ctx context.Context, rdb redis.UniversalClient, layout *stream.Lay
 	ms, err := scripts.Pause.Run(ctx, rdb, []string{k.Pause()},
 		stream.PauseGroupField(group), flag(on), scripts.Channel(main.Arrivals, main.Sharded), Notice).Int64()
 	if err != nil {
-		err = stream.ExplainWrongType(ctx, rdb, scripts.Explain(err), stream.KeyType{Key: k.Pause(), Want: "hash"})
+		err = stream.ExplainWrongType(ctx, rdb, memory.Explain(ctx, rdb, scripts.Explain(err)), stream.KeyType{Key: k.Pause(), Want: "hash"})
 		return time.Time{}, fmt.Errorf("%s group %s of %s: %w", verb(on), group, layout.Queue(), err)
 	}
 	if !on && ms == 0 {

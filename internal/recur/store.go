@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/internal/memory"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/stream"
 	"github.com/delaystream/delaystream/internal/wire"
@@ -97,7 +98,7 @@ func (s *Store) op(ctx context.Context, sid, op, body, version string) (int, err
 	}
 	r, err := scripts.RecurDefine.Run(ctx, s.rdb, s.homeKeys(), sid, op, body, version).Result()
 	if err != nil {
-		return NotFound, fmt.Errorf("schedule %s: %w", sid, scripts.Explain(err))
+		return NotFound, fmt.Errorf("schedule %s: %w", sid, memory.Explain(ctx, s.rdb, scripts.Explain(err)))
 	}
 	v, err := scripts.Ints(r)
 	if err != nil || len(v) != 3 {
@@ -116,7 +117,7 @@ func (s *Store) op(ctx context.Context, sid, op, body, version string) (int, err
 func (s *Store) read(ctx context.Context, sid string) (string, progress, bool, int64, error) {
 	r, err := scripts.RecurRead.Run(ctx, s.rdb, s.homeKeys(), sid).Result()
 	if err != nil {
-		return "", progress{}, false, 0, fmt.Errorf("schedule %s: %w", sid, scripts.Explain(err))
+		return "", progress{}, false, 0, fmt.Errorf("schedule %s: %w", sid, memory.Explain(ctx, s.rdb, scripts.Explain(err)))
 	}
 	a, _ := r.([]any)
 	if len(a) != 3 {
@@ -246,7 +247,7 @@ func (s *Store) fence(ctx context.Context, sid string, p progress) (bool, error)
 	}
 	r, err := scripts.RecurAdvance.Run(ctx, s.rdb, []string{s.layout.RecurringProgress()}, sid, p.rev, p.through, "1", 0).Int()
 	if err != nil {
-		return false, fmt.Errorf("schedule %s: fence: %w", sid, scripts.Explain(err))
+		return false, fmt.Errorf("schedule %s: fence: %w", sid, memory.Explain(ctx, s.rdb, scripts.Explain(err)))
 	}
 	return r == 1, nil
 }
@@ -289,7 +290,7 @@ func (s *Store) addShard(ctx context.Context, i int, sid string, rev int64, pair
 	args := append([]any{scripts.Channel(l.Wake, l.Sharded), sid, rev}, pairs...)
 	r, err := scripts.RecurAdd.Run(ctx, s.rdb, []string{l.Delayed, l.Envelopes, k.Occurrences()}, args...).Result()
 	if err != nil {
-		return false, 0, fmt.Errorf("schedule %s: shard %d: %w", sid, i, scripts.Explain(err))
+		return false, 0, fmt.Errorf("schedule %s: shard %d: %w", sid, i, memory.Explain(ctx, s.rdb, scripts.Explain(err)))
 	}
 	v, err := scripts.Ints(r)
 	if err != nil || len(v) != 2 {
@@ -303,7 +304,7 @@ func (s *Store) addShard(ctx context.Context, i int, sid string, rev int64, pair
 func (s *Store) advance(ctx context.Context, sid string, rev, through, next int64) error {
 	_, err := scripts.RecurAdvance.Run(ctx, s.rdb, []string{s.layout.RecurringProgress()}, sid, rev, through, "1", next).Result()
 	if err != nil {
-		return fmt.Errorf("schedule %s: progress: %w", sid, scripts.Explain(err))
+		return fmt.Errorf("schedule %s: progress: %w", sid, memory.Explain(ctx, s.rdb, scripts.Explain(err)))
 	}
 	return nil
 }

@@ -134,7 +134,7 @@ func (g *Guard) run(ctx context.Context, rdb redis.UniversalClient) (string, err
 	reply, err := scripts.Meta.Run(ctx, rdb, []string{l.Meta(), home.Main().Delayed, home.Main().Stream},
 		l.Shards(), hex.EncodeToString(tok[:])).Slice()
 	if err != nil {
-		err = stream.ExplainWrongType(ctx, rdb, scripts.Explain(err), stream.KeyType{Key: l.Meta(), Want: "hash"},
+		err = stream.ExplainWrongType(ctx, rdb, memory.Explain(ctx, rdb, scripts.Explain(err)), stream.KeyType{Key: l.Meta(), Want: "hash"},
 			stream.KeyType{Key: home.Main().Delayed, Want: "zset"}, stream.KeyType{Key: home.Main().Stream, Want: "stream"})
 		err = reach.Explain(ctx, rdb, err, l.Meta())
 		return "", fmt.Errorf("queue %s: reading its shard count (%s): %w", l.Queue(), l.Meta(), err)
