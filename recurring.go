@@ -125,11 +125,11 @@ type RecurringStatus struct {
 	// Last is the latest occurrence due so far; zero when none.
 	Last time.Time
 	// LastFired is when Last was appended to the queue's stream (the
-	// Redis clock): when it was promoted, read from its stream entry.
-	// Zero when not known: not promoted yet, trimmed (an entry is trimmed
-	// about a second after the last group acknowledged it), or more than
-	// 20 entries were appended on its shard in the same millisecond or
-	// after it.
+	// Redis clock): when it was promoted. The promoting script keeps it
+	// with the schedule, so it is known whatever the trimming. Zero when
+	// not known: not promoted yet, or promoted by a version that did not
+	// keep it and its entry trimmed (such an entry is read from the
+	// stream while it is there).
 	LastFired time.Time
 	// LastWritten is when Last was written to the queue (the Redis
 	// clock), kept with the schedule whatever the trimming: before Last

@@ -539,6 +539,10 @@ func TestRecurringLastWrittenKept(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, d+1500, st.Last.UnixMilli())
 	assert.Equal(t, written, st.LastWritten, "kept after the trim")
+	assert.Equal(t, wireTime(t, entry), st.LastFired.UnixMilli(), "when it was promoted, kept after the trim")
+	late, ok = st.Lateness()
+	assert.True(t, ok, "how late it fired is known after the trim")
+	assert.Equal(t, st.LastFired.Sub(st.Last), late)
 }
 
 // An occurrence written late (FireMissedOnce after every process was

@@ -215,6 +215,9 @@ func lanePromoteKeys(keys stream.Lane) []string {
 	ks := []string{keys.Delayed, keys.Envelopes, keys.Stream, keys.Quarantine, keys.Lease}
 	if keys.Pause != "" {
 		ks = append(ks, keys.Pause)
+		if keys.Occurrences != "" {
+			ks = append(ks, keys.Occurrences)
+		}
 	}
 	return ks
 }

@@ -9,6 +9,11 @@
 -- KEYS[5]  STRING  the lane's mover lease
 -- KEYS[6]  HASH    optional: the shard's pause record; while its field
 --                  "queue" exists, nothing is promoted (a paused queue)
+-- KEYS[7]  HASH    optional (with KEYS[6]): the shard's recurring occurrence
+--                  records; for each recurring occurrence appended (a plain
+--                  member "<schedule id>@<ms>#<revision>" due at <ms>), its
+--                  field "<schedule id>\31a" is set to "<ms>|<entry id's ms>"
+--                  (a key of another type is left alone)
 -- ARGV[1]  limit: most messages to take (1..1000)
 -- ARGV[2]  lease token of the caller ("" = no lease: always promote)
 -- ARGV[3]  lease time to live in ms (ignored without a token)
@@ -201,8 +206,17 @@ if n > 0 then
           call('XADD', KEYS[4], '*', 'i', m, 'd', score, 'r', 'unknown envelope format', 'e', env)
           bad = bad + 1
         else
-          call('XADD', KEYS[3], '*', 'i', m, 'd', score, 'e', env)
+          local eid = call('XADD', KEYS[3], '*', 'i', m, 'd', score, 'e', env)
           moved = moved + 1
+          -- A recurring occurrence ("<schedule id>@<ms>#<revision>", due at
+          -- its ms): record when it was appended, for the schedule's status.
+          -- pcall: a record key of another type must not stop the lane.
+          if KEYS[7] and find(m, '#', 2, true) then
+            local sid, at = string.match(m, '^(.+)@(%d+)#%d+$')
+            if sid and tonumber(at) == d then
+              redis.pcall('HSET', KEYS[7], sid .. '\31a', at .. '|' .. string.match(eid, '^%d+'))
+            end
+          end
         end
       end
     end

@@ -117,6 +117,7 @@ func (k Keys) Tag() string { return k.tag }
 func (k Keys) Main() Lane {
 	l := k.lane(k.base)
 	l.Pause = k.Pause()
+	l.Occurrences = k.Occurrences()
 	return l
 }
 
@@ -230,6 +231,10 @@ type Lane struct {
 	// promote script checks: set for a queue's main lane, "" for a retry
 	// lane (a group's retries are held by pausing the group).
 	Pause string
+	// Occurrences is the shard's record of recurring occurrences (see
+	// [Keys.Occurrences]), in which the promote script records when each
+	// was appended: set for a queue's main lane, "" for a retry lane.
+	Occurrences string
 	// Sharded reports that the lane belongs to a shard of a queue with more
 	// than one. Its channels (Wake, Arrivals) are then shard channels
 	// (SPUBLISH / SSUBSCRIBE, Redis 7.0), which a Cluster delivers from the

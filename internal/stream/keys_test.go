@@ -28,14 +28,15 @@ func TestNewKeysLayout(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "orders", k.Tag())
 	assert.Equal(t, stream.Lane{
-		Delayed:    "ds:1:{orders}:z",
-		Envelopes:  "ds:1:{orders}:m",
-		Stream:     "ds:1:{orders}:s",
-		Quarantine: "ds:1:{orders}:x",
-		Lease:      "ds:1:{orders}:l",
-		Wake:       "ds:1:{orders}:w",
-		Arrivals:   "ds:1:{orders}:n",
-		Pause:      "ds:1:{orders}:p",
+		Delayed:     "ds:1:{orders}:z",
+		Envelopes:   "ds:1:{orders}:m",
+		Stream:      "ds:1:{orders}:s",
+		Quarantine:  "ds:1:{orders}:x",
+		Lease:       "ds:1:{orders}:l",
+		Wake:        "ds:1:{orders}:w",
+		Arrivals:    "ds:1:{orders}:n",
+		Pause:       "ds:1:{orders}:p",
+		Occurrences: "ds:1:{orders}:e:o",
 	}, k.Main())
 	assert.Equal(t, "ds:1:{orders}:p", k.Pause())
 	assert.Equal(t, "ds:1:{orders}:f:billing", k.Flow("billing"))
