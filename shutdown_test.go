@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,21 +77,22 @@ func TestCleanStopIsQuiet(t *testing.T) {
 				t.Parallel()
 				rdb := redistest.Client(t)
 				logs := &loud{}
-				delivered := 0
-				for i := range 20 {
-					q, err := delaystream.New(rdb, "quiet", delaystream.WithPrefix(redistest.Prefix(t)), delaystream.WithShards(shards),
+				prefix := redistest.Prefix(t)
+				var handled atomic.Int64 // over every run
+				queue := func() *delaystream.Queue {
+					q, err := delaystream.New(rdb, "quiet", delaystream.WithPrefix(prefix), delaystream.WithShards(shards),
 						delaystream.WithLogger(slog.New(logs)), delaystream.WithDrainTimeout(5*time.Second))
 					require.NoError(t, err)
-					got := make(chan struct{}, 1)
 					_, err = q.Handle("g", func(context.Context, *delaystream.Delivery) error {
-						select {
-						case got <- struct{}{}:
-						default:
-						}
+						handled.Add(1)
 						return nil
 					})
 					require.NoError(t, err)
-					_, err = q.Schedule(context.Background(), delaystream.Message{Payload: []byte("x")}, delaystream.After(0))
+					return q
+				}
+				for i := range 20 {
+					q := queue()
+					_, err := q.Schedule(context.Background(), delaystream.Message{Payload: []byte("x")}, delaystream.After(0))
 					require.NoError(t, err)
 					// From 30 ms (during start-up) to 258 ms (steady state).
 					ctx, cancel := stop(context.Background(), time.Duration(30+12*i)*time.Millisecond)
@@ -103,16 +105,20 @@ func TestCleanStopIsQuiet(t *testing.T) {
 						require.FailNow(t, "Run did not return", "run %d", i)
 					}
 					cancel()
-					select {
-					case <-got:
-						delivered++
-					default:
-					}
 					require.Empty(t, logs.records(), "run %d (stopped after %d ms)", i, 30+12*i)
 				}
-				// The runs did run: the later ones delivered their message.
-				t.Logf("%d of 20 runs delivered their message", delivered)
-				assert.Positive(t, delivered)
+				// The runs did run: what they handled, and a last run that goes
+				// on until every message of the 20 was handled, then stops.
+				t.Logf("%d of 20 messages handled by the timed runs", handled.Load())
+				q := queue()
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- q.Run(ctx) }()
+				require.Eventually(t, func() bool { return handled.Load() >= 20 }, 30*time.Second, 10*time.Millisecond,
+					"every message scheduled by the timed runs handled")
+				cancel()
+				require.NoError(t, <-done)
+				assert.Empty(t, logs.records(), "the last run")
 			})
 		}
 	}
