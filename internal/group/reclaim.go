@@ -152,7 +152,9 @@ func (rc *reclaimer) deliveryCounts(ctx context.Context, streamKey string, msgs 
 		Count: int64(len(msgs)) + rc.rd.held.Load(), Consumer: c.cfg.consumer,
 	}).Result()
 	if err != nil {
-		r.log.WarnContext(ctx, "reading delivery counts failed", slog.String("stream", streamKey), slog.Any("err", err))
+		if ctx.Err() == nil { // a stop cut the read: nothing to report
+			r.log.WarnContext(ctx, "reading delivery counts failed", slog.String("stream", streamKey), slog.Any("err", err))
+		}
 		return counts
 	}
 	for _, p := range pend {
