@@ -588,7 +588,8 @@ func TestShardsNothingLostNothingTwice(t *testing.T) {
 	// cannot happen before the k-th due time (a message every 0.6 ms).
 	appended := func(k int64) {
 		t.Helper()
-		require.Eventually(t, func() bool { return streamsLen(t, rdb, layout) >= k }, 15*time.Second, 5*time.Millisecond, "%d appended", k)
+		require.Eventually(t, func() bool { return streamsLen(t, rdb, layout) >= k }, 30*time.Second, 5*time.Millisecond,
+			"%d appended (%d so far)", k, streamsLen(t, rdb, layout))
 	}
 	stopA, _ := start()
 	stopB, _ := start()
