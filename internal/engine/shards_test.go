@@ -588,8 +588,10 @@ func TestShardsNothingLostNothingTwice(t *testing.T) {
 	// cannot happen before the k-th due time (a message every 0.6 ms).
 	appended := func(k int64) {
 		t.Helper()
-		require.Eventually(t, func() bool { return streamsLen(t, rdb, layout) >= k }, 30*time.Second, 5*time.Millisecond,
-			"%d appended (%d so far)", k, streamsLen(t, rdb, layout))
+		var got int64
+		require.Eventually(t, func() bool { got = streamsLen(t, rdb, layout); return got >= k }, 30*time.Second, 5*time.Millisecond,
+			"%d appended", k)
+		t.Logf("%d appended (waited for %d)", got, k)
 	}
 	stopA, _ := start()
 	stopB, _ := start()
