@@ -25,7 +25,7 @@ FUZZMINTIME    ?= 5s
 
 all: lint test
 
-## test: two lanes side by side, each printing its steps' times: the integration module (real servers and Clusters, mostly waiting on real time) then the core module's vet and tests on the newest Go release, in the background; every other module -race and vetted, the TLS subset and fuzz-short in the foreground. The background lane's output is printed after the other's. Either lane failing fails make test.
+## test: two lanes side by side, each printing its steps' times: the integration module (real servers and Clusters, mostly waiting on real time) then the core module's vet and tests on the newest Go release, in the background; every other module -race, the TLS subset and fuzz-short in the foreground. The background lane's output is printed after the other's. Either lane failing fails make test.
 test: ensure-redis ensure-tools
 	@start=$$(date +%s); log=$$(mktemp); \
 	( s=$$(date +%s); rc=0; $(MAKE) -k --no-print-directory test-integration test-newest-go >$$log 2>&1 || rc=$$?; \
@@ -44,18 +44,18 @@ INTEGRATION_PARALLEL ?= 4
 ## test-integration: the integration module (real servers, Clusters, chaos short mode), -race, its tests INTEGRATION_PARALLEL at a time
 test-integration: ensure-redis
 	@echo "== go test ./integration (-parallel $(INTEGRATION_PARALLEL))"; s=$$(date +%s); \
-	rc=0; (cd integration && $(GO) test $(GOFLAGS_TEST) -parallel $(INTEGRATION_PARALLEL) ./... && $(GO) vet -race ./...) || rc=$$?; \
+	rc=0; (cd integration && $(GO) test $(GOFLAGS_TEST) -parallel $(INTEGRATION_PARALLEL) ./...) || rc=$$?; \
 	echo "== go test ./integration: rc=$$rc in $$(( $$(date +%s) - s ))s"; exit $$rc
 
 # CORE_PARALLEL is how many of the core module's tests run at once in
 # make test: most of them wait on real time.
 CORE_PARALLEL ?= 8
 
-## test-modules: every module but integration -race and then go vet (with -race, so that it reuses the tests' builds), the TLS subset, fuzz-short
+## test-modules: every module but integration -race (make lint vets every module), the TLS subset, fuzz-short
 test-modules: ensure-redis ensure-tools
 	@set -e; for m in $(filter-out ./integration,$(MODULES)); do \
 		echo "== go test $$m"; s=$$(date +%s); p=""; [ "$$m" = . ] && p="-parallel $(CORE_PARALLEL)"; \
-		(cd $$m && $(GO) test $(GOFLAGS_TEST) $$p ./... && $(GO) vet -race ./...); \
+		(cd $$m && $(GO) test $(GOFLAGS_TEST) $$p ./...); \
 		echo "== go test $$m: $$(( $$(date +%s) - s ))s"; \
 	done
 	@echo "== go test (TLS): $(TLS_PKGS)"; s=$$(date +%s); \
