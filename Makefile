@@ -11,7 +11,7 @@ TOOLBIN    := $(shell $(GO) env GOPATH)/bin
 STATICCHECK_VERSION ?= v0.8.2
 GOCYCLO_VERSION     ?= v0.6.0
 
-.PHONY: all test test-integration test-modules test-newest-go stress lint-tools ensure-tools chaos test-unit test-tls lint vet fmt ensure-redis bench tidy property fuzz fuzz-short
+.PHONY: all docs-check docs-index test test-integration test-modules test-newest-go stress lint-tools ensure-tools chaos test-unit test-tls lint vet fmt ensure-redis bench tidy property fuzz fuzz-short
 
 # Fuzz targets run one at a time (go test -fuzz takes one target), each
 # for FUZZTIME with `make fuzz` and FUZZTIME_SHORT within `make test`.
@@ -166,7 +166,7 @@ define run-fuzz
 endef
 
 ## lint: gofmt and go vet over every module; staticcheck and gocyclo -over 15 over the library code (the core module and contrib, tests excluded)
-lint: vet lint-tools
+lint: vet lint-tools docs-check
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@set -e; for m in $(LIBMODULES); do (cd $$m && $(TOOLBIN)/staticcheck ./...); done
@@ -178,6 +178,16 @@ lint: vet lint-tools
 lint-tools:
 	@test -x $(TOOLBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	@test -x $(TOOLBIN)/gocyclo || $(GO) install github.com/fzipp/gocyclo/cmd/gocyclo@$(GOCYCLO_VERSION)
+
+## docs-check: the docs' links and anchors, results files, Go names, make targets and CLI commands and flags against the repository (part of make lint)
+docs-check:
+	@$(GO) run ./internal/doccheck
+	@cd cmd/delaystream && $(GO) test -count=1 -run '^TestDocsNameRealCommands$$' .
+
+## docs-index: rewrite bench/results/README.md from the files in bench/results
+docs-index:
+	@$(GO) run ./internal/doccheck -write-index >/dev/null || true
+	@$(GO) run ./internal/doccheck
 
 vet:
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done

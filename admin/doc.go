@@ -12,10 +12,15 @@
 // A queue is found by its record, the hash every part of a queue writes at
 // its first call ("<prefix>:1:{<queue>}:q", holding its shard count), and
 // its consumer groups are those of its streams. Reads use plain commands
-// and are not one atomic snapshot across keys or shards. The only writes
-// are the actions (Cancel, Reschedule, Redrive, Purge, ForgetGroup), each
-// through the queue's own atomic scripts; Redrive and Purge with DryRun
-// write nothing.
+// and are not one atomic snapshot across keys or shards, and never write.
+// The writes are the actions, each method's doc saying what it writes:
+// messages (Cancel, CancelMany, Reschedule), dead letters (Redrive, Purge),
+// quarantine (DeleteQuarantined, RestoreQuarantined), pauses (PauseQueue,
+// ResumeQueue, Pause, Resume), recurring schedules (DefineRecurring,
+// PauseRecurring, ResumeRecurring, DeleteRecurring), and a queue's groups
+// and keys (ForgetGroup, DeleteQueue). What moves messages and dead
+// letters goes through the queue's own atomic scripts, as a Queue's calls
+// do. CancelMany, Redrive, Purge and DeleteQueue with DryRun write nothing.
 //
 // Dead-letter reasons are one vocabulary (delaystream.Reasons): listings
 // show "attempts exhausted", "max deliveries exceeded", "handler asked to
@@ -29,8 +34,9 @@
 // base64), so that a tool's JSON output and API are the same documents.
 //
 // Errors wrap delaystream.ErrNotFound (no such queue, group, message or
-// dead letter) or delaystream.ErrInvalidOption (a malformed name, id,
-// option or reason); anything else is a Redis or network failure. An
+// dead letter), delaystream.ErrInvalidOption (a malformed name, id,
+// option or reason) or delaystream.ErrRunning (DeleteQueue on a queue in
+// use); anything else is a Redis or network failure. An
 // Inspector is safe for concurrent use, starts no goroutines and never
 // closes the client it was given.
 package admin
