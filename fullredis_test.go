@@ -60,10 +60,15 @@ func TestFullRedisDrainsCluster(t *testing.T) {
 func testFullRedisDrains(t *testing.T, rdb redis.UniversalClient, server func(context.Context, string) *redis.Client) {
 	ctx := context.Background()
 	var logs logBuf
+	running := map[string]*delaystream.Group{} // the groups of the last start, for a failure's report
 	prefix := redistest.Prefix(t)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the queue's log:\n%s", logs.String())
+			t.Logf("the queue's state:\n%s", queueState(rdb, prefix))
+			for name, g := range running {
+				t.Logf("group %s's counters in this process: %+v", name, g.Counters())
+			}
 		}
 	})
 	// Every kind of group: plain, one that fails every first attempt (its
@@ -103,6 +108,7 @@ func testFullRedisDrains(t *testing.T, rdb redis.UniversalClient, server func(co
 				return nil
 			}, opts...)
 			require.NoError(t, err)
+			running[name] = g
 			if name == "dead" {
 				deadGroup = g
 			}
@@ -198,6 +204,54 @@ func testFullRedisDrains(t *testing.T, rdb redis.UniversalClient, server func(co
 	require.NoError(t, err)
 	assert.Equal(t, int64(dead), st.DeadLetters, "dead letters")
 	assert.Zero(t, deadGroup.Counters().MemoryRefused)
+}
+
+// queueState describes, for a failure's report, every stream of the keys
+// under prefix (length, and each group's pending, lag and last delivered
+// id) and every hash of flow state (its fields).
+func queueState(rdb redis.UniversalClient, prefix string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var b strings.Builder
+	var keys []string
+	scan := func(ctx context.Context, c *redis.Client) error {
+		it := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for it.Next(ctx) {
+			keys = append(keys, it.Val())
+		}
+		return it.Err()
+	}
+	var err error
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return scan(ctx, c)
+		})
+	} else {
+		err = scan(ctx, rdb.(*redis.Client))
+	}
+	if err != nil {
+		return "scan: " + err.Error()
+	}
+	for _, k := range keys {
+		switch typ, _ := rdb.Type(ctx, k).Result(); typ {
+		case "stream":
+			n, _ := rdb.XLen(ctx, k).Result()
+			fmt.Fprintf(&b, "%s: %d entries\n", k, n)
+			gs, _ := rdb.XInfoGroups(ctx, k).Result()
+			for _, g := range gs {
+				fmt.Fprintf(&b, "  group %s: pending %d, lag %d, last delivered %s, consumers %d\n", g.Name, g.Pending, g.Lag, g.LastDeliveredID, g.Consumers)
+			}
+		case "hash":
+			if strings.Contains(k, ":f:") {
+				all, _ := rdb.HGetAll(ctx, k).Result()
+				fmt.Fprintf(&b, "%s: %v\n", k, all)
+			}
+		}
+	}
+	return b.String()
 }
 
 // usedMemory returns a server's used_memory and maxmemory.
