@@ -72,8 +72,10 @@ func WithVisibilityTimeout(d time.Duration) GroupOption {
 }
 
 // WithHandlerTimeout bounds each attempt: the handler's ctx ends after d
-// (1 ms to 24 h) and the attempt counts as failed, whatever the handler
-// returns. Default: no bound.
+// (1 ms to 24 h), and an attempt whose handler returns after that counts
+// as failed, with an error saying it timed out, unless the handler asked
+// for something else ([Drop], [DeadLetter], [RetryAfter], [Snooze]), which
+// is still done. Default: no bound.
 func WithHandlerTimeout(d time.Duration) GroupOption {
 	return func(c *groupConfig) error {
 		c.timeout = d

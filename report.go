@@ -14,7 +14,7 @@ type Hooks struct {
 	OnDelivered func(d *Delivery)                     // before the handler runs
 	OnAcked     func(d *Delivery, took time.Duration) // the handler succeeded
 	// OnFailed is called for every failure of the handler (an error or a
-	// panic; not a [Drop] error, nor a [Snooze]), once it is settled,
+	// panic, and a [Snooze], whose err says so; not a [Drop] error), once it is settled,
 	// with the handler's error, as River and asynq call their error
 	// handlers: when the message is retried, retryIn is the wait before
 	// the next attempt; for the last failure (the last attempt, a

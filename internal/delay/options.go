@@ -40,7 +40,8 @@ const (
 	// MaxHeaderLen bounds a header key and a header value, each, in bytes.
 	MaxHeaderLen = 4096
 	// ReservedHeaderPrefix starts the header keys delaystream reserves for
-	// itself (retry and dead-letter metadata); messages may not set them.
+	// itself (a recurring occurrence's schedule and occurrence); messages
+	// may not set them.
 	ReservedHeaderPrefix = "ds."
 	// DefaultBatchSize is how many messages ScheduleBatch sends per script
 	// call. Larger chunks save little Redis CPU per message, and a short

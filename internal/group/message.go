@@ -120,8 +120,8 @@ func Typed[T any](cd codec.Codec, h func(ctx context.Context, m *Message, v T) e
 type Hooks struct {
 	OnDelivered func(m *Message)                     // before the handler runs
 	OnAcked     func(m *Message, took time.Duration) // handler succeeded
-	// OnFailed is called for every failure of the handler that counts as
-	// one (not a Drop error, nor a Snooze), once it is settled, with the
+	// OnFailed is called for every failure of the handler (a Snooze too,
+	// though it counts no attempt; not a Drop error), once it is settled, with the
 	// handler's error: retried, with retryIn the wait before the next
 	// attempt; or the last one (the last attempt, a DeadLetter error, an
 	// undecodable payload), with retryIn 0, just before OnDeadLettered

@@ -45,7 +45,8 @@
 // "p", the member as promotion found it, which the consumer splits. Either
 // decodes to a [codec.Envelope]; anything else is an [*EntryError]. A
 // quarantine entry has "d" (the score), "r" (the reason) and what was
-// found: "i" and "e" for a plain member, "m" (the raw member) otherwise.
+// found: "i" and "e" for a plain member ("i" alone when its envelope is
+// missing), "m" (the raw member) otherwise.
 //
 // All functions here are safe for concurrent use.
 package stream

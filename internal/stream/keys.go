@@ -167,10 +167,11 @@ func (k Keys) DeadLetters(group string) string { return k.base + ":d:" + group }
 // a group from it.
 func (k Keys) Groups() string { return k.base + ":g" }
 
-// Presence returns the shard channel that a running consumer of group on a
-// sharded queue stays subscribed to (on shard 0's keys, so in its slot):
-// PUBSUB SHARDCHANNELS on [Keys.PresencePattern] lists the group's live consumers,
-// between which the consumers split the shards' announcements. Nothing is
+// Presence returns the shard channel that a running consumer of group
+// stays subscribed to (on shard 0's keys, so in its slot): PUBSUB
+// SHARDCHANNELS on [Keys.PresencePattern] lists the group's live
+// consumers, which operators tell from gone ones by it, and between which
+// the consumers of a sharded queue split the shards' announcements. Nothing is
 // published on it. The consumer's name is in braces, which names cannot
 // contain, so that no group's pattern matches another group's channels.
 func (k Keys) Presence(group, consumer string) string {

@@ -22,7 +22,8 @@
 // # Stream entries
 //
 // A stream entry has the fields "i" (message id), "d" (due time, Unix ms,
-// Redis clock) and "e" (the envelope); or, for a message with a generated
-// id, "d" and "p", the packed delayed-set member as the mover found it,
-// which [Unpack] splits. [Decode] reads either form.
+// Redis clock) and "e" (the envelope); or, for a packed member (a message
+// with a generated id that was not rescheduled: a rescheduled one is a
+// plain member), "d" and "p", the member as the mover found it, which
+// [Unpack] splits. [Decode] reads either form.
 package wire
