@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -128,8 +129,12 @@ func testFullRedisDrains(t *testing.T, rdb redis.UniversalClient, server func(co
 	}, 30*time.Second, 10*time.Millisecond)
 	var srv *redis.Client
 	for k := range redistest.Keys(t, rdb, prefix) {
-		srv = server(ctx, k)
-		break
+		// The queue's record: every key of the queue is in its slot, and
+		// it does not expire (a per-key rate limit's state does).
+		if strings.HasSuffix(k, "}:q") {
+			srv = server(ctx, k)
+			break
+		}
 	}
 	require.NotNil(t, srv, "the queue has keys")
 	mem := func(ctx context.Context) (int64, int64, error) { return usedMemory(ctx, srv) }
@@ -160,7 +165,7 @@ func testFullRedisDrains(t *testing.T, rdb redis.UniversalClient, server func(co
 	defer stop()
 
 	// No manual step: the queue drains by itself.
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
+	drained := assert.EventuallyWithT(t, func(c *assert.CollectT) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, name := range groups {
@@ -171,6 +176,12 @@ func testFullRedisDrains(t *testing.T, rdb redis.UniversalClient, server func(co
 			assert.Equal(c, want, len(got[name]), "messages %s handled", name)
 		}
 	}, 90*time.Second, 100*time.Millisecond, "every accepted message delivered to every group")
+	if !drained {
+		// Where a stalled group waits, while it still runs.
+		t.Logf("consumers' goroutines:\n%s", consumerStacks())
+		t.Logf("the queue's state while it runs:\n%s", queueState(rdb, prefix))
+		t.FailNow()
+	}
 	mu.Lock()
 	for _, name := range groups {
 		for _, id := range ids {
@@ -243,15 +254,42 @@ func queueState(rdb redis.UniversalClient, prefix string) string {
 			gs, _ := rdb.XInfoGroups(ctx, k).Result()
 			for _, g := range gs {
 				fmt.Fprintf(&b, "  group %s: pending %d, lag %d, last delivered %s, consumers %d\n", g.Name, g.Pending, g.Lag, g.LastDeliveredID, g.Consumers)
+				if g.Pending > 0 {
+					ps, _ := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: k, Group: g.Name, Start: "-", End: "+", Count: 10}).Result()
+					for _, p := range ps {
+						fmt.Fprintf(&b, "    pending %s: consumer %s, idle %s, deliveries %d\n", p.ID, p.Consumer, p.Idle, p.RetryCount)
+					}
+				}
 			}
+		case "zset":
+			n, _ := rdb.ZCard(ctx, k).Result()
+			fmt.Fprintf(&b, "%s: %d members\n", k, n)
+		case "string":
+			v, _ := rdb.Get(ctx, k).Result()
+			ttl, _ := rdb.PTTL(ctx, k).Result()
+			fmt.Fprintf(&b, "%s: %q, ttl %s\n", k, v, ttl)
 		case "hash":
-			if strings.Contains(k, ":f:") {
+			if strings.Contains(k, ":f:") || strings.HasSuffix(k, ":q") || strings.HasSuffix(k, ":p") {
 				all, _ := rdb.HGetAll(ctx, k).Result()
 				fmt.Fprintf(&b, "%s: %v\n", k, all)
 			}
 		}
 	}
 	return b.String()
+}
+
+// consumerStacks returns the stacks of the goroutines that run in the
+// consumers (intake, flow limits, workers), where a stalled group waits.
+func consumerStacks() string {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "delaystream/internal/group.") {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
 }
 
 // usedMemory returns a server's used_memory and maxmemory.

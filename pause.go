@@ -61,6 +61,9 @@ func (q *Queue) reportPause(ctx context.Context) {
 		return
 	}
 	since, n, err := flow.QueueSince(ctx, q.rdb, q.layout)
+	if err != nil && ctx.Err() != nil {
+		return // stopped meanwhile: nothing went wrong
+	}
 	if err != nil {
 		q.cfg.logger.WarnContext(ctx, "reading the queue's pause state failed", slog.String("queue", q.name), slog.Any("err", err))
 		return

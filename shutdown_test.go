@@ -114,8 +114,12 @@ func TestCleanStopIsQuiet(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 1)
 				go func() { done <- q.Run(ctx) }()
-				require.Eventually(t, func() bool { return handled.Load() >= 20 }, 30*time.Second, 10*time.Millisecond,
-					"every message scheduled by the timed runs handled")
+				if !assert.Eventually(t, func() bool { return handled.Load() >= 20 }, 30*time.Second, 10*time.Millisecond,
+					"every message scheduled by the timed runs handled") {
+					t.Logf("the queue's state:\n%s", queueState(rdb, prefix))
+					t.Logf("consumers' goroutines:\n%s", consumerStacks())
+					t.FailNow()
+				}
 				cancel()
 				require.NoError(t, <-done)
 				assert.Empty(t, logs.records(), "the last run")

@@ -83,6 +83,7 @@ type limiter struct {
 
 	// Each goroutine that calls logs its own failures.
 	readFails, claimFails, loopFails failures
+	refusedLogged                    time.Time // when noteRefused last logged; the reader's only
 
 	freed      chan struct{} // a token: a worker finished (slots to report)
 	kick       chan struct{} // a token for the reader: another consumer freed slots
@@ -198,6 +199,7 @@ func (l *limiter) acquire(ctx context.Context, want int64) int64 {
 		if since.IsZero() {
 			since = time.Now()
 		}
+		l.noteRefused(ctx, g, since)
 		d, kick := slotPoll, l.kick // refused a slot, or behind reclaimed entries: a notice wakes it
 		if g.blocker == 2 {
 			d, kick = max(g.wait, time.Millisecond), nil
@@ -207,6 +209,27 @@ func (l *limiter) acquire(ctx context.Context, want int64) int64 {
 		l.slotWait.Store(false)
 	}
 	return 0
+}
+
+// refusedLogEvery is how often a consumer refused by its group's flow
+// limits for that long says so, at debug level, with what it reported.
+const refusedLogEvery = 5 * time.Second
+
+// noteRefused logs at debug level, every refusedLogEvery of a wait that
+// began at since, why the limits refuse this consumer's reads and what it
+// reported to them: a group that stops reading can be told from one that
+// waits its turn.
+func (l *limiter) noteRefused(ctx context.Context, g grant, since time.Time) {
+	if time.Since(since) < refusedLogEvery || time.Since(l.refusedLogged) < refusedLogEvery {
+		return
+	}
+	l.refusedLogged = time.Now()
+	l.mu.Lock()
+	held, outstanding, reclaimed, reported := l.rd.held.Load(), l.outstanding, l.reclaimed, l.reported
+	l.mu.Unlock()
+	l.r.log.DebugContext(ctx, "flow limits refuse reads", slog.Int64("blocker", g.blocker), slog.Duration("waiting", time.Since(since)),
+		slog.Int64("held", held), slog.Int64("outstanding", outstanding), slog.Int64("reclaimed", reclaimed),
+		slog.Int64("reported", reported), slog.Int64("queued", l.rd.waiting.Load()))
 }
 
 // capOnly reports whether the group's only limit is the concurrency cap.
