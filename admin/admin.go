@@ -167,18 +167,38 @@ func (in *Inspector) groupOpts(h *handle) []group.Option {
 // groupNames returns the union of the groups of every shard's stream,
 // sorted.
 func (in *Inspector) groupNames(ctx context.Context, h *handle) ([]string, error) {
-	var names []string
-	for i := range h.layout.Shards() {
-		info, err := stream.ReadInfo(ctx, in.rdb, h.layout.Shard(i).Main().Stream)
+	infos, err := in.groupInfos(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	return namesOf(infos), nil
+}
+
+// groupInfos reads the consumer groups of every shard's queue stream, by
+// shard (XINFO GROUPS: not XINFO STREAM, whose reply carries the stream's
+// first and last entries, whatever their size).
+func (in *Inspector) groupInfos(ctx context.Context, h *handle) ([][]stream.GroupInfo, error) {
+	infos := make([][]stream.GroupInfo, h.layout.Shards())
+	for i := range infos {
+		gs, err := stream.ReadGroups(ctx, in.rdb, h.layout.Shard(i).Main().Stream)
 		if err != nil {
 			return nil, fmt.Errorf("groups of %s: %w", h.info.Name, err)
 		}
-		for _, g := range info.Groups {
+		infos[i] = gs
+	}
+	return infos, nil
+}
+
+// namesOf returns the union of the groups of infos, sorted.
+func namesOf(infos [][]stream.GroupInfo) []string {
+	var names []string
+	for _, gs := range infos {
+		for _, g := range gs {
 			names = append(names, g.Name)
 		}
 	}
 	slices.Sort(names)
-	return slices.Compact(names), nil
+	return slices.Compact(names)
 }
 
 // invalid makes err, a complaint about an argument, match

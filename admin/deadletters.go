@@ -31,7 +31,7 @@ type DeadLetterEntry struct {
 	Created    time.Time         `json:"created,omitzero"`
 	Deadline   time.Time         `json:"deadline,omitzero"`
 	Headers    map[string]string `json:"headers,omitempty"`
-	Size       int               `json:"size"`
+	Size       int               `json:"size"`    // payload bytes (whole, also when Payload is cut by MaxPayloadBytes)
 	Payload    []byte            `json:"payload"` // base64 in JSON; the raw stored bytes when undecodable
 }
 
@@ -56,7 +56,8 @@ type ActionResult struct {
 
 // DeadLetters lists the dead letters of group g on queue, oldest first:
 // those opts.IDs names, or up to opts.Limit (0 means 100) after opts.After
-// that opts.From, opts.To and opts.Reason match. It returns an error
+// that opts.From, opts.To and opts.Reason match, with opts.MaxPayloadBytes
+// of each payload at most (see [ListOptions]). It returns an error
 // wrapping delaystream.ErrNotFound when the queue has no such group (and
 // the group no dead letters), or an id names no dead letter.
 func (in *Inspector) DeadLetters(ctx context.Context, queue, g string, opts ListOptions) ([]DeadLetterEntry, error) {
@@ -79,7 +80,13 @@ func (in *Inspector) DeadLetters(ctx context.Context, queue, g string, opts List
 		return out, nil
 	}
 	f, limit := opts.filter(), opts.limit()
-	err = eachDeadLetter(ctx, dl, opts.After, func(d DeadLetterEntry) bool {
+	each := eachDeadLetter
+	if opts.MaxPayloadBytes > 0 {
+		each = func(ctx context.Context, dl *group.DeadLetters, after string, fn func(DeadLetterEntry) bool) error {
+			return eachCutDeadLetter(ctx, dl, after, opts.MaxPayloadBytes, fn)
+		}
+	}
+	err = each(ctx, dl, opts.After, func(d DeadLetterEntry) bool {
 		if f.match(d) {
 			out = append(out, d)
 		}
@@ -246,6 +253,28 @@ func eachDeadLetter(ctx context.Context, dl *group.DeadLetters, after string, fn
 		}
 		for _, e := range page {
 			if !fn(fromDeadEntry(e)) {
+				return nil
+			}
+		}
+		if len(page) < deadPage {
+			return nil
+		}
+		after = page[len(page)-1].EntryID
+	}
+}
+
+// eachCutDeadLetter is eachDeadLetter reading at most maxPayload bytes of
+// each payload (group.DeadLetters.ListCut).
+func eachCutDeadLetter(ctx context.Context, dl *group.DeadLetters, after string, maxPayload int, fn func(DeadLetterEntry) bool) error {
+	for {
+		page, err := dl.ListCut(ctx, after, deadPage, maxPayload)
+		if err != nil {
+			return err
+		}
+		for _, e := range page {
+			d := fromDeadEntry(e.DeadEntry)
+			d.Size = e.PayloadSize()
+			if !fn(d) {
 				return nil
 			}
 		}

@@ -11,10 +11,11 @@ import (
 const defaultLimit = 100
 
 // ListOptions select what a listing returns: [Inspector.Peek] takes IDs or
-// Limit, [Inspector.Quarantine] takes Limit, [Inspector.DeadLetters] takes
-// every field. A field the listing does not take fails the call with an
-// error wrapping delaystream.ErrInvalidOption. The zero value lists the
-// first 100 entries.
+// Limit and MaxPayloadBytes, [Inspector.Quarantine] takes Limit and
+// MaxPayloadBytes, [Inspector.DeadLetters] takes every field. A field the
+// listing does not take fails the call with an error wrapping
+// delaystream.ErrInvalidOption. The zero value lists the first 100
+// entries, payloads whole.
 type ListOptions struct {
 	// IDs, when not empty, lists exactly these entries, in this order:
 	// message ids for Peek, entry ids (as listed) for DeadLetters. An id
@@ -34,6 +35,16 @@ type ListOptions struct {
 	// as listings show it (see the package doc); "" takes any. A reason no
 	// dead letter can have fails the call.
 	Reason string
+	// MaxPayloadBytes, when above 0, makes a listing by Limit read at most
+	// this many bytes of each payload, for previews: Payload (and a
+	// quarantined entry's Raw and Member) then holds at most its first
+	// MaxPayloadBytes bytes (an envelope's headers are always read whole),
+	// while Size keeps the whole length. The cut is made in Redis, by a
+	// read-only script (EVALSHA/EVAL running ZRANGE, HGET and XRANGE, which
+	// the operator's ACL rules hold), so a listing of large messages costs
+	// neither the network nor this process their size. Default 0: payloads
+	// whole. Negative, or with IDs, fails the call.
+	MaxPayloadBytes int
 }
 
 // ActionOptions say what an action takes and how. [Inspector.Redrive] and
@@ -106,14 +117,16 @@ func (o ListOptions) check(what string, byID, paged bool, maxLimit int) error {
 	switch {
 	case len(o.IDs) > 0 && !byID:
 		bad = "no IDs"
-	case len(o.IDs) > 0 && (o.Limit != 0 || o.After != "" || !o.filter().empty()):
-		bad = "IDs alone, without Limit, After or a filter"
+	case len(o.IDs) > 0 && (o.Limit != 0 || o.After != "" || !o.filter().empty() || o.MaxPayloadBytes != 0):
+		bad = "IDs alone, without Limit, After, a filter or MaxPayloadBytes"
 	case !paged && (o.After != "" || !o.filter().empty()):
 		bad = "no After or filter (From, To, Reason)"
 	case o.Limit < 0:
 		bad = fmt.Sprintf("no negative limit (%d)", o.Limit)
 	case o.Limit > maxLimit:
 		bad = fmt.Sprintf("a limit of at most %d, not %d", maxLimit, o.Limit)
+	case o.MaxPayloadBytes < 0:
+		bad = fmt.Sprintf("no negative MaxPayloadBytes (%d)", o.MaxPayloadBytes)
 	}
 	if bad != "" {
 		return fmt.Errorf("%w: %s takes %s", delaystream.ErrInvalidOption, what, bad)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/delaystream/delaystream/internal/stream"
 )
 
@@ -28,6 +30,9 @@ type QuarantineEntry struct {
 	Reason string `json:"reason"`
 	Raw    []byte `json:"raw"` // the envelope bytes found, if any (base64 in JSON)
 	Member []byte `json:"member,omitempty"`
+	// Size is the length in bytes of Raw as stored, or of Member when
+	// there is no Raw: whole, also when MaxPayloadBytes cut them.
+	Size int `json:"size"`
 }
 
 // lane is one quarantine stream of a queue.
@@ -37,8 +42,9 @@ type lane struct {
 }
 
 // Quarantine lists up to opts.Limit (0 means 100; it takes no other
-// field) quarantined entries of queue, oldest first: those of its main
-// lanes, then of the retry lanes of its groups.
+// field but MaxPayloadBytes, see [ListOptions]) quarantined entries of
+// queue, oldest first: those of its main lanes, then of the retry lanes
+// of its groups.
 func (in *Inspector) Quarantine(ctx context.Context, queue string, opts ListOptions) ([]QuarantineEntry, error) {
 	if err := opts.check("Quarantine", false, false, math.MaxInt); err != nil {
 		return nil, err
@@ -56,6 +62,9 @@ func (in *Inspector) Quarantine(ctx context.Context, queue string, opts ListOpti
 		lanes = append(lanes, lane{"main", h.layout.Shard(i).Main().Quarantine, i})
 	}
 	for _, g := range groups {
+		if stream.ValidateName("group", g) != nil {
+			continue // a group created outside delaystream has no retry lane
+		}
 		for i := range h.layout.Shards() {
 			lanes = append(lanes, lane{"retry:" + g, h.layout.Shard(i).Retry(g).Quarantine, i})
 		}
@@ -66,13 +75,16 @@ func (in *Inspector) Quarantine(ctx context.Context, queue string, opts ListOpti
 		if len(out) >= limit {
 			break
 		}
-		qs, err := stream.ReadQuarantine(ctx, in.rdb, l.key, "", int64(limit-len(out)))
+		qs, err := readQuarantine(ctx, in.rdb, l.key, int64(limit-len(out)), opts.MaxPayloadBytes)
 		if err != nil {
 			return nil, fmt.Errorf("quarantine of %s: %w", queue, err)
 		}
 		for _, q := range qs {
 			e := QuarantineEntry{EntryID: q.EntryID, Shard: l.shard, Lane: l.name, At: stream.EntryTime(q.EntryID),
-				ID: q.MessageID, Due: q.Due, Reason: q.Reason, Raw: q.Raw, Member: q.Member}
+				ID: q.MessageID, Due: q.Due, Reason: q.Reason, Raw: q.Raw, Member: q.Member, Size: q.MemberSize}
+			if len(q.Raw) > 0 {
+				e.Size = q.RawSize
+			}
 			if h.layout.Shards() > 1 {
 				e.EntryID += "@" + strconv.Itoa(l.shard)
 			}
@@ -81,4 +93,18 @@ func (in *Inspector) Quarantine(ctx context.Context, queue string, opts ListOpti
 	}
 	slices.SortStableFunc(out, func(a, b QuarantineEntry) int { return a.At.Compare(b.At) })
 	return out, nil
+}
+
+// readQuarantine reads up to count entries of the quarantine stream key,
+// cut to maxPayload bytes of each payload when it is above 0.
+func readQuarantine(ctx context.Context, rdb redis.UniversalClient, key string, count int64, maxPayload int) ([]stream.CutQuarantined, error) {
+	if maxPayload > 0 {
+		return stream.ReadQuarantineCut(ctx, rdb, key, "", count, maxPayload)
+	}
+	qs, err := stream.ReadQuarantine(ctx, rdb, key, "", count)
+	out := make([]stream.CutQuarantined, len(qs))
+	for i, q := range qs {
+		out[i] = stream.CutQuarantined{Quarantined: q, RawSize: len(q.Raw), MemberSize: len(q.Member)}
+	}
+	return out, err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/delaystream/delaystream/internal/delay"
 	"github.com/delaystream/delaystream/internal/flow"
 	"github.com/delaystream/delaystream/internal/group"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // QueueReport are the figures of one queue, of each of its consumer
@@ -95,6 +96,13 @@ type GroupReport struct {
 	LimitWaitMs      int64   `json:"limit_wait_ms,omitempty"`
 	// ConsumerList is filled in by [Inspector.Groups] only.
 	ConsumerList []ConsumerInfo `json:"consumer_list,omitempty"`
+	// Foreign marks a consumer group whose name delaystream cannot use
+	// (one made on the queue's stream by other means, with a space or a
+	// brace in its name, say): it is reported with the figures Redis
+	// keeps of it (consumers, pending, lag) and no others, and no action
+	// of this package takes it (they refuse its name with an error
+	// wrapping delaystream.ErrInvalidName).
+	Foreign bool `json:"foreign,omitempty"`
 }
 
 // ConsumerInfo describes one consumer of a group (XINFO CONSUMERS, summed
@@ -200,11 +208,15 @@ func (in *Inspector) stats(ctx context.Context, h *handle) (QueueReport, error) 
 	if r.PausedSince, _, err = flow.QueueSince(ctx, in.rdb, h.layout); err != nil {
 		return QueueReport{}, err
 	}
-	names, err := in.groupNames(ctx, h)
+	infos, err := in.groupInfos(ctx, h)
 	if err != nil {
 		return QueueReport{}, err
 	}
-	for _, g := range names {
+	for _, g := range namesOf(infos) {
+		if stream.ValidateName("group", g) != nil {
+			r.Groups = append(r.Groups, foreignGroup(g, infos, shards))
+			continue
+		}
 		gs, err := group.ReadShardStats(ctx, in.rdb, h.info.Name, g, in.groupOpts(h)...)
 		if err != nil {
 			return QueueReport{}, fmt.Errorf("stats %s group %s: %w", h.info.Name, g, err)
@@ -268,16 +280,51 @@ func sumGroup(g string, gs []group.Stats, shards []ShardReport) GroupReport {
 	return sum
 }
 
+// foreignGroup returns the figures of group g, whose name delaystream
+// cannot use (created outside it, say with a space): those XINFO GROUPS
+// gave in infos, one per shard, added to the shards' reports as sumGroup
+// does; it has no retry lane, dead letters or flow state of delaystream's.
+func foreignGroup(g string, infos [][]stream.GroupInfo, shards []ShardReport) GroupReport {
+	sum := GroupReport{Group: g, Foreign: true}
+	for i, gs := range infos {
+		for _, gi := range gs {
+			if gi.Name != g {
+				continue
+			}
+			shards[i].Groups = append(shards[i].Groups, GroupReport{Group: g, Foreign: true, Consumers: gi.Consumers,
+				Pending: gi.Pending, Lag: gi.Lag})
+			sum.Consumers = max(sum.Consumers, gi.Consumers)
+			sum.Pending += gi.Pending
+			if sum.Lag >= 0 && gi.Lag >= 0 {
+				sum.Lag += gi.Lag
+			} else {
+				sum.Lag = -1
+			}
+		}
+	}
+	return sum
+}
+
 // consumers lists the consumers of group g over every shard's queue
-// stream and retry lane, by name.
+// stream and retry lane, by name. A group whose name delaystream cannot
+// use (see [GroupReport.Foreign]) has no retry lane nor presence channels:
+// only the queue streams are read, and its consumers are live by their
+// idle time.
 func (in *Inspector) consumers(ctx context.Context, h *handle, g string) ([]ConsumerInfo, error) {
+	foreign := stream.ValidateName("group", g) != nil
 	byName := map[string]*ConsumerInfo{}
 	for i := range h.layout.Shards() {
 		k := h.layout.Shard(i)
-		for _, s := range []string{k.Main().Stream, k.Retry(g).Stream} {
+		streams := []string{k.Main().Stream}
+		if !foreign {
+			streams = append(streams, k.Retry(g).Stream)
+		}
+		for _, s := range streams {
 			cs, err := in.rdb.XInfoConsumers(ctx, s, g).Result()
 			if err != nil {
-				if isNil(err) || redis.HasErrorPrefix(err, "NOGROUP") || redis.HasErrorPrefix(err, "ERR no such key") {
+				// A lane not made yet: "ERR no such key" (HasErrorPrefix
+				// drops the "ERR ").
+				if isNil(err) || redis.HasErrorPrefix(err, "NOGROUP") || redis.HasErrorPrefix(err, "no such key") {
 					continue
 				}
 				return nil, fmt.Errorf("consumers of %s/%s: %w", h.info.Name, g, err)
@@ -293,7 +340,11 @@ func (in *Inspector) consumers(ctx context.Context, h *handle, g string) ([]Cons
 			}
 		}
 	}
-	live, known := in.present(ctx, h, g)
+	var live map[string]bool
+	known := false
+	if !foreign {
+		live, known = in.present(ctx, h, g)
+	}
 	out := make([]ConsumerInfo, 0, len(byName))
 	for _, c := range byName {
 		c.Live = live[c.Name]

@@ -21,7 +21,7 @@ type WaitingMessage struct {
 	Created  time.Time         `json:"created,omitzero"`  // producer clock
 	Deadline time.Time         `json:"deadline,omitzero"` // expiry; absent for never
 	Headers  map[string]string `json:"headers,omitempty"`
-	Size     int               `json:"size"`              // payload bytes
+	Size     int               `json:"size"`              // payload bytes (whole, also when Payload is cut by MaxPayloadBytes)
 	Payload  []byte            `json:"payload"`           // base64 in JSON
 	Problem  string            `json:"problem,omitempty"` // why it cannot be read (the mover will quarantine it when due)
 	Member   []byte            `json:"member,omitempty"`  // the raw delayed-set member, when not a plain id
@@ -29,7 +29,8 @@ type WaitingMessage struct {
 
 // Peek returns waiting messages of queue without changing them: the
 // opts.Limit earliest over every shard (0 means 100, at most [MaxPeek]),
-// overdue first, then upcoming; or, with opts.IDs, those messages, in
+// overdue first, then upcoming, with opts.MaxPayloadBytes of each payload
+// at most (see [ListOptions]); or, with opts.IDs, those messages, in
 // order. Peek by Limit only reads (a read-only ACL user may call it), and
 // reports a member it cannot read with its Problem rather than failing.
 // Peek by IDs fails with an error wrapping delaystream.ErrNotFound for a
@@ -45,14 +46,19 @@ func (in *Inspector) Peek(ctx context.Context, queue string, opts ListOptions) (
 	if len(opts.IDs) > 0 {
 		return in.get(ctx, h, opts.IDs)
 	}
-	ws, err := h.producer.Peek(ctx, opts.limit())
+	var ws []delay.Waiting
+	if opts.MaxPayloadBytes > 0 {
+		ws, err = h.producer.PeekCut(ctx, opts.limit(), opts.MaxPayloadBytes)
+	} else {
+		ws, err = h.producer.Peek(ctx, opts.limit())
+	}
 	if err != nil {
 		return nil, err
 	}
 	out := make([]WaitingMessage, len(ws))
 	for i, w := range ws {
 		m := fromEnvelope(w.Envelope)
-		m.ID, m.Shard, m.Due, m.Overdue, m.Problem, m.Member = w.ID, w.Shard, w.Due, w.Overdue, w.Problem, w.Member
+		m.ID, m.Shard, m.Due, m.Overdue, m.Problem, m.Member, m.Size = w.ID, w.Shard, w.Due, w.Overdue, w.Problem, w.Member, w.Size
 		out[i] = m
 	}
 	return out, nil

@@ -21,8 +21,9 @@ const healthTimeout = 2 * time.Second
 
 func (a *app) exporterCmd() *cobra.Command {
 	var (
-		addr    string
-		timeout time.Duration
+		addr      string
+		timeout   time.Duration
+		schedules int
 	)
 	c := &cobra.Command{
 		Use:   "exporter",
@@ -34,21 +35,28 @@ consumer group consumers, pending, oldest pending age, lag, retry lane and dead 
 /healthz: 200 when Redis answers PING within 2 s, else 503. It needs no code in the application
 (whose own process may also export the hook-fed counters with contrib/prometheus).
 
+Recurring schedules are reported per queue (how many, how many paused, the worst lateness) and,
+for a queue with at most --max-schedule-series of them, one series each: the series of a scrape
+stay bounded however many schedules a queue has. A consumer group made on a queue's stream by
+other means, with a name delaystream cannot use, is reported with the figures Redis keeps of it.
+
 It reads only: it has no action, and shows no payload. It runs until interrupted (SIGINT /
 SIGTERM), then stops within about 5 s.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.exporter(ctxOf(cmd), addr, timeout) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.exporter(ctxOf(cmd), addr, timeout, schedules) },
 	}
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:9390", "host:port to listen on (\":9390\" for every interface)")
 	c.Flags().DurationVar(&timeout, "stats-timeout", dsprom.DefaultStatsTimeout, "bound of one scrape's reads from Redis")
+	c.Flags().IntVar(&schedules, "max-schedule-series", dsprom.DefaultMaxScheduleSeries,
+		"a queue with more recurring schedules reports per-queue aggregates only, no series per schedule (0 to 100000)")
 	return c
 }
 
-func (a *app) exporter(ctx context.Context, addr string, timeout time.Duration) error {
+func (a *app) exporter(ctx context.Context, addr string, timeout time.Duration, schedules int) error {
 	if _, err := a.inspector(); err != nil { // connects
 		return err
 	}
-	m, err := dsprom.New(dsprom.WithStatsTimeout(timeout))
+	m, err := dsprom.New(dsprom.WithStatsTimeout(timeout), dsprom.WithMaxScheduleSeries(schedules))
 	if err != nil {
 		return usageError{err}
 	}

@@ -23,14 +23,16 @@ import (
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/seedtest"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
-// startExporter runs `delaystream exporter` against tg on a free port and
-// returns its base URL and a function that interrupts it and returns its
-// exit code.
-func startExporter(t *testing.T, tg target) (string, func() int) {
+// startExporter runs `delaystream exporter` against tg on a free port,
+// with args added, and returns its base URL and a function that interrupts
+// it and returns its exit code.
+func startExporter(t *testing.T, tg target, args ...string) (string, func() int) {
 	t.Helper()
-	cmd := exec.Command(binary, append(append([]string{"--prefix", tg.prefix}, tg.flags...), "exporter", "--addr", "127.0.0.1:0")...)
+	all := append(append([]string{"--prefix", tg.prefix}, tg.flags...), "exporter", "--addr", "127.0.0.1:0")
+	cmd := exec.Command(binary, append(all, args...)...)
 	cmd.Env = append(append(os.Environ(), "REDIS_URL="+tg.url), tg.env...)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -170,5 +172,52 @@ func TestExporterRedisDown(t *testing.T) {
 	assert.Equal(t, 1.0, v)
 	_, ok = value(fams, "delaystream_queue_waiting_messages", nil)
 	assert.False(t, ok, "no figures without Redis")
+	assert.Equal(t, 0, stop())
+}
+
+// A consumer group made on a queue's stream by other means, with a name
+// delaystream cannot use, neither drops the queue's figures nor counts as
+// a failed read: it is reported with the figures Redis keeps of it. And a
+// queue with more recurring schedules than --max-schedule-series reports
+// per-queue aggregates, no series per schedule.
+func TestExporterForeignGroupAndScheduleBound(t *testing.T) {
+	t.Parallel()
+	tg := single(t)
+	seed(t, tg)
+	ctx := context.Background()
+	rdb := tg.client(t)
+	layout, err := stream.NewLayout(tg.prefix, "jobs", 1)
+	require.NoError(t, err)
+	require.NoError(t, rdb.XGroupCreateMkStream(ctx, layout.Shard(0).Main().Stream, "bad name", "0").Err())
+	orders, err := delaystream.New(rdb, "orders", delaystream.WithPrefix(tg.prefix))
+	require.NoError(t, err)
+	for _, id := range []string{"a", "b", "c"} {
+		_, err := orders.DefineRecurring(ctx, delaystream.Recurring{ID: id, Spec: delaystream.Every(24 * time.Hour)})
+		require.NoError(t, err)
+	}
+	require.NoError(t, orders.PauseRecurring(ctx, "b"))
+	url, stop := startExporter(t, tg, "--max-schedule-series", "2")
+
+	fams := scrapeText(t, url)
+	get := func(name string, labels map[string]string) float64 {
+		t.Helper()
+		v, ok := value(fams, name, labels)
+		require.True(t, ok, "%s%v missing", name, labels)
+		return v
+	}
+	jobs := map[string]string{"queue": "jobs"}
+	assert.Equal(t, 0.0, get("delaystream_stats_errors_total", jobs), "the foreign group failed the queue's read")
+	assert.Equal(t, 3.0, get("delaystream_group_dead_letters", map[string]string{"queue": "jobs", "group": "billing"}))
+	assert.Equal(t, 0.0, get("delaystream_group_pending_messages", map[string]string{"queue": "jobs", "group": "bad name"}))
+	_, ok := value(fams, "delaystream_group_dead_letters", map[string]string{"queue": "jobs", "group": "bad name"})
+	assert.True(t, ok, "the foreign group's series, at 0")
+
+	ordersQ := map[string]string{"queue": "orders"}
+	assert.Equal(t, 3.0, get("delaystream_queue_recurring_schedules", ordersQ))
+	assert.Equal(t, 1.0, get("delaystream_recurring_paused_schedules", ordersQ))
+	for _, name := range []string{"delaystream_recurring_paused", "delaystream_recurring_next_occurrence_timestamp_seconds"} {
+		_, ok := value(fams, name, ordersQ)
+		assert.False(t, ok, "%s: a series per schedule beyond the bound", name)
+	}
 	assert.Equal(t, 0, stop())
 }

@@ -89,9 +89,17 @@ func TestServeRecurring(t *testing.T) {
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode, action)
 	}
 	post("pause")
-	code, body = get(t, page+"?recurring=pause&schedule=poll", "", "")
+	// The redirect's status message is a fixed sentence chosen by a code:
+	// no text of the query (an older link's schedule=, say) shows. The
+	// page's address, query included, is only carried (escaped) in its
+	// forms' "return" field, where an action comes back to.
+	code, body = get(t, page+"?did=recurring-pause&schedule=Call+555-0100+now", "", "")
 	require.Equal(t, http.StatusOK, code)
-	assert.Contains(t, body, "Paused recurring schedule poll.")
+	shownFlash := regexp.MustCompile(`<p class="flash" id="flash" role="status">([^<]*)</p>`).FindStringSubmatch(body)
+	require.NotNil(t, shownFlash, "a status message")
+	assert.Equal(t, "Paused the recurring schedule.", shownFlash[1])
+	shown := regexp.MustCompile(`<input type="hidden" name="return" value="[^"]*">`).ReplaceAllString(body, "")
+	assert.NotContains(t, shown, "555-0100")
 	assert.Regexp(t, `class="state">paused<`, body)
 	assert.Contains(t, body, `class="recurring-resume"`)
 	post("resume")

@@ -31,6 +31,7 @@ type serveFlags struct {
 	sampleInterval time.Duration
 	history        int
 	prefixes       []string
+	allowedHosts   []string
 }
 
 func (a *app) serveCmd() *cobra.Command {
@@ -44,9 +45,13 @@ messages, each group's pending, oldest pending age, lag and retry lane, and the 
 payload previews and redrive / purge buttons. A JSON API under /api/ serves the documents of --json.
 
 Safe by default: it listens on loopback only and refuses any other address without --allow-remote;
-redrive and purge are POSTs carrying a per-process CSRF token (cross-site requests are refused);
---read-only removes every action; --basic-auth (or $` + basicAuthEnv + `) protects every path;
-payloads are shown as previews of at most --preview-bytes, never whole.
+it answers only requests whose Host header names the address it listens on (or, on loopback,
+localhost) or a name given with --allowed-host, so that a web page cannot reach it through a name
+of its own rebound to this address (DNS rebinding); redrive and purge are POSTs carrying a
+per-process CSRF token (cross-site requests are refused); --read-only removes every action;
+--basic-auth (or $` + basicAuthEnv + `) protects every path; payloads are shown as previews of at
+most --preview-bytes, never whole, and the lists read only a prefix of each from Redis; every
+list is paged. Every action is logged with the remote address and the basic-auth user.
 
 It runs until interrupted (SIGINT / SIGTERM), then stops within about 5 s.`,
 		Args: cobra.NoArgs,
@@ -61,6 +66,8 @@ It runs until interrupted (SIGINT / SIGTERM), then stops within about 5 s.`,
 	fl.DurationVar(&f.sampleInterval, "sample-interval", web.DefaultSampleInterval, "how often the charts' figures are read (at least 100ms)")
 	fl.IntVar(&f.history, "history", web.DefaultHistorySize, "samples kept per queue for the charts (a ring; memory only)")
 	fl.StringSliceVar(&f.prefixes, "prefixes", nil, "serve these key prefixes, one queue list each (default: --prefix)")
+	fl.StringArrayVar(&f.allowedHosts, "allowed-host", nil, "also answer requests for this host name, with :port for that port only "+
+		"(repeatable; the names a proxy in front forwards, or that reach --allow-remote)")
 	return c
 }
 
@@ -92,6 +99,18 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	}
 	if len(f.prefixes) > 0 {
 		opts = append(opts, web.WithPrefixes(f.prefixes...))
+	}
+	hosts := f.allowedHosts
+	if host, port, err := net.SplitHostPort(f.addr); err == nil && host != "" && net.ParseIP(strings.Trim(host, "[]")) == nil {
+		// --addr names a host: requests for that name are for this server
+		// too (the server knows only the address it listens on).
+		if port != "0" {
+			host = net.JoinHostPort(host, port)
+		}
+		hosts = append(hosts, host)
+	}
+	if len(hosts) > 0 {
+		opts = append(opts, web.WithAllowedHosts(hosts...))
 	}
 	if _, err := a.inspector(); err != nil { // connects
 		return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -54,6 +55,7 @@ func TestServeRefuses(t *testing.T) {
 		{[]string{"serve", "--addr", "127.0.0.1:0", "--basic-auth", "no-colon"}, "user:password"},
 		{[]string{"serve", "--addr", "127.0.0.1:0", "--preview-bytes", "1"}, "preview bytes"},
 		{[]string{"serve", "--addr", "127.0.0.1:0", "--sample-interval", "1ms"}, "sample interval"},
+		{[]string{"serve", "--addr", "127.0.0.1:0", "--allowed-host", "http://evil.example/"}, "allowed host"},
 	} {
 		r := tg.run(t, c.args...)
 		assert.Equal(t, exitUsage, r.code, "%v: %s", c.args, r.stderr)
@@ -196,5 +198,43 @@ func TestServeReadOnlyAndAuth(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+	s.stop(t)
+}
+
+// The command answers only the Host names it is reached by: its address,
+// localhost, and those of --allowed-host; any other (a name rebound to
+// its address) is refused with 421.
+func TestServeHostCheck(t *testing.T) {
+	t.Parallel()
+	tg := single(t)
+	seed(t, tg)
+	s := startServe(t, tg, nil, "--allowed-host", "queues.example", "--allowed-host", "proxy.example:8443")
+	page := s.url + "/p/" + url.PathEscape(tg.prefix) + "/"
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(s.url, "http://"))
+	require.NoError(t, err)
+	for host, want := range map[string]int{
+		"":                       http.StatusOK, // the URL's own: 127.0.0.1:<port>
+		"localhost:" + port:      http.StatusOK,
+		"queues.example":         http.StatusOK,
+		"proxy.example:8443":     http.StatusOK,
+		"proxy.example":          http.StatusMisdirectedRequest,
+		"evil.example":           http.StatusMisdirectedRequest,
+		"evil.example:" + port:   http.StatusMisdirectedRequest,
+		"127.0.0.1.evil.example": http.StatusMisdirectedRequest,
+	} {
+		req, err := http.NewRequest(http.MethodGet, page, nil)
+		require.NoError(t, err)
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, want, resp.StatusCode, "Host %q: %s", host, body)
+		if want == http.StatusOK {
+			assert.Contains(t, string(body), `data-queue="orders"`, host)
+		}
+	}
 	s.stop(t)
 }

@@ -65,6 +65,8 @@
 //	recurring_last_occurrence_timestamp_seconds  gauge  queue, schedule  scrape: Unix time of the latest occurrence due so far
 //	recurring_last_lateness_seconds              gauge  queue, schedule  scrape: how late the latest occurrence was appended to the stream
 //	recurring_paused                             gauge  queue, schedule  scrape: 1 when paused
+//	recurring_paused_schedules      gauge      queue                  scrape: recurring schedules paused
+//	recurring_max_lateness_seconds  gauge      queue                  scrape: the most any schedule's latest occurrence was late
 //	queue_paused_seconds            gauge      queue                  scrape: how long the queue's promotion has been paused; 0 when not
 //	group_paused_seconds            gauge      queue, group           scrape: how long the group has been paused; 0 when not
 //	group_concurrency_limit         gauge      queue, group           scrape: the group's concurrency cap (absent: none)
@@ -72,6 +74,11 @@
 //	group_rate_limit_per_second     gauge      queue, group           scrape: the group's rate limit (absent: none)
 //	group_rate_limit_burst          gauge      queue, group           scrape: the rate limit's burst (absent: none)
 //	stats_errors_total              counter    queue                  scrape: reads of a queue's figures that failed or timed out
+//
+// The four recurring_* series labelled by schedule exist for a queue with
+// at most [DefaultMaxScheduleSeries] schedules ([WithMaxScheduleSeries]):
+// a queue with more reports only the per-queue aggregates, so that
+// thousands of schedules cannot make thousands of series.
 //
 // The mover_* series of a queue exist, at 0, from its MoverHooks call, the
 // group series from GroupHooks (every outcome and reason label value

@@ -52,7 +52,7 @@ type Metrics struct {
 // groups, and [Metrics.Watch] the queues whose figures it should report.
 func New(opts ...Option) (*Metrics, error) {
 	cfg := config{namespace: DefaultNamespace, lagBuckets: LagBuckets, durationBuckets: DurationBuckets,
-		statsTimeout: DefaultStatsTimeout}
+		statsTimeout: DefaultStatsTimeout, scheduleSeries: DefaultMaxScheduleSeries}
 	for _, opt := range opts {
 		if opt == nil {
 			continue

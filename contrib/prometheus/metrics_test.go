@@ -390,6 +390,8 @@ func TestOptions(t *testing.T) {
 		"zero bucket":          dsprom.WithDurationBuckets([]float64{0, 1}),
 		"timeout too short":    dsprom.WithStatsTimeout(time.Millisecond),
 		"timeout too long":     dsprom.WithStatsTimeout(time.Hour),
+		"negative series":      dsprom.WithMaxScheduleSeries(-1),
+		"too many series":      dsprom.WithMaxScheduleSeries(100001),
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

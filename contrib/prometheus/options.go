@@ -20,6 +20,7 @@ type config struct {
 	lagBuckets      []float64
 	durationBuckets []float64
 	statsTimeout    time.Duration
+	scheduleSeries  int
 }
 
 // Defaults of the options.
@@ -28,6 +29,9 @@ const (
 	DefaultNamespace = "delaystream"
 	// DefaultStatsTimeout bounds the Redis reads of one scrape.
 	DefaultStatsTimeout = 5 * time.Second
+	// DefaultMaxScheduleSeries is how many recurring schedules of a queue
+	// get series of their own (see [WithMaxScheduleSeries]).
+	DefaultMaxScheduleSeries = 100
 )
 
 // LagBuckets are the default buckets, in seconds, of the promotion and
@@ -102,6 +106,27 @@ func WithStatsTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: stats timeout must be within 10ms and 1m, got %s", ErrInvalidOption, d)
 		}
 		c.statsTimeout = d
+		return nil
+	}
+}
+
+// WithMaxScheduleSeries bounds the series of a watched queue's recurring
+// schedules: a queue with at most n schedules reports each one's gauges
+// (recurring_next_occurrence_timestamp_seconds, ..._last_..., lateness,
+// paused: four series per schedule, labelled with its id); a queue with
+// more reports none of those, only its per-queue aggregates
+// (queue_recurring_schedules, recurring_paused_schedules,
+// recurring_max_lateness_seconds), which every queue with schedules
+// reports anyway. So the series a scrape returns stay bounded whatever
+// the number of schedules (each is still read, within the stats timeout,
+// for the aggregates). Default [DefaultMaxScheduleSeries]; 0 reports the
+// aggregates only; n must be 0 to 100000.
+func WithMaxScheduleSeries(n int) Option {
+	return func(c *config) error {
+		if n < 0 || n > 100000 {
+			return fmt.Errorf("%w: max schedule series must be 0 to 100000, got %d", ErrInvalidOption, n)
+		}
+		c.scheduleSeries = n
 		return nil
 	}
 }

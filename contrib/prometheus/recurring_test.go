@@ -2,6 +2,8 @@ package dsprom_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,5 +63,44 @@ func TestRecurringGauges(t *testing.T) {
 		assert.True(c, ok, "the last occurrence's lateness is known once it fired")
 		assert.GreaterOrEqual(c, late, 0.0, "never early")
 		assert.Less(c, late, 5.0)
+		assert.Equal(c, 1.0, s["delaystream_recurring_paused_schedules{queue=jobs}"])
+		assert.Equal(c, late, s["delaystream_recurring_max_lateness_seconds{queue=jobs}"], "tick's, the only one known")
 	}, 20*time.Second, 100*time.Millisecond)
+}
+
+// A queue with more recurring schedules than WithMaxScheduleSeries reports
+// the per-queue aggregates only: no series per schedule, however many.
+func TestRecurringSeriesBound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	m, err := dsprom.New(dsprom.WithMaxScheduleSeries(2))
+	require.NoError(t, err)
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	for _, c := range []struct {
+		queue string
+		n     int
+	}{{"few", 2}, {"many", 3}} {
+		q, err := delaystream.New(rdb, c.queue, delaystream.WithPrefix(prefix), delaystream.WithLogger(quiet))
+		require.NoError(t, err)
+		for i := range c.n {
+			_, err := q.DefineRecurring(ctx, delaystream.Recurring{ID: fmt.Sprintf("s%d", i), Spec: delaystream.Every(24 * time.Hour)})
+			require.NoError(t, err)
+		}
+		require.NoError(t, q.PauseRecurring(ctx, "s0"))
+		require.NoError(t, m.Watch(rdb, prefix, c.queue))
+	}
+
+	s := scrape(t, reg)
+	assert.Equal(t, 2.0, s["delaystream_queue_recurring_schedules{queue=few}"])
+	assert.Equal(t, 1.0, s["delaystream_recurring_paused_schedules{queue=few}"])
+	assert.Equal(t, 1.0, s["delaystream_recurring_paused{queue=few,schedule=s0}"], "within the bound: a series per schedule")
+	assert.Equal(t, 0.0, s["delaystream_recurring_paused{queue=few,schedule=s1}"])
+	assert.Equal(t, 3.0, s["delaystream_queue_recurring_schedules{queue=many}"])
+	assert.Equal(t, 1.0, s["delaystream_recurring_paused_schedules{queue=many}"])
+	for k := range s {
+		assert.False(t, strings.Contains(k, "schedule=") && strings.Contains(k, "queue=many"), "a series per schedule beyond the bound: %s", k)
+	}
 }

@@ -26,7 +26,7 @@ type statDescs struct {
 	waiting, overdue, overdueAge, streamLen, quarantined       *prometheus.Desc // queue
 	evicting                                                   *prometheus.Desc // queue
 	consumers, pending, oldest, lag, retryWaiting, deadLetters *prometheus.Desc // queue, group
-	recurring                                                  *prometheus.Desc // queue
+	recurring, recPausedCount, recMaxLate                      *prometheus.Desc // queue
 	recNext, recLast, recLate, recPaused                       *prometheus.Desc // queue, schedule
 	flowDescs                                                                   // flow.go
 }
@@ -44,25 +44,28 @@ func newStatDescs(ns string) statDescs {
 		quarantined: d("queue_quarantined_entries", "Entries in the queue's quarantine: waiting messages promotion could not read.", q),
 		evicting: d("queue_evicting_servers", "Redis servers holding the queue whose maxmemory-policy can evict its keys (messages can be lost): "+
 			"set maxmemory-policy noeviction. 0 when none, or when their settings cannot be read.", q),
-		consumers:    d("group_consumers", "Consumers known to the group on the queue stream.", g),
-		pending:      d("group_pending_messages", "Entries delivered to the group and not yet acknowledged (queue stream and retry lane).", g),
-		oldest:       d("group_oldest_pending_seconds", "Time since the group's oldest pending entry was appended to its stream (Redis clock): waiting to be read, then held; 0 when none.", g),
-		lag:          d("group_lag_messages", "Queue stream entries not yet delivered to the group; absent when Redis cannot tell.", g),
-		retryWaiting: d("group_retry_waiting_messages", "Messages waiting in the group's retry lane for their backoff.", g),
-		deadLetters:  d("group_dead_letters", "Entries in the group's dead-letter stream.", g),
-		recurring:    d("queue_recurring_schedules", "Recurring schedules defined on the queue.", q),
-		recNext:      d("recurring_next_occurrence_timestamp_seconds", "Unix time of the schedule's next occurrence; absent when paused or none.", sch),
-		recLast:      d("recurring_last_occurrence_timestamp_seconds", "Unix time of the schedule's latest occurrence due so far; absent when none.", sch),
-		recLate:      d("recurring_last_lateness_seconds", "How late the latest occurrence was appended to the stream (Redis clock); absent when unknown.", sch),
-		recPaused:    d("recurring_paused", "1 when the schedule is paused, else 0.", sch),
-		flowDescs:    newFlowDescs(d),
+		consumers:      d("group_consumers", "Consumers known to the group on the queue stream.", g),
+		pending:        d("group_pending_messages", "Entries delivered to the group and not yet acknowledged (queue stream and retry lane).", g),
+		oldest:         d("group_oldest_pending_seconds", "Time since the group's oldest pending entry was appended to its stream (Redis clock): waiting to be read, then held; 0 when none.", g),
+		lag:            d("group_lag_messages", "Queue stream entries not yet delivered to the group; absent when Redis cannot tell.", g),
+		retryWaiting:   d("group_retry_waiting_messages", "Messages waiting in the group's retry lane for their backoff.", g),
+		deadLetters:    d("group_dead_letters", "Entries in the group's dead-letter stream.", g),
+		recurring:      d("queue_recurring_schedules", "Recurring schedules defined on the queue.", q),
+		recPausedCount: d("recurring_paused_schedules", "Recurring schedules of the queue that are paused.", q),
+		recMaxLate: d("recurring_max_lateness_seconds", "The most any of the queue's recurring schedules' latest occurrence "+
+			"was appended to the stream late (Redis clock); absent when none is known.", q),
+		recNext:   d("recurring_next_occurrence_timestamp_seconds", "Unix time of the schedule's next occurrence; absent when paused or none.", sch),
+		recLast:   d("recurring_last_occurrence_timestamp_seconds", "Unix time of the schedule's latest occurrence due so far; absent when none.", sch),
+		recLate:   d("recurring_last_lateness_seconds", "How late the latest occurrence was appended to the stream (Redis clock); absent when unknown.", sch),
+		recPaused: d("recurring_paused", "1 when the schedule is paused, else 0.", sch),
+		flowDescs: newFlowDescs(d),
 	}
 }
 
 func (s statDescs) describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.waiting, s.overdue, s.overdueAge, s.streamLen, s.quarantined, s.evicting,
 		s.consumers, s.pending, s.oldest, s.lag, s.retryWaiting, s.deadLetters,
-		s.recurring, s.recNext, s.recLast, s.recLate, s.recPaused} {
+		s.recurring, s.recPausedCount, s.recMaxLate, s.recNext, s.recLast, s.recLate, s.recPaused} {
 		ch <- d
 	}
 	s.flowDescs.describe(ch)
@@ -94,10 +97,28 @@ func (s statDescs) send(ch chan<- prometheus.Metric, r admin.QueueReport) {
 	s.flowDescs.send(gauge, r)
 }
 
-// sendRecurring sends the gauges of queue's recurring schedules.
-func (s statDescs) sendRecurring(ch chan<- prometheus.Metric, queue string, list []delaystream.RecurringStatus) {
+// sendRecurring sends the gauges of queue's recurring schedules: the
+// per-queue aggregates, and each schedule's own when there are at most
+// perSchedule of them (see WithMaxScheduleSeries).
+func (s statDescs) sendRecurring(ch chan<- prometheus.Metric, queue string, list []delaystream.RecurringStatus, perSchedule int) {
 	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+	}
+	paused, maxLate, lateKnown := 0, time.Duration(0), false
+	for _, r := range list {
+		if r.Paused {
+			paused++
+		}
+		if late, ok := r.Lateness(); ok && (!lateKnown || late > maxLate) {
+			maxLate, lateKnown = late, true
+		}
+	}
+	gauge(s.recPausedCount, float64(paused), queue)
+	if lateKnown {
+		gauge(s.recMaxLate, maxLate.Seconds(), queue)
+	}
+	if len(list) > perSchedule {
+		return // a series per schedule would be unbounded: the aggregates only
 	}
 	unix := func(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
 	for _, r := range list {
@@ -123,7 +144,8 @@ func (s statDescs) sendRecurring(ch chan<- prometheus.Metric, queue string, list
 // delaystream.WithPrefix), with admin.Inspector.Stats: waiting, overdue,
 // stream length, quarantine and recurring schedules of each queue (with
 // each schedule's next and last occurrence, lateness and pause: a few
-// commands per schedule), and pending entries and
+// commands per schedule; series per schedule up to
+// [WithMaxScheduleSeries], per-queue aggregates beyond), and pending entries and
 // their oldest age, lag, retry lane, dead letters and consumers of every
 // consumer group found on its streams. The queues need not be built in
 // this process: any queue under the prefix can be watched by name. A queue
@@ -212,7 +234,7 @@ func (m *Metrics) collectStats(ch chan<- prometheus.Metric) {
 			m.statsErrors.WithLabelValues(w.queue).Inc()
 			continue
 		}
-		m.stats.sendRecurring(ch, w.queue, list)
+		m.stats.sendRecurring(ch, w.queue, list, m.cfg.scheduleSeries)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/stream"
 	"github.com/delaystream/delaystream/internal/wire"
 )
@@ -39,8 +40,13 @@ type Waiting struct {
 	// stream.ReasonMissingEnvelope.
 	Problem string
 	// Member is the raw delayed-set member when it is not a plain id
-	// (nil for plain members, whose member is ID).
+	// (nil for plain members, whose member is ID); [Queue.PeekCut] cuts it
+	// as it cuts the envelope.
 	Member []byte
+	// Size is the length in bytes of the message's payload, whole even
+	// when Envelope.Payload holds only its first bytes ([Queue.PeekCut]);
+	// 0 when Problem is set.
+	Size int
 }
 
 // Peek returns up to count of the earliest waiting messages of the queue,
@@ -91,13 +97,115 @@ func (q *Queue) Peek(ctx context.Context, count int) ([]Waiting, error) {
 		return nil, fmt.Errorf("peek %s: %w", q.name, err)
 	}
 	for i := range out {
-		w := &out[i]
+		if out[i].Problem == "" {
+			out[i].Size = len(out[i].Envelope.Payload)
+		}
+	}
+	finishPeek(out, now)
+	return out, nil
+}
+
+// finishPeek marks the overdue messages of ws as of now and fills in the
+// envelopes' ID and Due.
+func finishPeek(ws []Waiting, now time.Time) {
+	for i := range ws {
+		w := &ws[i]
 		w.Overdue = !w.Due.IsZero() && !w.Due.After(now)
 		if w.Problem == "" {
 			w.Envelope.ID, w.Envelope.Due = w.ID, w.Due
 		}
 	}
+}
+
+// PeekCut is [Queue.Peek] for listings that show a preview of each
+// payload: each message's Envelope.Payload holds at most its first
+// maxPayload bytes (Size says how long it is), and Member at most as many
+// after its envelope's headers. The cut is made in Redis by a read-only
+// script (peek_cut.lua: ZRANGE and HGET, per shard, in one pipeline), so
+// neither the network nor this process ever carries a whole payload: a
+// listing of count 1 MiB messages costs count times maxPayload bytes, not
+// count MiB. The script needs EVALSHA and EVAL besides Peek's commands
+// (the operator's rules in docs/acl.md have them). maxPayload must be at
+// least 1; count as for Peek. A message is reported exactly as Peek
+// reports it, but for the bytes cut, and a plain member longer than
+// [MaxIDLen] (no id this version writes) shows only its first MaxIDLen
+// bytes as ID.
+func (q *Queue) PeekCut(ctx context.Context, count, maxPayload int) ([]Waiting, error) {
+	switch {
+	case count < 1 || count > MaxPeek:
+		return nil, fmt.Errorf("peek %s: %w: count must be 1 to %d, got %d", q.name, ErrInvalidOption, MaxPeek, count)
+	case maxPayload < 1:
+		return nil, fmt.Errorf("peek %s: %w: max payload bytes must be >= 1, got %d", q.name, ErrInvalidOption, maxPayload)
+	}
+	if err := q.set.checkRecord(ctx); err != nil {
+		return nil, fmt.Errorf("peek %s: %w", q.name, err)
+	}
+	now, err := q.set.rdb.Time(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("peek %s: time: %w", q.name, err)
+	}
+	calls := make([]scripts.Call, q.set.layout.Shards())
+	for i := range calls {
+		calls[i] = scripts.Call{Keys: q.set.lanes[i].lookup, Args: []any{count, maxPayload, MaxIDLen}}
+	}
+	cmds, err := scripts.RunPipelined(ctx, q.set.rdb, scripts.PeekCut, calls)
+	if err != nil {
+		return nil, fmt.Errorf("peek %s: %w", q.name, err)
+	}
+	var out []Waiting
+	for i, cmd := range cmds {
+		items, err := cmd.Slice()
+		if err != nil {
+			return nil, fmt.Errorf("peek %s: %w", q.name, err)
+		}
+		if len(items)%5 != 0 {
+			return nil, fmt.Errorf("peek %s: peek_cut.lua replied %d items, not 5 per member", q.name, len(items))
+		}
+		for k := 0; k < len(items); k += 5 {
+			out = append(out, classifyCut(i, items[k:k+5]))
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Waiting) int {
+		return cmp.Or(a.Due.Compare(b.Due), cmp.Compare(a.Shard, b.Shard))
+	})
+	out = out[:min(len(out), count)]
+	finishPeek(out, now)
 	return out, nil
+}
+
+// classifyCut reads one member of shard's delayed set as peek_cut.lua
+// replies it: member (cut), score, member length, envelope (cut) or nil,
+// envelope length. A cut envelope decodes whole but for its payload
+// (internal/wire: the payload is its last field), so the payload's length
+// is the stored length less the bytes cut.
+func classifyCut(shard int, item []any) Waiting {
+	member, _ := item[0].(string)
+	score := -1.0 // not a due time
+	if s, ok := item[1].(string); ok {
+		if f, err := strconv.ParseFloat(s, 64); err == nil {
+			score = f
+		}
+	}
+	memberLen, _ := item[2].(int64)
+	w := classify(shard, redis.Z{Score: score, Member: member})
+	switch {
+	case w.Problem != "":
+	case w.Member != nil: // packed: its envelope was decoded from the cut member
+		w.Size = int(memberLen) - len(member) + len(w.Envelope.Payload)
+	default:
+		env, ok := item[3].(string)
+		if !ok {
+			w.Problem = stream.ReasonMissingEnvelope
+			break
+		}
+		if err := wire.UnmarshalEnvelope([]byte(env), &w.Envelope); err != nil {
+			w.Envelope, w.Problem = codec.Envelope{}, stream.ReasonUnknownEnvelope
+			break
+		}
+		envLen, _ := item[4].(int64)
+		w.Size = int(envLen) - len(env) + len(w.Envelope.Payload)
+	}
+	return w
 }
 
 // classify reads one member of shard's delayed set: its kind, id and due

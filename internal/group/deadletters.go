@@ -69,6 +69,25 @@ type DeadEntry struct {
 	Raw        []byte         // the stored envelope bytes, if any
 }
 
+// CutDeadEntry is a dead letter as [DeadLetters.ListCut] returns it: Raw
+// and Envelope.Payload hold at most a prefix of what is stored.
+type CutDeadEntry struct {
+	DeadEntry
+	RawSize int // the length of the stored envelope bytes, whole
+}
+
+// PayloadSize returns the length in bytes of the dead letter's payload,
+// or of its stored bytes when it could not be decoded: whole, though
+// ListCut cut them.
+func (d CutDeadEntry) PayloadSize() int {
+	if !d.Decoded {
+		return d.RawSize
+	}
+	// A cut envelope decodes whole but for its payload (internal/wire:
+	// the payload is its last field): the bytes cut are the payload's.
+	return d.RawSize - len(d.Raw) + len(d.Envelope.Payload)
+}
+
 // At returns when the entry was dead-lettered (Redis clock).
 func (d DeadEntry) At() time.Time { return stream.EntryTime(d.EntryID) }
 
@@ -117,6 +136,76 @@ func (d *DeadLetters) Len(ctx context.Context) (int64, error) {
 // ("" for the start). Pass the last EntryID returned to get the next page.
 // On a sharded queue the shards are merged in (entry id, shard) order.
 func (d *DeadLetters) List(ctx context.Context, after string, count int64) ([]DeadEntry, error) {
+	starts, err := d.starts(after, count)
+	if err != nil {
+		return nil, err
+	}
+	pipe := d.rdb.Pipeline()
+	cmds := make([]*redis.XMessageSliceCmd, len(d.shards))
+	for i, sh := range d.shards {
+		cmds[i] = pipe.XRangeN(ctx, sh.key, starts[i], "+", count)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("dead letters %s: %w", d.group, d.explain(ctx, err))
+	}
+	var out []DeadEntry
+	for i, cmd := range cmds {
+		for _, m := range cmd.Val() {
+			out = append(out, d.parse(i, m))
+		}
+	}
+	return mergeShards(out, len(d.shards) > 1, count, func(e *DeadEntry) *DeadEntry { return e }), nil
+}
+
+// ListCut is [DeadLetters.List] for listings that show a preview of each
+// payload: each entry's Raw holds at most its envelope's headers and the
+// first maxPayload bytes of its payload (at most maxPayload bytes when it
+// is no envelope), and so does Envelope.Payload; RawSize and
+// [CutDeadEntry.PayloadSize] say how long they are. The cut is made in Redis
+// by a read-only script (xrange_cut.lua: XRANGE, per shard, in one
+// pipeline), so neither the network nor this process ever carries a whole
+// payload. maxPayload must be at least 1.
+func (d *DeadLetters) ListCut(ctx context.Context, after string, count int64, maxPayload int) ([]CutDeadEntry, error) {
+	if maxPayload < 1 {
+		return nil, fmt.Errorf("%w: max payload bytes must be >= 1, got %d", ErrInvalidOption, maxPayload)
+	}
+	starts, err := d.starts(after, count)
+	if err != nil {
+		return nil, err
+	}
+	calls := make([]scripts.Call, len(d.shards))
+	for i, sh := range d.shards {
+		calls[i] = scripts.Call{Keys: []string{sh.key}, Args: []any{starts[i], "+", count, maxPayload}}
+	}
+	cmds, err := scripts.RunPipelined(ctx, d.rdb, scripts.XRangeCut, calls)
+	if err != nil {
+		return nil, fmt.Errorf("dead letters %s: %w", d.group, err)
+	}
+	var out []CutDeadEntry
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil {
+			return nil, fmt.Errorf("dead letters %s: %w", d.group, d.explain(ctx, err))
+		}
+		entries, err := stream.ParseCutEntries(cmd.Val())
+		if err != nil {
+			return nil, fmt.Errorf("dead letters %s: %w", d.group, err)
+		}
+		for _, e := range entries {
+			dl := CutDeadEntry{DeadEntry: d.parse(i, e.Message)}
+			if n, ok := e.Sizes[wire.FieldEnvelope]; ok { // parse keeps "e" as Raw, else "p"
+				dl.RawSize = n
+			} else if n, ok := e.Sizes[wire.FieldPacked]; ok {
+				dl.RawSize = n
+			}
+			out = append(out, dl)
+		}
+	}
+	return mergeShards(out, len(d.shards) > 1, count, func(e *CutDeadEntry) *DeadEntry { return &e.DeadEntry }), nil
+}
+
+// starts returns where List reads each shard's dead letters from, after
+// entry id after ("" for the start).
+func (d *DeadLetters) starts(after string, count int64) ([]string, error) {
 	if count < 1 {
 		return nil, fmt.Errorf("%w: count must be >= 1, got %d", ErrInvalidOption, count)
 	}
@@ -128,40 +217,37 @@ func (d *DeadLetters) List(ctx context.Context, after string, count int64) ([]De
 		}
 		afterID, afterShard = ref.id, ref.shard
 	}
-	pipe := d.rdb.Pipeline()
-	cmds := make([]*redis.XMessageSliceCmd, len(d.shards))
-	for i, sh := range d.shards {
-		start := "-"
+	starts := make([]string, len(d.shards))
+	for i := range d.shards {
+		starts[i] = "-"
 		switch {
 		case afterID == "":
 		case i <= afterShard:
-			start = "(" + afterID
+			starts[i] = "(" + afterID
 		default: // a later shard's entry with the same id comes after
-			start = afterID
-		}
-		cmds[i] = pipe.XRangeN(ctx, sh.key, start, "+", count)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("dead letters %s: %w", d.group, d.explain(ctx, err))
-	}
-	var out []DeadEntry
-	for i, cmd := range cmds {
-		for _, m := range cmd.Val() {
-			out = append(out, d.parse(i, m))
+			starts[i] = afterID
 		}
 	}
-	if len(d.shards) > 1 {
-		slices.SortStableFunc(out, func(a, b DeadEntry) int {
-			if c := compareIDs(a.EntryID, b.EntryID); c != 0 {
+	return starts, nil
+}
+
+// mergeShards orders the dead letters read from every shard (of a
+// sharded queue) in (entry id, shard) order and keeps the first count;
+// entry returns the dead letter of an item of out.
+func mergeShards[T any](out []T, sharded bool, count int64, entry func(*T) *DeadEntry) []T {
+	if sharded {
+		slices.SortStableFunc(out, func(a, b T) int {
+			ea, eb := entry(&a), entry(&b)
+			if c := compareIDs(ea.EntryID, eb.EntryID); c != 0 {
 				return c
 			}
-			return a.Shard - b.Shard
+			return ea.Shard - eb.Shard
 		})
 	}
 	if int64(len(out)) > count {
 		out = out[:count]
 	}
-	return out, nil
+	return out
 }
 
 // Get returns one dead letter, or [ErrNotFound].

@@ -41,8 +41,11 @@ func Forget(ctx context.Context, rdb redis.UniversalClient, queue, group string,
 	_, _ = pipe.Exec(ctx) // errors are per command
 	for _, c := range calls {
 		err := c.cmd.Err()
-		if err == nil || redis.HasErrorPrefix(err, "ERR no such key") {
-			continue // a stream that does not exist has no group to destroy
+		// A stream that does not exist has no group to destroy (Redis
+		// answers "ERR The XGROUP subcommand requires the key to exist";
+		// HasErrorPrefix compares without the "ERR ").
+		if err == nil || redis.HasErrorPrefix(err, "The XGROUP subcommand requires the key to exist") {
+			continue
 		}
 		heal.After(rdb, err)
 		return fmt.Errorf("forget group %s of %s on %s: %w", group, queue, c.key,

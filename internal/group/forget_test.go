@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream/internal/group"
+	"github.com/delaystream/delaystream/internal/stream"
 )
 
 // The queue stream is deleted (someone replaced it, then deleted it) and
@@ -68,4 +69,25 @@ func TestTrimWaitsForRecordedGroups(t *testing.T) {
 	waitFor(t, 10*time.Second, func() bool { n, _ := h.rdb.XLen(ctx, h.mainStream()).Result(); return n == 0 },
 		"trimmed without the forgotten group")
 	rf.stop(t)
+}
+
+// Forget on a sharded queue whose shards do not all have a stream yet (no
+// message reached them) removes the group where it exists and fails on
+// none of the others.
+func TestForgetWhereStreamsAreMissing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newShardedHarness(t, 4)
+	layout, err := stream.NewLayout(h.prefix, h.queue, 4)
+	require.NoError(t, err)
+	first := layout.Shard(0)
+	require.NoError(t, h.rdb.XGroupCreateMkStream(ctx, first.Main().Stream, "old", "0").Err())
+	require.NoError(t, h.rdb.SAdd(ctx, first.Groups(), "old").Err())
+	require.NoError(t, group.Forget(ctx, h.rdb, h.queue, "old", group.WithPrefix(h.prefix), group.WithShards(4)))
+	gs, err := h.rdb.XInfoGroups(ctx, first.Main().Stream).Result()
+	require.NoError(t, err)
+	assert.Empty(t, gs, "the group is gone from the stream that had it")
+	member, err := h.rdb.SIsMember(ctx, first.Groups(), "old").Result()
+	require.NoError(t, err)
+	assert.False(t, member, "and from the record of the queue's groups")
 }

@@ -413,3 +413,35 @@ func (o onceSpec) Next(t time.Time) time.Time {
 }
 func (o onceSpec) Kind() string   { return "once" }
 func (o onceSpec) String() string { return "-" }
+
+// ListedIDs lists, from the progress records alone, the schedules Status
+// reports: active and paused ones, not deleted ones nor a record of
+// another form; and the same as IDs when every definition has its record.
+func TestListedIDs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	s := newStore(t, rdb, redistest.Prefix(t), 2, time.Minute)
+	ids, err := s.ListedIDs(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, ids)
+	for _, sid := range []string{"c", "a", "b", "d"} {
+		_, err := s.Define(ctx, sid, Def{Kind: KindEvery, Spec: "1h", Payload: []byte("p")})
+		require.NoError(t, err)
+	}
+	_, err = s.Change(ctx, "b", "p")
+	require.NoError(t, err)
+	_, err = s.Change(ctx, "d", "x")
+	require.NoError(t, err)
+	ids, err = s.ListedIDs(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b", "c"}, ids)
+	defined, err := s.IDs(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, defined, ids)
+
+	require.NoError(t, rdb.HSet(ctx, s.layout.RecurringProgress(), "e", "not a record").Err())
+	ids, err = s.ListedIDs(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b", "c"}, ids)
+}

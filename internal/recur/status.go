@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,6 +53,32 @@ func (s *Store) IDs(ctx context.Context) ([]string, error) {
 		if cursor = next; cursor == 0 {
 			sort.Strings(ids)
 			return ids, nil
+		}
+	}
+}
+
+// ListedIDs returns, sorted, the ids of the schedules whose progress
+// record says active or paused: those [Store.Status] can report (one whose
+// definition has gone meanwhile it reports not found). It reads the
+// progress records only (HSCAN, a few dozen bytes each), never the
+// definitions, which carry the occurrences' payloads: what a listing that
+// shows a page of schedules reads to find them.
+func (s *Store) ListedIDs(ctx context.Context) ([]string, error) {
+	var ids []string
+	var cursor uint64
+	for {
+		kv, next, err := s.rdb.HScan(ctx, s.layout.RecurringProgress(), cursor, "*", 500).Result()
+		if err != nil {
+			return nil, fmt.Errorf("schedules: %w", err)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if p, ok := parseProgress(kv[i+1]); ok && (p.state == stateActive || p.state == statePaused) {
+				ids = append(ids, kv[i])
+			}
+		}
+		if cursor = next; cursor == 0 {
+			sort.Strings(ids)
+			return slices.Compact(ids), nil // HSCAN may return a field twice
 		}
 	}
 }

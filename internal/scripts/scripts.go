@@ -70,6 +70,12 @@ var (
 	keyRateSrc string
 	//go:embed locate.lua
 	locateSrc string
+	//go:embed envcut.lua
+	envCutSrc string
+	//go:embed peek_cut.lua
+	peekCutSrc string
+	//go:embed xrange_cut.lua
+	xrangeCutSrc string
 )
 
 // The scripts. Those that read or write a delayed set by message id start
@@ -89,6 +95,11 @@ var (
 	Stats             = newScript("stats.lua", statsSrc)
 	// Locate finds every place of a message id in one shard (read only).
 	Locate = newScript("ids.lua", idsSrc, "locate.lua", locateSrc)
+	// PeekCut and XRangeCut read listings (waiting messages; dead letters
+	// and quarantines) with each envelope cut to a bounded prefix, so that
+	// a listing of large payloads never carries them whole (read only).
+	PeekCut   = newScript("envcut.lua", envCutSrc, "peek_cut.lua", peekCutSrc)
+	XRangeCut = newScript("envcut.lua", envCutSrc, "xrange_cut.lua", xrangeCutSrc)
 
 	Retry       = newScript("publish.lua", publishSrc, "wake.lua", wakeSrc, "retry.lua", retrySrc)
 	Dead        = newScript("dead.lua", deadSrc)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/delaystream/delaystream/internal/errs"
+	"github.com/delaystream/delaystream/internal/scripts"
 
 	"github.com/redis/go-redis/v9"
 
@@ -57,6 +58,26 @@ func ReadInfo(ctx context.Context, rdb redis.UniversalClient, key string) (Info,
 	return info, nil
 }
 
+// ReadGroups returns the consumer groups of the stream at key (XINFO
+// GROUPS alone): what [ReadInfo] reads of them, without XINFO STREAM,
+// whose reply carries the stream's first and last entries whole. A stream
+// that does not exist yet has none.
+func ReadGroups(ctx context.Context, rdb redis.UniversalClient, key string) ([]GroupInfo, error) {
+	gs, err := rdb.XInfoGroups(ctx, key).Result()
+	if err != nil {
+		if isNoSuchKey(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("xinfo groups %s: %w", key, err)
+	}
+	out := make([]GroupInfo, len(gs))
+	for i, g := range gs {
+		out[i] = GroupInfo{Name: g.Name, Consumers: g.Consumers, Pending: g.Pending,
+			LastDeliveredID: g.LastDeliveredID, EntriesRead: g.EntriesRead, Lag: g.Lag}
+	}
+	return out, nil
+}
+
 // isNoSuchKey reports Redis's "ERR no such key" reply. HasErrorPrefix strips
 // the "ERR " part before comparing.
 func isNoSuchKey(err error) bool {
@@ -73,6 +94,14 @@ type Quarantined struct {
 	Reason    string    // one of the Reason constants, e.g. [ReasonMissingEnvelope]
 	Raw       []byte    // the envelope bytes found, if any
 	Member    []byte    // the raw delayed-set member, when it was not a plain one (nil for plain members, whose member is MessageID)
+}
+
+// CutQuarantined is a quarantined entry as [ReadQuarantineCut] returns it:
+// Raw and Member hold at most a prefix of what is stored.
+type CutQuarantined struct {
+	Quarantined
+	RawSize    int // the length of the envelope bytes found, whole
+	MemberSize int // the length of the raw delayed-set member, whole
 }
 
 // ReadQuarantine returns up to count quarantined entries of the lane whose
@@ -95,10 +124,93 @@ func ReadQuarantine(ctx context.Context, rdb redis.UniversalClient, key, after s
 	return out, nil
 }
 
+// ReadQuarantineCut is [ReadQuarantine] for listings that show a preview
+// of each entry: Raw holds at most its envelope's headers and the first
+// maxPayload bytes of its payload (at most maxPayload bytes when it is no
+// envelope), Member likewise; RawSize and MemberSize say how long they
+// are. The cut is made in Redis by a read-only script (xrange_cut.lua:
+// XRANGE), so neither the network nor this process ever carries a whole
+// envelope. maxPayload must be at least 1.
+func ReadQuarantineCut(ctx context.Context, rdb redis.UniversalClient, key, after string, count int64, maxPayload int) ([]CutQuarantined, error) {
+	start := "-"
+	if after != "" && after != "0" {
+		start = "(" + after
+	}
+	v, err := scripts.XRangeCut.Run(ctx, rdb, []string{key}, start, "+", count, maxPayload).Result()
+	if err != nil {
+		err = ExplainWrongType(ctx, rdb, scripts.Explain(err), KeyType{Key: key, Want: "stream"})
+		return nil, fmt.Errorf("read quarantine %s: %w", key, err)
+	}
+	entries, err := ParseCutEntries(v)
+	if err != nil {
+		return nil, fmt.Errorf("read quarantine %s: %w", key, err)
+	}
+	out := make([]CutQuarantined, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, parseCutQuarantined(e.Message, e.Sizes))
+	}
+	return out, nil
+}
+
+// CutEntry is a stream entry as xrange_cut.lua replies it: its fields, the
+// envelopes and members among them cut to a prefix, and the length of each
+// of those before the cut, by field name.
+type CutEntry struct {
+	Message redis.XMessage // the entry, its values cut as xrange_cut.lua cuts them
+	Sizes   map[string]int // by field ("e", "p", "m"): the value's length before the cut
+}
+
+// ParseCutEntries reads the reply of xrange_cut.lua: a list of {entry id,
+// flat field list, flat list of field name and length}.
+func ParseCutEntries(v any) ([]CutEntry, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("xrange_cut.lua replied %T, want a list", v)
+	}
+	out := make([]CutEntry, 0, len(list))
+	for _, item := range list {
+		parts, ok := item.([]any)
+		if !ok || len(parts) != 3 {
+			return nil, fmt.Errorf("xrange_cut.lua replied an entry of %T, want {id, fields, lengths}", item)
+		}
+		id, _ := parts[0].(string)
+		fields, _ := parts[1].([]any)
+		lens, _ := parts[2].([]any)
+		e := CutEntry{Message: redis.XMessage{ID: id, Values: make(map[string]any, len(fields)/2)},
+			Sizes: make(map[string]int, len(lens)/2)}
+		for k := 0; k+1 < len(fields); k += 2 {
+			if name, ok := fields[k].(string); ok {
+				e.Message.Values[name] = fields[k+1]
+			}
+		}
+		for k := 0; k+1 < len(lens); k += 2 {
+			name, _ := lens[k].(string)
+			n, _ := lens[k+1].(int64)
+			e.Sizes[name] = int(n)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
 // parseQuarantined reads a quarantine entry. Fields that are missing or
 // malformed read as zero values: the entry is shown as found.
 func parseQuarantined(m redis.XMessage) Quarantined {
-	q := Quarantined{EntryID: m.ID}
+	return parseCutQuarantined(m, nil).Quarantined
+}
+
+// parseCutQuarantined reads a quarantine entry whose values cut by
+// xrange_cut.lua had the lengths sizes (by field; nil when none was cut),
+// as parseQuarantined does.
+func parseCutQuarantined(m redis.XMessage, sizes map[string]int) CutQuarantined {
+	size := func(field, v string) int {
+		if n, ok := sizes[field]; ok {
+			return n
+		}
+		return len(v)
+	}
+	var q CutQuarantined
+	q.EntryID = m.ID
 	q.MessageID, _ = m.Values[wire.FieldID].(string)
 	q.Reason, _ = m.Values[wire.FieldReason].(string)
 	due := int64(-1)
@@ -108,15 +220,15 @@ func parseQuarantined(m redis.XMessage) Quarantined {
 		}
 	}
 	if e, ok := m.Values[wire.FieldEnvelope].(string); ok {
-		q.Raw = []byte(e)
+		q.Raw, q.RawSize = []byte(e), size(wire.FieldEnvelope, e)
 	}
 	if mem, ok := m.Values[wire.FieldMember].(string); ok {
-		q.Member = []byte(mem)
+		q.Member, q.MemberSize = []byte(mem), size(wire.FieldMember, mem)
 		// A packed member with a readable id: say whose it was, and
 		// which bytes were its envelope.
 		if len(mem) >= 17 && mem[0] == wire.PackedKind && due >= 0 && due < 1<<48 {
 			if id := wire.GeneratedID(due, mem[1:17]); wire.GeneratedLayout(id) {
-				q.MessageID, q.Raw = id, []byte(mem[17:])
+				q.MessageID, q.Raw, q.RawSize = id, []byte(mem[17:]), q.MemberSize-17
 			}
 		}
 	}

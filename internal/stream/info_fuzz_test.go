@@ -78,5 +78,9 @@ func FuzzParseQuarantined(f *testing.F) {
 			t.Fatalf("entry i=%q d=%q e=%q m=%q (fields %04b) read as message %q, raw %q; want %q, %q",
 				id, due, envelope, member, fields, q.MessageID, q.Raw, wantID, wantRaw)
 		}
+		// Nothing cut: the sizes are the lengths of what is kept.
+		if c := parseCutQuarantined(redis.XMessage{ID: "1-0", Values: values}, nil); c.RawSize != len(q.Raw) || c.MemberSize != len(q.Member) {
+			t.Fatalf("sizes %d, %d of raw %q and member %q, nothing cut", c.RawSize, c.MemberSize, q.Raw, q.Member)
+		}
 	})
 }

@@ -76,3 +76,37 @@ func TestConnect(t *testing.T) {
 	_, err := cli.Connect(cli.ConnConfig{URL: "http://x"})
 	require.ErrorIs(t, err, delaystream.ErrInvalidOption)
 }
+
+// A malformed Redis URL is refused with an error that names it without
+// its password, nor any piece of it that the parser quoted.
+func TestConnectRedactsPassword(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		url    string
+		secret []string // what the error must not hold
+		keeps  string   // what it still says
+	}{
+		{"redis://user:secret@host:notaport/0", []string{"secret"}, "notaport"},
+		{"redis://user:s3cr3t@host:6379/notadb", []string{"s3cr3t"}, "notadb"},
+		{"redis://user:12/topsecret@host/0", []string{"topsecret"}, "invalid URL path"},
+		{"rediss://ops:se%zzcret@host:6380", []string{"se%zzcret", "%zz", "cret"}, "escape"},
+		{"redis://user:secret@a:7000,b:notaport", []string{"secret"}, "notaport"},
+		{"user:secret@host:notaport", []string{"secret"}, "notaport"},
+	} {
+		t.Run(c.url, func(t *testing.T) {
+			t.Parallel()
+			_, err := cli.Connect(cli.ConnConfig{URL: c.url})
+			require.Error(t, err)
+			assert.ErrorIs(t, err, delaystream.ErrInvalidOption)
+			for _, s := range c.secret {
+				assert.NotContains(t, err.Error(), s)
+			}
+			assert.Contains(t, err.Error(), "xxxxx", "the password's place is marked")
+			assert.Contains(t, err.Error(), c.keeps, "the error still says what is wrong")
+		})
+	}
+	// Without a password the URL is named as given.
+	_, err := cli.Connect(cli.ConnConfig{URL: "redis://host:notaport"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "redis://host:notaport")
+}

@@ -1,16 +1,17 @@
 package web
 
 import (
-	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/delaystream/delaystream/admin"
 )
 
 // The JSON API serves the documents of the CLI's --json output (admin's
-// structs), except that payloads are replaced by bounded previews.
+// structs), except that payloads are replaced by bounded previews. Every
+// list is paged as the pages are (see DefaultListLimit): the body is the
+// page, a JSON array, and a Link header with rel="next" names the next
+// page when there is one.
 
 // NextMessage is a waiting message as the JSON API serves it: admin's
 // WaitingMessage without its payload, with a bounded preview.
@@ -45,14 +46,47 @@ type DeadLetter struct {
 	preview
 }
 
+// QuarantinedEntry is a quarantined entry as the JSON API serves it:
+// admin's QuarantineEntry without its raw bytes, with a bounded preview
+// of them (of the member when it holds no envelope).
+type QuarantinedEntry struct {
+	EntryID string    `json:"entry_id"`
+	Shard   int       `json:"shard"`
+	Lane    string    `json:"lane"`
+	At      time.Time `json:"at"`
+	ID      string    `json:"id"`
+	Due     time.Time `json:"due,omitzero"`
+	Reason  string    `json:"reason"`
+	preview
+}
+
+// RecurringSchedule is a recurring schedule as the JSON API serves it:
+// its state, not its payload.
+type RecurringSchedule struct {
+	ID          string    `json:"id"`
+	SpecKind    string    `json:"spec_kind"`
+	SpecText    string    `json:"spec"`
+	Missed      string    `json:"missed"`
+	Paused      bool      `json:"paused"`
+	Revision    int64     `json:"revision"`
+	Next        time.Time `json:"next,omitzero"`
+	Last        time.Time `json:"last,omitzero"`
+	LastFired   time.Time `json:"last_fired,omitzero"`
+	LastWritten time.Time `json:"last_written,omitzero"`
+	LateMs      *int64    `json:"late_ms,omitempty"` // how late Last was appended; absent when unknown
+}
+
+// apiQueues serves a page of the queues' figures (?after=<queue>&limit=).
 func (s *Server) apiQueues(w http.ResponseWriter, r *http.Request) {
 	in, _ := s.inspector(w, r)
 	if in == nil {
 		return
 	}
+	limit := limitParam(r, DefaultListLimit, MaxListLimit)
+	after := r.URL.Query().Get("after")
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	all, err := in.Stats(ctx)
+	all, next, err := queuesAfter(ctx, in, after, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -60,6 +94,7 @@ func (s *Server) apiQueues(w http.ResponseWriter, r *http.Request) {
 	for i := range all {
 		all[i].PerShard = nil
 	}
+	setNextLink(w, cursorPager(r, after, next, limit))
 	writeJSON(w, http.StatusOK, all)
 }
 
@@ -89,36 +124,38 @@ func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.History(prefix, r.PathValue("queue")))
 }
 
-// limitParam reads the "limit" query parameter: def when absent, clamped
-// to 1..max.
-func limitParam(r *http.Request, def, most int) int {
-	n, err := strconv.Atoi(r.URL.Query().Get("limit"))
-	if err != nil || n < 1 {
-		return def
-	}
-	return min(n, most)
-}
-
+// apiNext serves a page of the waiting messages, earliest first
+// (?offset=&limit=, default limit 20).
 func (s *Server) apiNext(w http.ResponseWriter, r *http.Request) {
 	in, _ := s.inspector(w, r)
 	if in == nil {
 		return
 	}
+	offset, ok := offsetParam(r)
+	if !ok {
+		s.failClean(w, r, http.StatusBadRequest, badOffset)
+		return
+	}
+	limit := limitParam(r, peekCount, MaxListLimit)
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	msgs, err := in.Peek(ctx, r.PathValue("queue"), admin.ListOptions{Limit: limitParam(r, peekCount, 1000)})
+	rows, more, err := s.nextRowsMore(ctx, in, r.PathValue("queue"), offset, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	out := make([]NextMessage, len(msgs))
-	for i, m := range msgs {
+	out := make([]NextMessage, len(rows))
+	for i, row := range rows {
+		m := row.WaitingMessage
 		out[i] = NextMessage{ID: m.ID, Shard: m.Shard, Due: m.Due, Overdue: m.Overdue, Attempt: m.Attempt,
-			Created: m.Created, Deadline: m.Deadline, Headers: m.Headers, Problem: m.Problem, preview: s.preview(m.Payload)}
+			Created: m.Created, Deadline: m.Deadline, Headers: m.Headers, Problem: m.Problem, preview: row.Shown}
 	}
+	setNextLink(w, offsetPager(r, offset, limit, more))
 	writeJSON(w, http.StatusOK, out)
 }
 
+// apiDead serves a page of a group's dead letters, oldest first
+// (?after=<entry id>&limit=).
 func (s *Server) apiDead(w http.ResponseWriter, r *http.Request) {
 	in, _ := s.inspector(w, r)
 	if in == nil {
@@ -126,22 +163,89 @@ func (s *Server) apiDead(w http.ResponseWriter, r *http.Request) {
 	}
 	after := r.URL.Query().Get("after")
 	if after != "" && !entryIDPattern.MatchString(after) {
-		s.failClean(w, r, http.StatusBadRequest, fmt.Sprintf("after=%q is not a dead-letter entry id (<ms>-<seq>, with @<shard> on a sharded queue).", after))
+		s.failClean(w, r, http.StatusBadRequest, badAfter)
 		return
 	}
+	limit := limitParam(r, DefaultListLimit, MaxListLimit)
 	ctx, cancel := reqCtx(r)
 	defer cancel()
 	dls, err := in.DeadLetters(ctx, r.PathValue("queue"), r.PathValue("group"),
-		admin.ListOptions{After: after, Limit: limitParam(r, 100, 1000)})
+		s.listOpts(admin.ListOptions{After: after, Limit: limit + 1}))
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	next := ""
+	if len(dls) > limit {
+		dls = dls[:limit]
+		next = dls[len(dls)-1].EntryID
 	}
 	out := make([]DeadLetter, len(dls))
 	for i, d := range dls {
 		out[i] = DeadLetter{EntryID: d.EntryID, Shard: d.Shard, At: d.At, ID: d.ID, Reason: d.Reason,
 			LastError: d.LastError, Attempt: d.Attempt, Deliveries: d.Deliveries, Decoded: d.Decoded,
-			Due: d.Due, Created: d.Created, Headers: d.Headers, preview: s.preview(d.Payload)}
+			Due: d.Due, Created: d.Created, Headers: d.Headers, preview: s.preview(d.Payload, d.Size)}
 	}
+	setNextLink(w, cursorPager(r, after, next, limit))
+	writeJSON(w, http.StatusOK, out)
+}
+
+// apiRecurring serves a page of the recurring schedules, by id
+// (?after=<id>&limit=).
+func (s *Server) apiRecurring(w http.ResponseWriter, r *http.Request) {
+	in, _ := s.inspector(w, r)
+	if in == nil {
+		return
+	}
+	after, limit := r.URL.Query().Get("after"), limitParam(r, DefaultListLimit, MaxListLimit)
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	rows, next, err := recurringAfter(ctx, in, r.PathValue("queue"), after, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := make([]RecurringSchedule, len(rows))
+	for i, row := range rows {
+		st := row.RecurringStatus
+		out[i] = RecurringSchedule{ID: st.ID, SpecKind: st.SpecKind, SpecText: st.SpecText, Missed: st.Missed.String(),
+			Paused: st.Paused, Revision: st.Revision, Next: st.Next, Last: st.Last, LastFired: st.LastFired,
+			LastWritten: st.LastWritten}
+		if late, ok := st.Lateness(); ok {
+			ms := late.Milliseconds()
+			out[i].LateMs = &ms
+		}
+	}
+	setNextLink(w, cursorPager(r, after, next, limit))
+	writeJSON(w, http.StatusOK, out)
+}
+
+// apiQuarantine serves a page of the quarantine, oldest first
+// (?offset=&limit=).
+func (s *Server) apiQuarantine(w http.ResponseWriter, r *http.Request) {
+	in, _ := s.inspector(w, r)
+	if in == nil {
+		return
+	}
+	offset, ok := offsetParam(r)
+	if !ok {
+		s.failClean(w, r, http.StatusBadRequest, badOffset)
+		return
+	}
+	limit := limitParam(r, DefaultListLimit, MaxListLimit)
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	rows, more, err := s.quarantineRowsMore(ctx, in, r.PathValue("queue"), offset, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := make([]QuarantinedEntry, len(rows))
+	for i, row := range rows {
+		q := row.QuarantineEntry
+		out[i] = QuarantinedEntry{EntryID: q.EntryID, Shard: q.Shard, Lane: q.Lane, At: q.At, ID: q.ID, Due: q.Due,
+			Reason: q.Reason, preview: row.Shown}
+	}
+	setNextLink(w, offsetPager(r, offset, limit, more))
 	writeJSON(w, http.StatusOK, out)
 }

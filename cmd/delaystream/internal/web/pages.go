@@ -28,7 +28,7 @@ type pages struct {
 	byName map[string]*template.Template
 }
 
-var pageNames = []string{"index", "queues", "queue", "group", "error"}
+var pageNames = []string{"index", "queues", "queue", "group", "next", "recurring", "quarantine", "error"}
 
 func parsePages() (*pages, error) {
 	p := &pages{byName: map[string]*template.Template{}}
@@ -88,41 +88,78 @@ func (s *Server) base(r *http.Request, title string) base {
 	return b
 }
 
-// flash is the message shown after an action redirected back: built from
-// fixed words and numbers only, never from text of the request.
-func flash(q url.Values) string {
-	did := q.Get("did")
-	if msg := pauseFlash(did); msg != "" {
-		return msg
-	}
-	verb, ok := map[string]string{"redrive": "Redrove", "purge": "Purged", "restore": "Restored", "rm": "Deleted"}[did]
-	if !ok {
-		return recurringFlash(q)
-	}
-	n, _ := strconv.Atoi(q.Get("n"))
-	what := "dead letter" + plural(n)
-	if did == "restore" || did == "rm" {
-		what = "quarantined entr" + map[bool]string{true: "y", false: "ies"}[n == 1]
-	}
-	msg := fmt.Sprintf("%s %d %s.", verb, n, what)
-	if m, _ := strconv.Atoi(q.Get("missing")); m > 0 {
-		msg += fmt.Sprintf(" %d no longer existed.", m)
-	}
-	if u, _ := strconv.Atoi(q.Get("unrecoverable")); u > 0 {
-		if did == "restore" {
-			msg += fmt.Sprintf(" %d could not be restored (no message id or valid envelope): delete them instead.", u)
-		} else {
-			msg += fmt.Sprintf(" %d could not be redriven (no valid envelope): purge them instead.", u)
-		}
-	}
-	return msg
+// flashCodes are the status messages shown after an action redirected
+// back to a page, by the code the redirect carries ("did"): fixed
+// sentences, into which only counts are put ("n", "missing",
+// "unrecoverable", read as numbers), never text of the request. A code
+// not here shows nothing.
+var flashCodes = map[string]func(n, missing, unrecoverable int) string{
+	"redrive": func(n, missing, unrecoverable int) string {
+		return counted("Redrove", n, "dead letter", "dead letters", missing) +
+			also(unrecoverable, " could not be redriven (no valid envelope): purge them instead.")
+	},
+	"purge": func(n, missing, _ int) string {
+		return counted("Purged", n, "dead letter", "dead letters", missing)
+	},
+	"restore": func(n, missing, unrecoverable int) string {
+		return counted("Restored", n, "quarantined entry", "quarantined entries", missing) +
+			also(unrecoverable, " could not be restored (no message id or valid envelope): delete them instead.")
+	},
+	"rm": func(n, missing, _ int) string {
+		return counted("Deleted", n, "quarantined entry", "quarantined entries", missing)
+	},
+	"paused-queue":     fixed("Paused the queue: nothing is promoted until it is resumed."),
+	"resumed-queue":    fixed("Resumed the queue."),
+	"paused-group":     fixed("Paused the group: its consumers take no new entries until it is resumed."),
+	"resumed-group":    fixed("Resumed the group."),
+	"recurring-pause":  fixed("Paused the recurring schedule."),
+	"recurring-resume": fixed("Resumed the recurring schedule."),
+	"recurring-delete": fixed("Deleted the recurring schedule and its waiting occurrences."),
 }
 
-func plural(n int) string {
-	if n == 1 {
+// flashKeys are the query parameters of a flash message, removed from a
+// page's links (a redirect after another action, the next page of a list).
+var flashKeys = []string{"did", "n", "missing", "unrecoverable"}
+
+// flash is the message shown after an action redirected back (see
+// flashCodes); "" when the query carries none.
+func flash(q url.Values) string {
+	msg, ok := flashCodes[q.Get("did")]
+	if !ok {
 		return ""
 	}
-	return "s"
+	return msg(count(q.Get("n")), count(q.Get("missing")), count(q.Get("unrecoverable")))
+}
+
+// count reads a count of a flash message: a number from 0 to 1e9, else 0.
+func count(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > 1e9 {
+		return 0
+	}
+	return n
+}
+
+func fixed(msg string) func(int, int, int) string {
+	return func(int, int, int) string { return msg }
+}
+
+// counted says "<verb> <n> <what>." and how many of those asked for no
+// longer existed.
+func counted(verb string, n int, one, many string, missing int) string {
+	what := many
+	if n == 1 {
+		what = one
+	}
+	return fmt.Sprintf("%s %d %s.", verb, n, what) + also(missing, " no longer existed.")
+}
+
+// also is " <n><rest>" when n > 0, else "".
+func also(n int, rest string) string {
+	if n <= 0 {
+		return ""
+	}
+	return " " + strconv.Itoa(n) + rest
 }
 
 // inspector returns the Inspector of the request's prefix and the prefix,
@@ -131,7 +168,7 @@ func (s *Server) inspector(w http.ResponseWriter, r *http.Request) (*admin.Inspe
 	prefix := r.PathValue("prefix")
 	in := s.ins[prefix]
 	if in == nil {
-		s.fail(w, r, fmt.Errorf("prefix %q is not served here: %w", prefix, delaystream.ErrNotFound))
+		s.fail(w, r, fmt.Errorf("this prefix is not served here: %w", delaystream.ErrNotFound))
 	}
 	return in, prefix
 }
@@ -149,12 +186,19 @@ func statusOf(err error) int {
 	return http.StatusBadGateway
 }
 
-// fail shows err on an error page (or as JSON under /api/).
+// fail shows err on an error page (or as JSON under /api/), and logs it
+// when the fault is not the request's (5xx).
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	code := statusOf(err)
-	if code >= 500 {
+	if statusOf(err) >= 500 {
 		s.cfg.logger.WarnContext(r.Context(), "web: request failed", slog.String("path", r.URL.Path), slog.Any("err", err))
 	}
+	s.respondErr(w, r, err)
+}
+
+// respondErr shows err on an error page (or as JSON under /api/), logging
+// nothing: for a failure its caller has logged.
+func (s *Server) respondErr(w http.ResponseWriter, r *http.Request, err error) {
+	code := statusOf(err)
 	if strings.HasPrefix(r.URL.Path, "/api/") {
 		writeJSON(w, code, map[string]string{"error": err.Error()})
 		return
@@ -193,10 +237,11 @@ func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "index", struct{ base }{s.base(r, "Prefixes")})
 }
 
-// queuesPage lists the queues of one prefix.
+// queuesPage lists a page of the queues of one prefix.
 type queuesPage struct {
 	base
 	Queues []admin.QueueReport
+	Pager  pager
 }
 
 func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request) {
@@ -204,18 +249,49 @@ func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request) {
 	if in == nil {
 		return
 	}
+	limit := limitParam(r, DefaultListLimit, MaxListLimit)
+	after := r.URL.Query().Get("after")
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	all, err := in.Stats(ctx)
+	all, next, err := queuesAfter(ctx, in, after, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, r, http.StatusOK, "queues", queuesPage{base: s.base(r, "Queues under "+prefix), Queues: all})
+	s.render(w, r, http.StatusOK, "queues", queuesPage{base: s.base(r, "Queues under "+prefix), Queues: all,
+		Pager: cursorPager(r, after, next, limit)})
 }
 
-// queuePage is one queue: its figures, chart, next due messages, groups
-// and the first dead letters of each group.
+// queuesAfter returns the figures of up to limit queues of in whose names
+// sort after after, and the name to start the next page after ("" when
+// none is left). It finds the names first (admin.Inspector.Queues), then
+// reads the figures of the page's queues only.
+func queuesAfter(ctx context.Context, in *admin.Inspector, after string, limit int) ([]admin.QueueReport, string, error) {
+	qs, err := in.Queues(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	var names []string
+	for _, q := range qs {
+		if q.Name > after {
+			names = append(names, q.Name)
+		}
+	}
+	next := ""
+	if len(names) > limit {
+		names = names[:limit]
+		next = names[limit-1]
+	}
+	if len(names) == 0 {
+		return []admin.QueueReport{}, "", nil // Stats of no name would read every queue
+	}
+	all, err := in.Stats(ctx, names...)
+	return all, next, err
+}
+
+// queuePage is one queue: its figures, chart, and the first few of each of
+// its lists (next due messages, each group's dead letters, recurring
+// schedules, quarantine), each with a link to all of it.
 type queuePage struct {
 	base
 	Stats       admin.QueueReport
@@ -269,19 +345,15 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 	}
 	st := rs[0]
 	p := queuePage{base: s.base(r, queue), Stats: st, IntervalMs: s.cfg.sampleInterval.Milliseconds(),
-		PeekCount: peekCount, Chart: newChart(s.hist.get(prefix, queue))}
-	msgs, err := in.Peek(ctx, queue, admin.ListOptions{Limit: peekCount})
-	if err != nil {
+		PeekCount: peekCount, QuarCount: queueQuarCount, Chart: newChart(s.hist.get(prefix, queue))}
+	if p.Next, err = s.nextRows(ctx, in, queue, 0, peekCount); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	for _, m := range msgs {
-		p.Next = append(p.Next, nextRow{WaitingMessage: m, Shown: s.preview(m.Payload)})
-	}
 	for _, g := range st.Groups {
 		sec := groupSection{GroupReport: g}
-		if g.DeadLetters > 0 {
-			dls, err := in.DeadLetters(ctx, queue, g.Group, admin.ListOptions{Limit: queueDeadCount})
+		if g.DeadLetters > 0 && !g.Foreign {
+			dls, err := in.DeadLetters(ctx, queue, g.Group, s.listOpts(admin.ListOptions{Limit: queueDeadCount}))
 			if err != nil {
 				s.fail(w, r, err)
 				return
@@ -291,23 +363,15 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 		p.Groups = append(p.Groups, sec)
 	}
 	if st.Recurring > 0 {
-		if p.Recurring, err = recurringRows(ctx, in, queue); err != nil {
+		if p.Recurring, _, err = recurringAfter(ctx, in, queue, "", queueRecurring); err != nil {
 			s.fail(w, r, err)
 			return
 		}
 	}
 	if st.Quarantined > 0 {
-		qs, err := in.Quarantine(ctx, queue, admin.ListOptions{Limit: queueDeadCount})
-		if err != nil {
+		if p.Quarantine, err = s.quarantineRows(ctx, in, queue, 0, queueQuarCount); err != nil {
 			s.fail(w, r, err)
 			return
-		}
-		for _, q := range qs {
-			raw := q.Raw
-			if len(raw) == 0 {
-				raw = q.Member
-			}
-			p.Quarantine = append(p.Quarantine, quarantineRow{QuarantineEntry: q, Shown: s.preview(raw)})
 		}
 	}
 	if ms := s.started.Load(); ms > 0 {
@@ -316,10 +380,17 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "queue", p)
 }
 
+// listOpts returns o reading at most ReadBytes of each payload: enough
+// for the previews, never a whole large payload.
+func (s *Server) listOpts(o admin.ListOptions) admin.ListOptions {
+	o.MaxPayloadBytes = ReadBytes(s.cfg.previewBytes)
+	return o
+}
+
 func (s *Server) deadRows(dls []admin.DeadLetterEntry) []deadRow {
 	out := make([]deadRow, len(dls))
 	for i, d := range dls {
-		out[i] = deadRow{DeadLetterEntry: d, Shown: s.preview(d.Payload)}
+		out[i] = deadRow{DeadLetterEntry: d, Shown: s.preview(d.Payload, d.Size)}
 	}
 	return out
 }
@@ -349,9 +420,12 @@ type groupPage struct {
 	Rows  []deadRow
 	Now   time.Time // the Redis clock
 	After string    // this page starts after this entry id ("" first page)
-	Next  string    // the next page starts after this entry id ("" last page)
-	Limit int
+	Pager pager
 }
+
+// badAfter is the answer to an "after" that is no dead-letter entry id: a
+// fixed sentence, which does not repeat the request.
+const badAfter = "after is not a dead-letter entry id (<ms>-<seq>, with @<shard> on a sharded queue)."
 
 func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request) {
 	in, _ := s.inspector(w, r)
@@ -361,9 +435,10 @@ func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request) {
 	queue, g := r.PathValue("queue"), r.PathValue("group")
 	after := r.URL.Query().Get("after")
 	if after != "" && !entryIDPattern.MatchString(after) {
-		s.failClean(w, r, http.StatusBadRequest, fmt.Sprintf("after=%q is not a dead-letter entry id (<ms>-<seq>, with @<shard> on a sharded queue).", after))
+		s.failClean(w, r, http.StatusBadRequest, badAfter)
 		return
 	}
+	limit := limitParam(r, groupDeadCount, MaxListLimit)
 	ctx, cancel := reqCtx(r)
 	defer cancel()
 	groups, err := in.Groups(ctx, queue)
@@ -371,23 +446,27 @@ func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	p := groupPage{base: s.base(r, queue+" / "+g), After: after, Limit: groupDeadCount}
+	p := groupPage{base: s.base(r, queue+" / "+g), After: after}
 	p.Stats.Group = g
 	for _, gs := range groups {
 		if gs.Group == g {
 			p.Stats = gs
 		}
 	}
-	dls, err := in.DeadLetters(ctx, queue, g, admin.ListOptions{After: p.After, Limit: groupDeadCount + 1})
-	if err != nil {
-		s.fail(w, r, err)
-		return
+	next := ""
+	if !p.Stats.Foreign { // a group delaystream did not make has no dead letters of its own
+		dls, err := in.DeadLetters(ctx, queue, g, s.listOpts(admin.ListOptions{After: after, Limit: limit + 1}))
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if len(dls) > limit {
+			dls = dls[:limit]
+			next = dls[len(dls)-1].EntryID
+		}
+		p.Rows = s.deadRows(dls)
 	}
-	if len(dls) > groupDeadCount {
-		dls = dls[:groupDeadCount]
-		p.Next = dls[len(dls)-1].EntryID
-	}
-	p.Rows = s.deadRows(dls)
+	p.Pager = cursorPager(r, after, next, limit)
 	if p.Now, err = s.rdb.Time(ctx).Result(); err != nil {
 		s.fail(w, r, err)
 		return
@@ -417,31 +496,58 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 		do = in.Redrive
 	}
 	res, err := do(ctx, queue, g, sel)
+	s.logAction(r, action, err, slog.String("prefix", prefix), slog.String("queue", queue), slog.String("group", g),
+		slog.Bool("all", sel.All), slog.Int("ids", len(sel.IDs)), slog.Int("done", res.Done), slog.Int("matched", res.Matched))
 	if err != nil {
-		s.fail(w, r, err)
+		s.respondErr(w, r, err)
 		return
 	}
-	s.cfg.logger.InfoContext(ctx, "web: "+action, slog.String("prefix", prefix), slog.String("queue", queue),
-		slog.String("group", g), slog.Int("done", res.Done), slog.Int("matched", res.Matched))
 	s.redirectBack(w, r, prefix, queue, action, res.Done, len(res.NotFound), len(res.Unrecoverable))
+}
+
+// logAction logs an action the web view performed (or tried to), with who
+// asked for it (see actor) and attrs: at Info when it succeeded, at Warn
+// with err when it failed.
+func (s *Server) logAction(r *http.Request, action string, err error, attrs ...slog.Attr) {
+	attrs = append(s.actor(r), attrs...)
+	if err != nil {
+		s.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "web: "+action+" failed", append(attrs, slog.Any("err", err))...)
+		return
+	}
+	s.cfg.logger.LogAttrs(r.Context(), slog.LevelInfo, "web: "+action, attrs...)
+}
+
+// actor says who asked for an action: the remote address of the request
+// (a proxy's, behind one) and, with basic auth, the user it proved to be.
+func (s *Server) actor(r *http.Request) []slog.Attr {
+	attrs := []slog.Attr{slog.String("remote", r.RemoteAddr)}
+	if s.cfg.auth {
+		if u, _, ok := r.BasicAuth(); ok {
+			attrs = append(attrs, slog.String("user", u))
+		}
+	}
+	return attrs
 }
 
 // checkPost refuses (and answers) an action posted to a read-only server,
 // with a bad form or without this process's CSRF token, and reports
-// whether the action may go on.
+// whether the action may go on. A refusal is logged with who posted it.
 func (s *Server) checkPost(w http.ResponseWriter, r *http.Request) bool {
-	if s.cfg.readOnly {
-		http.Error(w, "read-only: actions are disabled (--read-only)", http.StatusForbidden)
+	refuse := func(code int, why, msg string) bool {
+		s.cfg.logger.LogAttrs(r.Context(), slog.LevelWarn, "web: action refused",
+			append(s.actor(r), slog.String("path", r.URL.Path), slog.String("why", why))...)
+		http.Error(w, msg, code)
 		return false
+	}
+	if s.cfg.readOnly {
+		return refuse(http.StatusForbidden, "read-only", "read-only: actions are disabled (--read-only)")
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 	if err := r.ParseForm(); err != nil {
-		http.Error(w, "bad form", http.StatusBadRequest)
-		return false
+		return refuse(http.StatusBadRequest, "bad form", "bad form")
 	}
 	if !s.checkToken(r) {
-		http.Error(w, "missing or invalid CSRF token: reload the page and try again", http.StatusForbidden)
-		return false
+		return refuse(http.StatusForbidden, "csrf token", "missing or invalid CSRF token: reload the page and try again")
 	}
 	return true
 }
@@ -542,12 +648,12 @@ func (s *Server) handleQuarantineAction(w http.ResponseWriter, r *http.Request) 
 	} else {
 		res, err = in.DeleteQuarantined(ctx, queue, ids...)
 	}
+	s.logAction(r, "quarantine "+action, err, slog.String("prefix", prefix), slog.String("queue", queue),
+		slog.Int("ids", len(ids)), slog.Int("done", res.Done))
 	if err != nil {
-		s.fail(w, r, err)
+		s.respondErr(w, r, err)
 		return
 	}
-	s.cfg.logger.InfoContext(ctx, "web: quarantine "+action, slog.String("prefix", prefix), slog.String("queue", queue),
-		slog.Int("done", res.Done))
 	s.redirectBack(w, r, prefix, queue, action, res.Done, len(res.NotFound), len(res.Unrecoverable))
 }
 
@@ -562,31 +668,39 @@ func (s *Server) actionInspector(w http.ResponseWriter, r *http.Request) (*admin
 }
 
 // redirectBack answers an action with a redirect to the page it came from,
-// with what it did for the flash message.
-func (s *Server) redirectBack(w http.ResponseWriter, r *http.Request, prefix, queue, action string, done, missing, unrecoverable int) {
+// with the code and counts of its flash message (see flashCodes).
+func (s *Server) redirectBack(w http.ResponseWriter, r *http.Request, prefix, queue, did string, done, missing, unrecoverable int) {
 	back := localPath(r.PostFormValue("return"))
 	if back == "" {
 		back = "/p/" + url.PathEscape(prefix) + "/q/" + url.PathEscape(queue)
 	}
 	u, _ := url.Parse(back) // localPath checked it
 	q := u.Query()
-	for _, k := range []string{"did", "n", "missing", "unrecoverable"} {
+	for _, k := range flashKeys {
 		q.Del(k)
 	}
-	q.Set("did", action)
-	q.Set("n", strconv.Itoa(done))
-	if missing > 0 {
-		q.Set("missing", strconv.Itoa(missing))
+	q.Del("recurring") // an older release's flash
+	q.Del("schedule")
+	q.Set("did", did)
+	if _, counts := countedCodes[did]; counts {
+		q.Set("n", strconv.Itoa(done))
+		if missing > 0 {
+			q.Set("missing", strconv.Itoa(missing))
+		}
+		if unrecoverable > 0 {
+			q.Set("unrecoverable", strconv.Itoa(unrecoverable))
+		}
 	}
-	if unrecoverable > 0 {
-		q.Set("unrecoverable", strconv.Itoa(unrecoverable))
-	}
-	if action == "purge" || done > 0 {
+	if did == "purge" || did == "rm" || done > 0 {
 		q.Del("after") // the page's first entry may be gone
+		q.Del("offset")
 	}
 	u.RawQuery = q.Encode()
 	http.Redirect(w, r, u.String(), http.StatusSeeOther)
 }
+
+// countedCodes are the flash codes that report counts.
+var countedCodes = map[string]bool{"redrive": true, "purge": true, "restore": true, "rm": true}
 
 // deadTable is a table of dead letters of one group.
 type deadTable struct {

@@ -33,38 +33,16 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	default:
 		_, err = in.ResumeQueue(ctx, queue)
 	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.cfg.logger.InfoContext(ctx, "web: "+action, slog.String("prefix", prefix), slog.String("queue", queue), slog.String("group", g))
-	back := localPath(r.PostFormValue("return"))
-	if back == "" {
-		back = "/p/" + url.PathEscape(prefix) + "/q/" + url.PathEscape(queue)
-	}
-	u, _ := url.Parse(back) // localPath checked it
-	q := u.Query()
-	for _, k := range []string{"did", "n", "missing", "unrecoverable"} {
-		q.Del(k)
-	}
 	what := "queue"
 	if ofGroup {
 		what = "group"
 	}
-	q.Set("did", action+"d-"+what)
-	u.RawQuery = q.Encode()
-	http.Redirect(w, r, u.String(), http.StatusSeeOther)
-}
-
-// pauseFlash is the message shown after a pause or resume ("" for any
-// other did).
-func pauseFlash(did string) string {
-	return map[string]string{
-		"paused-queue":  "Paused the queue: nothing is promoted until it is resumed.",
-		"resumed-queue": "Resumed the queue.",
-		"paused-group":  "Paused the group: its consumers take no new entries until it is resumed.",
-		"resumed-group": "Resumed the group.",
-	}[did]
+	s.logAction(r, action+" "+what, err, slog.String("prefix", prefix), slog.String("queue", queue), slog.String("group", g))
+	if err != nil {
+		s.respondErr(w, r, err)
+		return
+	}
+	s.redirectBack(w, r, prefix, queue, action+"d-"+what, 0, 0, 0)
 }
 
 // PauseAct returns the button that pauses (or, when paused, resumes) the

@@ -2,10 +2,11 @@ package web
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/delaystream/delaystream"
@@ -19,20 +20,42 @@ type recurringRow struct {
 	Late string // how late the last occurrence fired; "" when unknown
 }
 
-// recurringRows reads queue's recurring schedules.
-func recurringRows(ctx context.Context, in *admin.Inspector, queue string) ([]recurringRow, error) {
-	list, err := in.Recurring(ctx, queue, cron.Option())
+// recurringAfter reads up to limit recurring schedules of queue whose ids
+// sort after after, and returns them with the id to start the next page
+// after ("" when none is left). It lists the ids (one HSCAN pass) and reads
+// the states of the page's schedules only; one deleted meanwhile is left
+// out.
+func recurringAfter(ctx context.Context, in *admin.Inspector, queue, after string, limit int) ([]recurringRow, string, error) {
+	ids, err := in.RecurringIDs(ctx, queue)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	rows := make([]recurringRow, len(list))
-	for i, st := range list {
-		rows[i].RecurringStatus = st
-		if late, ok := st.Lateness(); ok {
-			rows[i].Late = late.Round(time.Millisecond).String()
+	i, _ := slices.BinarySearch(ids, after)
+	if i < len(ids) && ids[i] == after {
+		i++
+	}
+	ids = ids[i:]
+	next := ""
+	if len(ids) > limit {
+		ids = ids[:limit]
+		next = ids[limit-1]
+	}
+	rows := make([]recurringRow, 0, len(ids))
+	for _, id := range ids {
+		st, err := in.GetRecurring(ctx, queue, id, cron.Option())
+		if errors.Is(err, delaystream.ErrNotFound) {
+			continue
 		}
+		if err != nil {
+			return nil, "", err
+		}
+		row := recurringRow{RecurringStatus: st}
+		if late, ok := st.Lateness(); ok {
+			row.Late = late.Round(time.Millisecond).String()
+		}
+		rows = append(rows, row)
 	}
-	return rows, nil
+	return rows, next, nil
 }
 
 // RecurAct returns the form of action ("pause", "resume" or "delete") on
@@ -69,32 +92,12 @@ func (s *Server) handleRecurringAction(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	do := map[string]func(context.Context, string, string) error{
 		"pause": in.PauseRecurring, "resume": in.ResumeRecurring, "delete": in.DeleteRecurring}[action]
-	if err := do(ctx, queue, id); err != nil {
-		s.fail(w, r, err)
+	err := do(ctx, queue, id)
+	s.logAction(r, "recurring "+action, err, slog.String("prefix", prefix), slog.String("queue", queue),
+		slog.String("schedule", id))
+	if err != nil {
+		s.respondErr(w, r, err)
 		return
 	}
-	s.cfg.logger.InfoContext(ctx, "web: recurring "+action, slog.String("prefix", prefix), slog.String("queue", queue),
-		slog.String("schedule", id))
-	back := localPath(r.PostFormValue("return"))
-	if back == "" {
-		back = "/p/" + url.PathEscape(prefix) + "/q/" + url.PathEscape(queue)
-	}
-	u, _ := url.Parse(back) // localPath checked it
-	q := u.Query()
-	for _, k := range []string{"did", "n", "missing", "unrecoverable", "recurring", "schedule"} {
-		q.Del(k)
-	}
-	q.Set("recurring", action)
-	q.Set("schedule", id)
-	u.RawQuery = q.Encode()
-	http.Redirect(w, r, u.String(), http.StatusSeeOther)
-}
-
-// recurringFlash is the message after a recurring schedule's action.
-func recurringFlash(q url.Values) string {
-	verb := map[string]string{"pause": "Paused", "resume": "Resumed", "delete": "Deleted"}[q.Get("recurring")]
-	if verb == "" {
-		return ""
-	}
-	return fmt.Sprintf("%s recurring schedule %s.", verb, q.Get("schedule"))
+	s.redirectBack(w, r, prefix, queue, "recurring-"+action, 0, 0, 0)
 }

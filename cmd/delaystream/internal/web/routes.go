@@ -10,7 +10,8 @@ import (
 //go:embed static
 var staticFS embed.FS
 
-// routes builds the handler: security headers, then basic auth (when
+// routes builds the handler: security headers, then the Host check
+// (every path: pages, static files, the API), then basic auth (when
 // configured), then cross-origin protection of POSTs, then the routes.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
@@ -29,6 +30,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /p/{prefix}/q/{queue}", s.handleQueue)
 	mux.HandleFunc("GET /p/{prefix}/q/{queue}/chart", s.handleChart)
 	mux.HandleFunc("GET /p/{prefix}/q/{queue}/g/{group}", s.handleGroup)
+	mux.HandleFunc("GET /p/{prefix}/q/{queue}/next", s.handleNextList)
+	mux.HandleFunc("GET /p/{prefix}/q/{queue}/recurring", s.handleRecurringList)
+	mux.HandleFunc("GET /p/{prefix}/q/{queue}/quarantine", s.handleQuarantineList)
 	mux.HandleFunc("POST /p/{prefix}/q/{queue}/g/{group}/{action}", s.handleAction)
 	mux.HandleFunc("POST /p/{prefix}/q/{queue}/r/{id}/{action}", s.handleRecurringAction)
 	for _, a := range []string{"pause", "resume"} {
@@ -42,6 +46,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/history", s.apiHistory)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/next", s.apiNext)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/g/{group}/dead", s.apiDead)
+	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/recurring", s.apiRecurring)
+	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/quarantine", s.apiQuarantine)
 
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -51,7 +57,7 @@ func (s *Server) routes() http.Handler {
 	if s.cfg.auth {
 		h = s.requireAuth(h)
 	}
-	return securityHeaders(h)
+	return securityHeaders(s.checkHost(h))
 }
 
 // securityHeaders forbids framing, sniffing, inline scripts and styles and

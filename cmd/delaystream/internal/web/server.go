@@ -28,10 +28,21 @@ const (
 	MaxSampledQueues      = 1000            // queues per server whose history is kept
 )
 
-// Page sizes.
+// Page sizes. Every list the pages and the JSON API show is paged: a
+// "limit" query parameter (default DefaultListLimit, at most MaxListLimit)
+// and a cursor ("after", the last item of the page before) or, where the
+// list has no stable key to resume after, an "offset"; a page that is
+// followed by another links to it (pages: a "next" link; the JSON API: a
+// Link header with rel="next"). The queue page shows the first few of
+// each of its lists, each with a link to its own paged list.
 const (
+	DefaultListLimit = 100  // items per page of a list unless ?limit= says otherwise
+	MaxListLimit     = 1000 // the most items a page of a list holds, whatever ?limit= says
+
 	peekCount      = 20 // next due messages on a queue page
 	queueDeadCount = 10 // dead letters per group on a queue page
+	queueRecurring = 20 // recurring schedules on a queue page
+	queueQuarCount = 10 // quarantined entries on a queue page
 	groupDeadCount = 50 // dead letters per page on a group page
 )
 
@@ -54,6 +65,7 @@ type config struct {
 	sampleInterval time.Duration
 	historySize    int
 	logger         *slog.Logger
+	allowedHosts   []hostPort // WithAllowedHosts's, parsed
 }
 
 // WithReadOnly serves the pages without any action: no redrive or purge
@@ -77,8 +89,9 @@ func WithBasicAuth(user, pass string) Option {
 
 // WithPreviewBytes sets how much of a payload the pages and the JSON API
 // ever show: a preview of at most n bytes (see cli.Preview), cut with
-// an ellipsis. Payloads are never served whole. Default
-// [DefaultPreviewBytes]; n must be 16 to 65536.
+// an ellipsis. Payloads are never served whole, nor read whole: the
+// listings read at most [ReadBytes](n) bytes of each payload from Redis.
+// Default [DefaultPreviewBytes]; n must be 16 to 65536.
 func WithPreviewBytes(n int) Option {
 	return func(c *config) error {
 		if n < 16 || n > 65536 {
@@ -105,6 +118,15 @@ func WithPrefixes(prefixes ...string) Option {
 	}
 }
 
+// ReadBytes returns how many bytes of each payload the listings read
+// from Redis to show a preview of at most previewBytes bytes: four times
+// as many, at least 1 KiB (a msgpack payload rendered as JSON can be
+// shorter than its encoding; text and hex previews need at most
+// previewBytes). A payload longer than that is previewed from its first
+// ReadBytes bytes: text as is, anything else (msgpack included: a cut
+// value cannot be decoded) as hex.
+func ReadBytes(previewBytes int) int { return max(4*previewBytes, 1024) }
+
 // WithSampleInterval sets how often [Server.Run] reads the figures of
 // every queue for the charts. Default [DefaultSampleInterval]; at least
 // 100 ms.
@@ -130,8 +152,34 @@ func WithHistorySize(n int) Option {
 	}
 }
 
-// WithLogger sets the logger of the sampler's failures and of failed
-// requests. Default slog.Default().
+// WithAllowedHosts adds names the server answers to: the Host header of
+// every request must name the address the request came in on (its IP and
+// port; or, when that is a loopback address, "localhost", "127.0.0.1" or
+// "[::1]" with its port) or one of these, else it is refused (421
+// Misdirected Request; see the package doc, "DNS rebinding"). Give the
+// names a proxy in front forwards, or the names by which the server is
+// reached with --allow-remote. Each is a host name or IP, with a port
+// ("queues.example.com:8443", "[2001:db8::1]:8080") to allow that port
+// only, or without to allow any port; a Host header without a port is
+// port 80 or 443. Names are compared case-insensitively. Each call adds to
+// the names of the calls before. A name that is empty or not a host
+// (with a path, a scheme or a user, say) fails New.
+func WithAllowedHosts(hosts ...string) Option {
+	return func(c *config) error {
+		for _, h := range hosts {
+			hp, err := parseAllowedHost(h)
+			if err != nil {
+				return fmt.Errorf("%w: allowed host %q: %w", ErrInvalidOption, h, err)
+			}
+			c.allowedHosts = append(c.allowedHosts, hp)
+		}
+		return nil
+	}
+}
+
+// WithLogger sets the logger of the sampler's failures, of failed
+// requests, of requests for another host and of every action performed
+// or refused (see the package doc, "Safety"). Default slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {

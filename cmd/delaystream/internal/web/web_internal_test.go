@@ -13,16 +13,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/admin"
 )
 
 // offline returns a Server whose Redis cannot be reached: enough for
-// everything decided before a read.
+// everything decided before a read. It answers to "example.com", the
+// Host of httptest.NewRequest's requests (served without an http.Server,
+// they carry no local address the Host could name).
 func offline(t *testing.T, opts ...Option) *Server {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
-	s, err := New(rdb, "ds", opts...)
+	s, err := New(rdb, "ds", append([]Option{WithAllowedHosts("example.com")}, opts...)...)
 	require.NoError(t, err)
 	return s
 }
@@ -39,6 +42,12 @@ func TestOptions(t *testing.T) {
 		"no prefix":         WithPrefixes(),
 		"bad prefix":        WithPrefixes("a b"),
 		"nil logger":        WithLogger(nil),
+		"empty host":        WithAllowedHosts(""),
+		"host with a path":  WithAllowedHosts("example.com/x"),
+		"host with a user":  WithAllowedHosts("u@example.com"),
+		"host port zero":    WithAllowedHosts("example.com:0"),
+		"host bad port":     WithAllowedHosts("example.com:http"),
+		"url as host":       WithAllowedHosts("http://example.com"),
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -128,7 +137,7 @@ func TestPreview(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			p := previewOf(c.payload, c.limit)
+			p := previewOf(c.payload, len(c.payload), c.limit)
 			assert.Equal(t, c.want, p.Text)
 			assert.LessOrEqual(t, len(p.Text), c.limit)
 			assert.Equal(t, c.cut, p.Truncated)
@@ -137,10 +146,45 @@ func TestPreview(t *testing.T) {
 	}
 }
 
+// A payload read in part (its first bytes, of a longer whole) is previewed
+// from those bytes, always marked cut, with the whole size; a character the
+// cut split is left out, so that a text stays text.
+func TestPreviewOfPartialPayload(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		payload []byte
+		size    int
+		limit   int
+		want    string
+	}{
+		{"short text read in part", []byte("hello"), 1 << 20, 64, "hello…"},
+		{"long text read in part", []byte(strings.Repeat("x", 100)), 1 << 20, 16, strings.Repeat("x", 13) + "…"},
+		{"cut in a character", append([]byte("abcé"), 0xE2, 0x80), 1000, 64, "abcé…"},
+		{"binary read in part", []byte{0xff, 0x00, 0xfe, 0x01}, 1000, 64, "hex:ff00fe01…"},
+		{"nothing read", nil, 10, 16, "…"},
+		{"size below what was read", []byte("whole"), 2, 16, "whole"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := previewOf(c.payload, c.size, c.limit)
+			assert.Equal(t, c.want, p.Text)
+			assert.LessOrEqual(t, len(p.Text), c.limit)
+			assert.Equal(t, max(c.size, len(c.payload)), p.Size)
+			assert.Equal(t, c.size > len(c.payload), p.Truncated)
+		})
+	}
+}
+
 func TestFlashAndLocalPath(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, "Redrove 1 dead letter.", flash(url.Values{"did": {"redrive"}, "n": {"1"}}))
 	assert.Equal(t, "Purged 3 dead letters. 1 no longer existed.", flash(url.Values{"did": {"purge"}, "n": {"3"}, "missing": {"1"}}))
+	assert.Equal(t, "Redrove 0 dead letters. 2 could not be redriven (no valid envelope): purge them instead.",
+		flash(url.Values{"did": {"redrive"}, "n": {"0"}, "unrecoverable": {"2"}}))
+	assert.Equal(t, "Restored 1 quarantined entry.", flash(url.Values{"did": {"restore"}, "n": {"1"}}))
+	assert.Equal(t, "Deleted 2 quarantined entries.", flash(url.Values{"did": {"rm"}, "n": {"2"}}))
+	assert.Equal(t, "Paused the queue: nothing is promoted until it is resumed.", flash(url.Values{"did": {"paused-queue"}}))
 	assert.Empty(t, flash(url.Values{"did": {"<script>"}, "n": {"1"}}))
 	assert.Empty(t, flash(url.Values{}))
 	for p, want := range map[string]string{
@@ -176,11 +220,18 @@ func TestRenderPages(t *testing.T) {
 	qp := queuePage{base: b, Stats: st, IntervalMs: 5000, PeekCount: 1, SampleSince: now,
 		Chart: newChart([]Sample{{At: now, Waiting: 1}, {At: now.Add(time.Second), Waiting: 3, Overdue: 2}}),
 		Next: []nextRow{{WaitingMessage: admin.WaitingMessage{ID: "n1", Due: now, Overdue: true, Attempt: 1,
-			Payload: []byte("hi")}, Shown: s.preview([]byte("hi"))}, {WaitingMessage: admin.WaitingMessage{Problem: "missing envelope"}}},
+			Payload: []byte("hi")}, Shown: s.preview([]byte("hi"), 2)}, {WaitingMessage: admin.WaitingMessage{Problem: "missing envelope"}}},
 		Groups:     []groupSection{{GroupReport: gs, Dead: s.deadRows([]admin.DeadLetterEntry{dl})}},
 		Quarantine: []quarantineRow{{QuarantineEntry: admin.QuarantineEntry{EntryID: "1-0", Lane: "main", Reason: "invalid due time"}}},
 	}
-	gp := groupPage{base: b, Stats: gs, Rows: s.deadRows([]admin.DeadLetterEntry{dl}), Now: now, After: "1-0", Next: "2-0", Limit: 50}
+	gp := groupPage{base: b, Stats: gs, Rows: s.deadRows([]admin.DeadLetterEntry{dl}), Now: now, After: "1-0",
+		Pager: pager{First: "/p/ds/q/orders/g/billing", Next: "/p/ds/q/orders/g/billing?after=2-0", Limit: 50}}
+	foreign := admin.GroupReport{Group: "bad <name>", Consumers: 1, Pending: 2, Lag: 3, Foreign: true}
+	fp := groupPage{base: b, Stats: foreign, Now: now}
+	qpForeign := qp
+	qpForeign.Groups = []groupSection{{GroupReport: foreign}}
+	recur := []recurringRow{{RecurringStatus: delaystream.RecurringStatus{Recurring: delaystream.Recurring{ID: "poll"},
+		SpecKind: "every", SpecText: "1m0s", Next: now.Add(time.Minute)}}}
 	for _, c := range []struct {
 		page string
 		data any
@@ -192,7 +243,14 @@ func TestRenderPages(t *testing.T) {
 			`name="return" value="/p/ds/q/orders?x=1"`, `action="/p/ds/q/orders/g/billing/purge"`, "invalid due time",
 			"(preview of 100 bytes)", "All 12 dead letters of billing"}},
 		{"group", gp, []string{`id="fig-pending" data-value="3"`, "host-1", `<td class="state">gone</td>`, `id="next-page"`, "after=2-0", "Purge all"}},
-		{"queues", queuesPage{base: b, Queues: []admin.QueueReport{st}}, []string{`data-queue="orders"`, `<td class="n dead bad">12</td>`}},
+		{"queues", queuesPage{base: b, Queues: []admin.QueueReport{st}, Pager: pager{Next: "/p/ds/?after=orders", Limit: 1}},
+			[]string{`data-queue="orders"`, `<td class="n dead bad">12</td>`, `id="next-page" href="/p/ds/?after=orders"`}},
+		{"group", fp, []string{"Not a delaystream group", `id="no-dead"`}},
+		{"queue", qpForeign, []string{`data-group="bad &lt;name&gt;"`, `/g/bad%20%3Cname%3E`, "(not a delaystream group)"}},
+		{"next", nextList{base: b, Rows: qp.Next, Now: now, Offset: 20, Pager: pager{First: "/p/ds/q/orders/next", Next: "/p/ds/q/orders/next?offset=40", Limit: 20}},
+			[]string{`data-message="n1"`, "missing envelope", "after the first 20", `href="/p/ds/q/orders/next?offset=40"`}},
+		{"recurring", recurringList{base: b, Rows: recur, Now: now}, []string{`data-schedule="poll"`, `class="recurring-pause"`, "every 1m0s"}},
+		{"quarantine", quarantineList{base: b, Rows: qp.Quarantine}, []string{"invalid due time", `class="q-rm"`}},
 		{"index", struct{ base }{b}, []string{`href="/p/ds/"`}},
 		{"error", struct{ base }{base{Title: "Not Found", Error: "no <queue>"}}, []string{"no &lt;queue&gt;"}},
 	} {
@@ -206,6 +264,17 @@ func TestRenderPages(t *testing.T) {
 			}
 			assert.NotContains(t, w.Body.String(), strings.Repeat("p", 33), "payload beyond the preview")
 		})
+	}
+	// A group delaystream did not make offers no action: no button posts
+	// to it, on the queue page or on its own.
+	for page, data := range map[string]any{"queue": qpForeign, "group": fp} {
+		w := httptest.NewRecorder()
+		s.render(w, r, http.StatusOK, page, data)
+		require.Equal(t, http.StatusOK, w.Code, page)
+		assert.NotContains(t, w.Body.String(), `/g/bad%20%3Cname%3E/`, page)
+		if page == "group" {
+			assert.NotContains(t, w.Body.String(), "<form", page)
+		}
 	}
 	// Read-only pages carry no form at all.
 	ro := offline(t, WithReadOnly())
