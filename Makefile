@@ -11,7 +11,7 @@ TOOLBIN    := $(shell $(GO) env GOPATH)/bin
 STATICCHECK_VERSION ?= v0.8.2
 GOCYCLO_VERSION     ?= v0.6.0
 
-.PHONY: all docs-check docs-index test test-integration test-modules test-newest-go stress lint-tools ensure-tools chaos test-unit test-tls lint vet fmt ensure-redis bench tidy property fuzz fuzz-short
+.PHONY: all api api-check docs-check docs-index test test-integration test-modules test-newest-go stress lint-tools ensure-tools chaos test-unit test-tls lint vet fmt ensure-redis bench tidy property fuzz fuzz-short
 
 # Fuzz targets run one at a time (go test -fuzz takes one target), each
 # for FUZZTIME with `make fuzz` and FUZZTIME_SHORT within `make test`.
@@ -166,7 +166,7 @@ define run-fuzz
 endef
 
 ## lint: gofmt and go vet over every module; staticcheck and gocyclo -over 15 over the library code (the core module and contrib, tests excluded)
-lint: vet lint-tools docs-check
+lint: vet lint-tools docs-check api-check
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@set -e; for m in $(LIBMODULES); do (cd $$m && $(TOOLBIN)/staticcheck ./...); done
@@ -183,6 +183,14 @@ lint-tools:
 docs-check:
 	@$(GO) run ./internal/doccheck
 	@cd cmd/delaystream && $(GO) test -count=1 -run '^TestDocsNameRealCommands$$' .
+
+## api-check: the public packages' exported API against its record in api/ (part of make lint): any difference fails until make api records it; once v1.0.0 is tagged, an incompatible one also needs a CHANGELOG section for a new major version
+api-check:
+	@$(GO) run ./internal/apicheck
+
+## api: record the public packages' exported API in api/
+api:
+	@$(GO) run ./internal/apicheck -write
 
 ## docs-index: rewrite bench/results/README.md from the files in bench/results
 docs-index:
