@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -78,26 +79,16 @@ type RecurringSchedule struct {
 
 // apiQueues serves a page of the queues' figures (?after=<queue>&limit=).
 func (s *Server) apiQueues(w http.ResponseWriter, r *http.Request) {
-	in, _ := s.inspector(w, r)
-	if in == nil {
-		return
-	}
-	limit := limitParam(r, DefaultListLimit, MaxListLimit)
-	after := r.URL.Query().Get("after")
-	ctx, cancel := reqCtx(r)
-	defer cancel()
-	all, next, err := queuesAfter(ctx, in, after, limit)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	for i := range all {
-		all[i].PerShard = nil
-	}
-	setNextLink(w, cursorPager(r, after, next, limit))
-	writeJSON(w, http.StatusOK, all)
+	servePagedByCursor(s, w, r, queuesAfter, func(_ context.Context, all []admin.QueueReport, p pager) {
+		for i := range all {
+			all[i].PerShard = nil
+		}
+		writePage(w, p, all)
+	})
 }
 
+// apiQueue serves one queue's figures, with those of each shard when
+// ?shards=1.
 func (s *Server) apiQueue(w http.ResponseWriter, r *http.Request) {
 	in, _ := s.inspector(w, r)
 	if in == nil {
@@ -116,6 +107,7 @@ func (s *Server) apiQueue(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rs[0])
 }
 
+// apiHistory serves the samples kept of one queue's figures.
 func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
 	in, prefix := s.inspector(w, r)
 	if in == nil {
@@ -127,31 +119,15 @@ func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
 // apiNext serves a page of the waiting messages, earliest first
 // (?offset=&limit=, default limit 20).
 func (s *Server) apiNext(w http.ResponseWriter, r *http.Request) {
-	in, _ := s.inspector(w, r)
-	if in == nil {
-		return
-	}
-	offset, ok := offsetParam(r)
-	if !ok {
-		s.failClean(w, r, http.StatusBadRequest, badOffset)
-		return
-	}
-	limit := limitParam(r, peekCount, MaxListLimit)
-	ctx, cancel := reqCtx(r)
-	defer cancel()
-	rows, more, err := s.nextRowsMore(ctx, in, r.PathValue("queue"), offset, limit)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	out := make([]NextMessage, len(rows))
-	for i, row := range rows {
-		m := row.WaitingMessage
-		out[i] = NextMessage{ID: m.ID, Shard: m.Shard, Due: m.Due, Overdue: m.Overdue, Attempt: m.Attempt,
-			Created: m.Created, Deadline: m.Deadline, Headers: m.Headers, Problem: m.Problem, preview: row.Shown}
-	}
-	setNextLink(w, offsetPager(r, offset, limit, more))
-	writeJSON(w, http.StatusOK, out)
+	servePagedByOffset(s, w, r, peekCount, s.nextRowsMore, func(_ context.Context, rows []nextRow, _ int, p pager) {
+		out := make([]NextMessage, len(rows))
+		for i, row := range rows {
+			m := row.WaitingMessage
+			out[i] = NextMessage{ID: m.ID, Shard: m.Shard, Due: m.Due, Overdue: m.Overdue, Attempt: m.Attempt,
+				Created: m.Created, Deadline: m.Deadline, Headers: m.Headers, Problem: m.Problem, preview: row.Shown}
+		}
+		writePage(w, p, out)
+	})
 }
 
 // apiDead serves a page of a group's dead letters, oldest first
@@ -169,16 +145,10 @@ func (s *Server) apiDead(w http.ResponseWriter, r *http.Request) {
 	limit := limitParam(r, DefaultListLimit, MaxListLimit)
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	dls, err := in.DeadLetters(ctx, r.PathValue("queue"), r.PathValue("group"),
-		s.listOpts(admin.ListOptions{After: after, Limit: limit + 1}))
+	dls, next, err := s.deadAfter(ctx, in, r.PathValue("queue"), r.PathValue("group"), after, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
-	}
-	next := ""
-	if len(dls) > limit {
-		dls = dls[:limit]
-		next = dls[len(dls)-1].EntryID
 	}
 	out := make([]DeadLetter, len(dls))
 	for i, d := range dls {
@@ -186,66 +156,38 @@ func (s *Server) apiDead(w http.ResponseWriter, r *http.Request) {
 			LastError: d.LastError, Attempt: d.Attempt, Deliveries: d.Deliveries, Decoded: d.Decoded,
 			Due: d.Due, Created: d.Created, Headers: d.Headers, preview: s.preview(d.Payload, d.Size)}
 	}
-	setNextLink(w, cursorPager(r, after, next, limit))
-	writeJSON(w, http.StatusOK, out)
+	writePage(w, cursorPager(r, after, next, limit), out)
 }
 
 // apiRecurring serves a page of the recurring schedules, by id
 // (?after=<id>&limit=).
 func (s *Server) apiRecurring(w http.ResponseWriter, r *http.Request) {
-	in, _ := s.inspector(w, r)
-	if in == nil {
-		return
-	}
-	after, limit := r.URL.Query().Get("after"), limitParam(r, DefaultListLimit, MaxListLimit)
-	ctx, cancel := reqCtx(r)
-	defer cancel()
-	rows, next, err := recurringAfter(ctx, in, r.PathValue("queue"), after, limit)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	out := make([]RecurringSchedule, len(rows))
-	for i, row := range rows {
-		st := row.RecurringStatus
-		out[i] = RecurringSchedule{ID: st.ID, SpecKind: st.SpecKind, SpecText: st.SpecText, Missed: st.Missed.String(),
-			Paused: st.Paused, Revision: st.Revision, Next: st.Next, Last: st.Last, LastFired: st.LastFired,
-			LastWritten: st.LastWritten}
-		if late, ok := st.Lateness(); ok {
-			ms := late.Milliseconds()
-			out[i].LateMs = &ms
+	servePagedByCursor(s, w, r, queueRecurringAfter(r), func(_ context.Context, rows []recurringRow, p pager) {
+		out := make([]RecurringSchedule, len(rows))
+		for i, row := range rows {
+			st := row.RecurringStatus
+			out[i] = RecurringSchedule{ID: st.ID, SpecKind: st.SpecKind, SpecText: st.SpecText, Missed: st.Missed.String(),
+				Paused: st.Paused, Revision: st.Revision, Next: st.Next, Last: st.Last, LastFired: st.LastFired,
+				LastWritten: st.LastWritten}
+			if late, ok := st.Lateness(); ok {
+				ms := late.Milliseconds()
+				out[i].LateMs = &ms
+			}
 		}
-	}
-	setNextLink(w, cursorPager(r, after, next, limit))
-	writeJSON(w, http.StatusOK, out)
+		writePage(w, p, out)
+	})
 }
 
 // apiQuarantine serves a page of the quarantine, oldest first
 // (?offset=&limit=).
 func (s *Server) apiQuarantine(w http.ResponseWriter, r *http.Request) {
-	in, _ := s.inspector(w, r)
-	if in == nil {
-		return
-	}
-	offset, ok := offsetParam(r)
-	if !ok {
-		s.failClean(w, r, http.StatusBadRequest, badOffset)
-		return
-	}
-	limit := limitParam(r, DefaultListLimit, MaxListLimit)
-	ctx, cancel := reqCtx(r)
-	defer cancel()
-	rows, more, err := s.quarantineRowsMore(ctx, in, r.PathValue("queue"), offset, limit)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	out := make([]QuarantinedEntry, len(rows))
-	for i, row := range rows {
-		q := row.QuarantineEntry
-		out[i] = QuarantinedEntry{EntryID: q.EntryID, Shard: q.Shard, Lane: q.Lane, At: q.At, ID: q.ID, Due: q.Due,
-			Reason: q.Reason, preview: row.Shown}
-	}
-	setNextLink(w, offsetPager(r, offset, limit, more))
-	writeJSON(w, http.StatusOK, out)
+	servePagedByOffset(s, w, r, DefaultListLimit, s.quarantineRowsMore, func(_ context.Context, rows []quarantineRow, _ int, p pager) {
+		out := make([]QuarantinedEntry, len(rows))
+		for i, row := range rows {
+			q := row.QuarantineEntry
+			out[i] = QuarantinedEntry{EntryID: q.EntryID, Shard: q.Shard, Lane: q.Lane, At: q.At, ID: q.ID, Due: q.Due,
+				Reason: q.Reason, preview: row.Shown}
+		}
+		writePage(w, p, out)
+	})
 }

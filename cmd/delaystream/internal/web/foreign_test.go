@@ -5,19 +5,15 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/admin"
-	"github.com/delaystream/delaystream/cmd/delaystream/internal/web"
-	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/stream"
 )
 
@@ -29,33 +25,17 @@ import (
 func TestForeignGroupIsShownNotFatal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t)
-	for _, name := range []string{queueName, "other"} {
-		q, err := delaystream.New(rdb, name, delaystream.WithPrefix(prefix))
-		require.NoError(t, err)
-		_, err = q.Schedule(ctx, delaystream.Message{ID: "m1", Payload: []byte("hello")}, delaystream.After(time.Hour))
-		require.NoError(t, err)
-	}
+	ts, rdb, prefix := waitingServer(t, delaystream.Message{ID: "m1", Payload: []byte("hello")}, []string{queueName, "other"})
 	layout, err := stream.NewLayout(prefix, queueName, 1)
 	require.NoError(t, err)
 	const bad = "bad name"
 	require.NoError(t, rdb.XGroupCreateMkStream(ctx, layout.Shard(0).Main().Stream, bad, "0").Err())
 
-	srv, err := web.New(rdb, prefix)
-	require.NoError(t, err)
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
 	p := url.PathEscape(prefix)
 	get := func(path string) string {
 		t.Helper()
-		resp, err := http.Get(ts.URL + path)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", path, b)
-		return string(b)
+		_, body := fetch(t, ts, path)
+		return body
 	}
 
 	list := get("/p/" + p + "/")

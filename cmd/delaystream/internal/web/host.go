@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -23,9 +24,17 @@ func parseAllowedHost(s string) (hostPort, error) {
 	if strings.ContainsAny(s, "/?#@\\ \t\r\n") {
 		return hostPort{}, errors.New("not a host or host:port")
 	}
+	return canonHostPort(s)
+}
+
+// canonHostPort splits s, a Host header or a name given to
+// WithAllowedHosts, into its host and port in the form they are compared
+// in (canonHost, canonPort), and fails when it names no host or a port that
+// is not a TCP port.
+func canonHostPort(s string) (hostPort, error) {
 	host, port := splitHost(s)
-	host = canonHost(host)
-	if host == "" {
+	hp := hostPort{host: canonHost(host)}
+	if hp.host == "" {
 		return hostPort{}, errors.New("no host")
 	}
 	if port != "" {
@@ -33,9 +42,9 @@ func parseAllowedHost(s string) (hostPort, error) {
 		if !ok {
 			return hostPort{}, errors.New("port must be 1 to 65535")
 		}
-		port = p
+		hp.port = p
 	}
-	return hostPort{host, port}, nil
+	return hp, nil
 }
 
 // splitHost splits a Host header (or an allowed name) into its host,
@@ -74,44 +83,37 @@ func canonPort(port string) (string, bool) {
 // address in its context (a handler called directly, not through an
 // http.Server) is checked against WithAllowedHosts alone.
 func (s *Server) hostAllowed(r *http.Request) bool {
-	host, port := splitHost(r.Host)
-	host = canonHost(host)
-	if host == "" {
-		return false // HTTP/1.0 without Host, or an empty one
-	}
-	if port != "" {
-		p, ok := canonPort(port)
-		if !ok {
-			return false
-		}
-		port = p
-	}
-	match := func(h, p string) bool {
-		switch {
-		case h != host:
-			return false
-		case p == "" || p == port:
-			return true
-		case port == "": // the scheme's default port: 80, or 443 behind a TLS proxy
-			return p == "80" || p == "443"
-		}
-		return false
+	req, err := canonHostPort(r.Host)
+	if err != nil {
+		return false // HTTP/1.0 without Host, an empty one, or a bad port
 	}
 	if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil {
 		if ap, err := netip.ParseAddrPort(local.String()); err == nil {
 			ip, lp := ap.Addr().WithZone("").Unmap(), strconv.Itoa(int(ap.Port()))
-			if match(ip.String(), lp) {
+			if req.names(hostPort{ip.String(), lp}) {
 				return true
 			}
-			if ip.IsLoopback() && (match("localhost", lp) || match("127.0.0.1", lp) || match("::1", lp)) {
+			if ip.IsLoopback() && (req.names(hostPort{"localhost", lp}) || req.names(hostPort{"127.0.0.1", lp}) ||
+				req.names(hostPort{"::1", lp})) {
 				return true
 			}
 		}
 	}
-	for _, a := range s.cfg.allowedHosts {
-		if match(a.host, a.port) {
-			return true
-		}
+	return slices.ContainsFunc(s.cfg.allowedHosts, req.names)
+}
+
+// names reports whether h, the host and port of a Host header (canonical,
+// see canonHostPort), names a, a host the server answers to (its port ""
+// for any). A Host without a port names the scheme's default port: 80, or
+// 443 behind a TLS proxy.
+func (h hostPort) names(a hostPort) bool {
+	switch {
+	case a.host != h.host:
+		return false
+	case a.port == "" || a.port == h.port:
+		return true
+	case h.port == "":
+		return a.port == "80" || a.port == "443"
 	}
 	return false
 }

@@ -2,15 +2,12 @@ package web_test
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,7 +15,6 @@ import (
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/admin"
 	"github.com/delaystream/delaystream/cmd/delaystream/internal/web"
-	"github.com/delaystream/delaystream/internal/redistest"
 )
 
 // DNS rebinding: a page of evil.example whose name was made to resolve to
@@ -30,12 +26,8 @@ import (
 func TestDNSRebindingRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t)
-	q, err := delaystream.New(rdb, queueName, delaystream.WithPrefix(prefix))
-	require.NoError(t, err)
-	_, err = q.Schedule(ctx, delaystream.Message{ID: "m1", Payload: []byte("hello")}, delaystream.After(time.Hour))
-	require.NoError(t, err)
+	ts, rdb, prefix := waitingServer(t, delaystream.Message{ID: "m1", Payload: []byte("hello")}, []string{queueName},
+		web.WithAllowedHosts("queues.example")) // ts listens on 127.0.0.1:<port>
 	in, err := admin.New(rdb, prefix)
 	require.NoError(t, err)
 	paused := func() bool {
@@ -45,36 +37,17 @@ func TestDNSRebindingRefused(t *testing.T) {
 		return !rep[0].PausedSince.IsZero()
 	}
 
-	srv, err := web.New(rdb, prefix, web.WithAllowedHosts("queues.example"))
-	require.NoError(t, err)
-	ts := httptest.NewServer(srv) // 127.0.0.1:<port>
-	t.Cleanup(ts.Close)
 	own := strings.TrimPrefix(ts.URL, "http://")
 	_, port, err := net.SplitHostPort(own)
 	require.NoError(t, err)
 	base := "/p/" + url.PathEscape(prefix) + "/q/" + queueName
 
-	client := &http.Client{Timeout: 30 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	do := func(method, path, host string, form url.Values) (int, string) {
 		t.Helper()
-		var body io.Reader
-		if form != nil {
-			body = strings.NewReader(form.Encode())
-		}
-		req, err := http.NewRequest(method, ts.URL+path, body)
-		require.NoError(t, err)
-		req.Host = host
-		req.Header.Set("Origin", "http://"+host) // what the rebound page's browser sends
-		if form != nil {
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		}
-		resp, err := client.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp.StatusCode, string(b)
+		return send(t, ts, method, path, form, func(req *http.Request) {
+			req.Host = host
+			req.Header.Set("Origin", "http://"+host) // what the rebound page's browser sends
+		})
 	}
 
 	code, page := do(http.MethodGet, base, own, nil)

@@ -99,11 +99,72 @@ func offsetPager(r *http.Request, offset, limit int, more bool) pager {
 	return p
 }
 
-// setNextLink gives a JSON list the link to its next page (RFC 8288):
-// the body stays the list itself.
-func setNextLink(w http.ResponseWriter, p pager) {
+// writePage answers with a page of a JSON list, the list itself as the
+// body, and the link to the next page, when there is one, in a Link header
+// (RFC 8288).
+func writePage(w http.ResponseWriter, p pager, page any) {
 	if p.Next != "" {
 		w.Header().Set("Link", "<"+p.Next+`>; rel="next"`)
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// servePagedByOffset serves a page of a list of the queue in r's path
+// paged by "offset" (?offset=&limit=, def items when no limit is given):
+// it reads the page with read and hands it to serve, with where it starts
+// and its pager, under the request's bounded context. It answers a prefix
+// not served, an offset offsetParam refuses and a failed read itself.
+func servePagedByOffset[R any](s *Server, w http.ResponseWriter, r *http.Request, def int,
+	read func(ctx context.Context, in *admin.Inspector, queue string, offset, limit int) ([]R, bool, error),
+	serve func(ctx context.Context, rows []R, offset int, p pager)) {
+	in, _ := s.inspector(w, r)
+	if in == nil {
+		return
+	}
+	offset, ok := offsetParam(r)
+	if !ok {
+		s.failClean(w, r, http.StatusBadRequest, badOffset)
+		return
+	}
+	limit := limitParam(r, def, MaxListLimit)
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	rows, more, err := read(ctx, in, r.PathValue("queue"), offset, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	serve(ctx, rows, offset, offsetPager(r, offset, limit, more))
+}
+
+// servePagedByCursor serves a page of a list paged by "after"
+// (?after=&limit=, DefaultListLimit items when no limit is given): it
+// reads the page with read, which returns the item to start the next page
+// after ("" when none follows), and hands it to serve with its pager,
+// under the request's bounded context. It answers a prefix not served and
+// a failed read itself.
+func servePagedByCursor[R any](s *Server, w http.ResponseWriter, r *http.Request,
+	read func(ctx context.Context, in *admin.Inspector, after string, limit int) ([]R, string, error),
+	serve func(ctx context.Context, rows []R, p pager)) {
+	in, _ := s.inspector(w, r)
+	if in == nil {
+		return
+	}
+	after, limit := r.URL.Query().Get("after"), limitParam(r, DefaultListLimit, MaxListLimit)
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	rows, next, err := read(ctx, in, after, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	serve(ctx, rows, cursorPager(r, after, next, limit))
+}
+
+// queueRecurringAfter is recurringAfter of the queue in r's path.
+func queueRecurringAfter(r *http.Request) func(ctx context.Context, in *admin.Inspector, after string, limit int) ([]recurringRow, string, error) {
+	return func(ctx context.Context, in *admin.Inspector, after string, limit int) ([]recurringRow, string, error) {
+		return recurringAfter(ctx, in, r.PathValue("queue"), after, limit)
 	}
 }
 
@@ -173,29 +234,15 @@ type nextList struct {
 // handleNextList serves the waiting messages of a queue page by page
 // (?offset=&limit=).
 func (s *Server) handleNextList(w http.ResponseWriter, r *http.Request) {
-	in, _ := s.inspector(w, r)
-	if in == nil {
-		return
-	}
-	offset, ok := offsetParam(r)
-	if !ok {
-		s.failClean(w, r, http.StatusBadRequest, badOffset)
-		return
-	}
-	queue, limit := r.PathValue("queue"), limitParam(r, DefaultListLimit, MaxListLimit)
-	ctx, cancel := reqCtx(r)
-	defer cancel()
-	rows, more, err := s.nextRowsMore(ctx, in, queue, offset, limit)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	p := nextList{base: s.base(r, queue+" / waiting"), Rows: rows, Offset: offset, Pager: offsetPager(r, offset, limit, more)}
-	if p.Now, err = s.rdb.Time(ctx).Result(); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.render(w, r, http.StatusOK, "next", p)
+	servePagedByOffset(s, w, r, DefaultListLimit, s.nextRowsMore, func(ctx context.Context, rows []nextRow, offset int, pg pager) {
+		p := nextList{base: s.base(r, r.PathValue("queue")+" / waiting"), Rows: rows, Offset: offset, Pager: pg}
+		var err error
+		if p.Now, err = s.rdb.Time(ctx).Result(); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		s.render(w, r, http.StatusOK, "next", p)
+	})
 }
 
 // recurringList is a page of a queue's recurring schedules, by id.
@@ -209,24 +256,15 @@ type recurringList struct {
 // handleRecurringList serves the recurring schedules of a queue page by
 // page (?after=<id>&limit=).
 func (s *Server) handleRecurringList(w http.ResponseWriter, r *http.Request) {
-	in, _ := s.inspector(w, r)
-	if in == nil {
-		return
-	}
-	queue, after, limit := r.PathValue("queue"), r.URL.Query().Get("after"), limitParam(r, DefaultListLimit, MaxListLimit)
-	ctx, cancel := reqCtx(r)
-	defer cancel()
-	rows, next, err := recurringAfter(ctx, in, queue, after, limit)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	p := recurringList{base: s.base(r, queue+" / recurring schedules"), Rows: rows, Pager: cursorPager(r, after, next, limit)}
-	if p.Now, err = s.rdb.Time(ctx).Result(); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.render(w, r, http.StatusOK, "recurring", p)
+	servePagedByCursor(s, w, r, queueRecurringAfter(r), func(ctx context.Context, rows []recurringRow, pg pager) {
+		p := recurringList{base: s.base(r, r.PathValue("queue")+" / recurring schedules"), Rows: rows, Pager: pg}
+		var err error
+		if p.Now, err = s.rdb.Time(ctx).Result(); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		s.render(w, r, http.StatusOK, "recurring", p)
+	})
 }
 
 // quarantineList is a page of a queue's quarantine, oldest first.
@@ -240,25 +278,10 @@ type quarantineList struct {
 // handleQuarantineList serves the quarantine of a queue page by page
 // (?offset=&limit=).
 func (s *Server) handleQuarantineList(w http.ResponseWriter, r *http.Request) {
-	in, _ := s.inspector(w, r)
-	if in == nil {
-		return
-	}
-	offset, ok := offsetParam(r)
-	if !ok {
-		s.failClean(w, r, http.StatusBadRequest, badOffset)
-		return
-	}
-	queue, limit := r.PathValue("queue"), limitParam(r, DefaultListLimit, MaxListLimit)
-	ctx, cancel := reqCtx(r)
-	defer cancel()
-	rows, more, err := s.quarantineRowsMore(ctx, in, queue, offset, limit)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.render(w, r, http.StatusOK, "quarantine", quarantineList{base: s.base(r, queue+" / quarantine"), Rows: rows,
-		Offset: offset, Pager: offsetPager(r, offset, limit, more)})
+	servePagedByOffset(s, w, r, DefaultListLimit, s.quarantineRowsMore, func(_ context.Context, rows []quarantineRow, offset int, pg pager) {
+		s.render(w, r, http.StatusOK, "quarantine", quarantineList{base: s.base(r, r.PathValue("queue")+" / quarantine"),
+			Rows: rows, Offset: offset, Pager: pg})
+	})
 }
 
 // The tables of the lists, shown on the queue page (its first few rows)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -25,20 +26,33 @@ import (
 	"github.com/delaystream/delaystream/internal/redistest"
 )
 
+// waitingServer makes the queues names under a fresh prefix, each with
+// msg waiting an hour, and starts a web view of the prefix (with opts) on
+// a loopback test server, closed when t ends.
+func waitingServer(t *testing.T, msg delaystream.Message, names []string, opts ...web.Option) (ts *httptest.Server, rdb redis.UniversalClient, prefix string) {
+	t.Helper()
+	rdb = redistest.Client(t)
+	prefix = redistest.Prefix(t)
+	for _, name := range names {
+		q, err := delaystream.New(rdb, name, delaystream.WithPrefix(prefix))
+		require.NoError(t, err)
+		_, err = q.Schedule(context.Background(), msg, delaystream.After(time.Hour))
+		require.NoError(t, err)
+	}
+	srv, err := web.New(rdb, prefix, opts...)
+	require.NoError(t, err)
+	ts = httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	return ts, rdb, prefix
+}
+
 // listServer is a web view of three queues under a fresh prefix: qa with
 // 6 waiting messages (x, then m0..m4), qb with one, qc with one and 5
 // recurring schedules (r1..r5, whose first occurrences wait too).
 func listServer(t *testing.T, opts ...web.Option) (ts *httptest.Server, prefix string) {
 	t.Helper()
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	prefix = redistest.Prefix(t)
-	for _, name := range []string{"qa", "qb", "qc"} {
-		q, err := delaystream.New(rdb, name, delaystream.WithPrefix(prefix))
-		require.NoError(t, err)
-		_, err = q.Schedule(ctx, delaystream.Message{ID: "x", Payload: []byte("first")}, delaystream.After(time.Hour))
-		require.NoError(t, err)
-	}
+	ts, rdb, prefix := waitingServer(t, delaystream.Message{ID: "x", Payload: []byte("first")}, []string{"qa", "qb", "qc"}, opts...)
 	qa, err := delaystream.New(rdb, "qa", delaystream.WithPrefix(prefix))
 	require.NoError(t, err)
 	qc, err := delaystream.New(rdb, "qc", delaystream.WithPrefix(prefix))
@@ -50,11 +64,37 @@ func listServer(t *testing.T, opts ...web.Option) (ts *httptest.Server, prefix s
 		_, err = qc.DefineRecurring(ctx, delaystream.Recurring{ID: fmt.Sprintf("r%d", i+1), Spec: delaystream.Every(24 * time.Hour)})
 		require.NoError(t, err)
 	}
-	srv, err := web.New(rdb, prefix, opts...)
-	require.NoError(t, err)
-	ts = httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
 	return ts, prefix
+}
+
+// noRedirect is an HTTP client that gives up after 30 s and follows no
+// redirect.
+var noRedirect = &http.Client{Timeout: 30 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// send sends method path to ts, with form as its body when it is not nil,
+// after edit (when not nil) has set the request's Host or headers. It
+// follows no redirect and returns the status and body.
+func send(t *testing.T, ts *httptest.Server, method, path string, form url.Values, edit func(*http.Request)) (int, string) {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, ts.URL+path, body)
+	require.NoError(t, err)
+	if edit != nil {
+		edit(req)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	resp, err := noRedirect.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
 }
 
 // fetch GETs path and returns the response and its body, requiring 200.
@@ -215,26 +255,9 @@ func TestActionsAreLoggedWithWhoActed(t *testing.T) {
 	ts, prefix := listServer(t, web.WithBasicAuth("ops", "s3cret"),
 		web.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	base := "/p/" + url.PathEscape(prefix) + "/q/qa"
-	client := &http.Client{Timeout: 30 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	do := func(method, path string, form url.Values) (int, string) {
 		t.Helper()
-		var body io.Reader
-		if form != nil {
-			body = strings.NewReader(form.Encode())
-		}
-		req, err := http.NewRequest(method, ts.URL+path, body)
-		require.NoError(t, err)
-		req.SetBasicAuth("ops", "s3cret")
-		if form != nil {
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		}
-		resp, err := client.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp.StatusCode, string(b)
+		return send(t, ts, method, path, form, func(req *http.Request) { req.SetBasicAuth("ops", "s3cret") })
 	}
 	code, page := do(http.MethodGet, base, nil)
 	require.Equal(t, http.StatusOK, code, page)

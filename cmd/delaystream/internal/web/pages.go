@@ -244,22 +244,13 @@ type queuesPage struct {
 	Pager  pager
 }
 
+// handleQueues serves the queues of a prefix page by page
+// (?after=<queue>&limit=).
 func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request) {
-	in, prefix := s.inspector(w, r)
-	if in == nil {
-		return
-	}
-	limit := limitParam(r, DefaultListLimit, MaxListLimit)
-	after := r.URL.Query().Get("after")
-	ctx, cancel := reqCtx(r)
-	defer cancel()
-	all, next, err := queuesAfter(ctx, in, after, limit)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.render(w, r, http.StatusOK, "queues", queuesPage{base: s.base(r, "Queues under "+prefix), Queues: all,
-		Pager: cursorPager(r, after, next, limit)})
+	servePagedByCursor(s, w, r, queuesAfter, func(_ context.Context, all []admin.QueueReport, pg pager) {
+		s.render(w, r, http.StatusOK, "queues", queuesPage{base: s.base(r, "Queues under "+r.PathValue("prefix")), Queues: all,
+			Pager: pg})
+	})
 }
 
 // queuesAfter returns the figures of up to limit queues of in whose names
@@ -387,6 +378,23 @@ func (s *Server) listOpts(o admin.ListOptions) admin.ListOptions {
 	return o
 }
 
+// deadAfter reads up to limit dead letters of group on queue whose entry
+// ids follow after, payloads cut as listOpts cuts them, and returns them
+// with the entry id to start the next page after ("" when none follows).
+func (s *Server) deadAfter(ctx context.Context, in *admin.Inspector, queue, group, after string, limit int) ([]admin.DeadLetterEntry, string, error) {
+	dls, err := in.DeadLetters(ctx, queue, group, s.listOpts(admin.ListOptions{After: after, Limit: limit + 1}))
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(dls) > limit {
+		dls = dls[:limit]
+		next = dls[len(dls)-1].EntryID
+	}
+	return dls, next, nil
+}
+
+// deadRows returns dls with their previews.
 func (s *Server) deadRows(dls []admin.DeadLetterEntry) []deadRow {
 	out := make([]deadRow, len(dls))
 	for i, d := range dls {
@@ -455,14 +463,10 @@ func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request) {
 	}
 	next := ""
 	if !p.Stats.Foreign { // a group delaystream did not make has no dead letters of its own
-		dls, err := in.DeadLetters(ctx, queue, g, s.listOpts(admin.ListOptions{After: after, Limit: limit + 1}))
-		if err != nil {
+		var dls []admin.DeadLetterEntry
+		if dls, next, err = s.deadAfter(ctx, in, queue, g, after, limit); err != nil {
 			s.fail(w, r, err)
 			return
-		}
-		if len(dls) > limit {
-			dls = dls[:limit]
-			next = dls[len(dls)-1].EntryID
 		}
 		p.Rows = s.deadRows(dls)
 	}

@@ -70,7 +70,6 @@ func TestPauseButtons(t *testing.T) {
 	token := regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`).FindStringSubmatch(page)
 	require.NotNil(t, token)
 
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	post := func(ts *httptest.Server, path, csrf string) *http.Response {
 		t.Helper()
 		resp, err := noRedirect.PostForm(ts.URL+path, url.Values{"csrf": {csrf}, "return": {base}})
