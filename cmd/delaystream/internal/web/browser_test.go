@@ -240,6 +240,9 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("mute-audio", true),
 		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1280, 900),
+		// chromedp waits 20 s by default for the browser to print its
+		// DevTools address, which a loaded machine can take longer than.
+		chromedp.WSURLReadTimeout(90 * time.Second),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	bctx, cancelBrowser := chromedp.NewContext(actx)
