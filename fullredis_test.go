@@ -180,6 +180,9 @@ func testFullRedisDrains(t *testing.T, rdb redis.UniversalClient, server func(co
 		// Where a stalled group waits, while it still runs.
 		t.Logf("consumers' goroutines:\n%s", consumerStacks())
 		t.Logf("the queue's state while it runs:\n%s", queueState(rdb, prefix))
+		for name, g := range running {
+			t.Logf("group %s's intake:\n%s", name, delaystream.DebugIntake(g))
+		}
 		t.FailNow()
 	}
 	mu.Lock()

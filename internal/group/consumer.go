@@ -153,6 +153,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	ack := newAcker(r, trim)
 	settle := &settler{r: r, ack: ack, trim: trim}
 	rd := newReader(r, settle)
+	c.intake.Store(rd)
+	defer c.intake.Store(nil)
 	c.recordLimits(ctx, log)
 	ackDone := make(chan struct{})
 	go func() { defer close(ackDone); ack.run() }()

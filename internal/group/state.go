@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -36,6 +37,7 @@ type core struct {
 	cfg      config
 	ctr      counters
 	held     holdings
+	intake   atomic.Pointer[reader] // the running Run's reader, for DebugIntake
 }
 
 // shard is the keys of one shard of the queue, as the group uses them.
