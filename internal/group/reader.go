@@ -250,10 +250,13 @@ func (rd *reader) release(f *flight) {
 	if f.b.left.Add(-1) == 0 {
 		rd.r.c.held.remove(f.b)
 	}
+	// Counted out before the limiter is told: the call its notice brings
+	// reports the slot as free.
+	free := rd.capacity() - rd.held.Add(-1)
 	if rd.lim != nil && rd.lim.lim.Concurrency > 0 {
 		rd.lim.released()
 	}
-	if rd.roomy(rd.capacity() - rd.held.Add(-1)) {
+	if rd.roomy(free) {
 		rd.roomFreed()
 	}
 }

@@ -84,6 +84,41 @@ func Eventually(tb testing.TB, name string, cond func() bool, limit, tick time.D
 	return took
 }
 
+// Progress waits until done reports true, checking every tick, for work
+// whose pace load sets but which must never stop: it fails (reporting
+// false) only when the count progress returns has not grown for stall, or
+// once limit has passed, a bound on the whole wait that no healthy run
+// nears. It records the longest time without progress against stall under
+// name. done and progress are called from the waiting goroutine, one after
+// the other.
+func Progress(tb testing.TB, name string, done func() bool, progress func() int, stall, limit, tick time.Duration) bool {
+	tb.Helper()
+	begin := time.Now()
+	last, lastAt, longest := progress(), begin, time.Duration(0)
+	for {
+		if done() {
+			Record(tb, name, "<", longest, stall)
+			return true
+		}
+		now := time.Now()
+		if n := progress(); n != last {
+			last, lastAt = n, now
+		}
+		longest = max(longest, now.Sub(lastAt))
+		switch {
+		case now.Sub(lastAt) >= stall:
+			Record(tb, name, "<", longest, stall)
+			tb.Errorf("no progress for %v (at %d, after %v)", stall, last, now.Sub(begin).Round(time.Millisecond))
+			return false
+		case now.Sub(begin) >= limit:
+			Record(tb, name, "<", longest, stall)
+			tb.Errorf("not done within %v, still progressing (at %d)", limit, last)
+			return false
+		}
+		time.Sleep(tick)
+	}
+}
+
 // Record appends observed op bound (op is one of <, <=, >, >=) with its
 // margin to the file named by Env, if set. It asserts nothing: the checks
 // above call it; call it directly for a bound checked in another way.

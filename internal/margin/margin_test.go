@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -70,3 +71,38 @@ type failing struct {
 
 func (f *failing) Errorf(string, ...any) { f.failed = true }
 func (f *failing) Helper()               {}
+
+// Progress passes slow work that keeps going, however long it takes
+// within the limit, and fails work that stops or never ends.
+func TestProgress(t *testing.T) {
+	// work counts one step per 300 ms from the bubble's start, up to end.
+	work := func(end int) func() int {
+		begin := time.Now()
+		return func() int { return min(end, int(time.Since(begin)/(300*time.Millisecond))) }
+	}
+	synctest.Test(t, func(t *testing.T) {
+		p := work(20) // 6 s, with no gap of a second
+		tb := &failing{TB: t}
+		ok := Progress(tb, "slow", func() bool { return p() == 20 }, p, time.Second, time.Minute, 10*time.Millisecond)
+		assert.True(t, ok, "slow work that keeps going passes")
+		assert.False(t, tb.failed)
+	})
+	synctest.Test(t, func(t *testing.T) {
+		p := work(5) // stops at 5, after 1.5 s
+		tb := &failing{TB: t}
+		begin := time.Now()
+		ok := Progress(tb, "stopped", func() bool { return false }, p, time.Second, time.Minute, 10*time.Millisecond)
+		assert.False(t, ok, "work that stops fails")
+		assert.True(t, tb.failed)
+		assert.Equal(t, 2500*time.Millisecond, time.Since(begin).Round(100*time.Millisecond), "a stall after the last step")
+	})
+	synctest.Test(t, func(t *testing.T) {
+		p := work(1 << 30) // goes on for ever
+		tb := &failing{TB: t}
+		begin := time.Now()
+		ok := Progress(tb, "endless", func() bool { return false }, p, time.Second, 10*time.Second, 10*time.Millisecond)
+		assert.False(t, ok, "work that never ends fails at the limit")
+		assert.True(t, tb.failed)
+		assert.Equal(t, 10*time.Second, time.Since(begin).Round(100*time.Millisecond))
+	})
+}
