@@ -51,17 +51,23 @@ test-integration: ensure-redis
 # make test: most of them wait on real time.
 CORE_PARALLEL ?= 8
 
-## test-modules: every module but integration -race (make lint vets every module), the TLS subset, fuzz-short
+## test-modules: every module but integration -race (the core first, then the others in one go test; make lint vets every module), and the TLS subset
 test-modules: ensure-redis ensure-tools
-	@set -e; for m in $(filter-out ./integration,$(MODULES)); do \
-		echo "== go test $$m"; s=$$(date +%s); p=""; [ "$$m" = . ] && p="-parallel $(CORE_PARALLEL)"; \
-		(cd $$m && $(GO) test $(GOFLAGS_TEST) $$p ./...); \
-		echo "== go test $$m: $$(( $$(date +%s) - s ))s"; \
-	done
-	@echo "== go test (TLS): $(TLS_PKGS)"; s=$$(date +%s); \
-	rc=0; DELAYSTREAM_TLS=1 $(GO) test $(GOFLAGS_TEST) -skip '$(TLS_SKIP)' $(TLS_PKGS) || rc=$$?; \
-	echo "== go test (TLS): rc=$$rc in $$(( $$(date +%s) - s ))s"; exit $$rc
-	@$(MAKE) --no-print-directory fuzz-short
+	@rc=0; \
+	echo "== go test . (-parallel $(CORE_PARALLEL))"; s=$$(date +%s); \
+	$(GO) test $(GOFLAGS_TEST) -parallel $(CORE_PARALLEL) ./... || rc=1; \
+	echo "== go test .: $$(( $$(date +%s) - s ))s"; \
+	echo "== go test $(OTHER_MODULES)"; s=$$(date +%s); \
+	$(GO) test $(GOFLAGS_TEST) $(addsuffix /...,$(OTHER_MODULES)) || rc=1; \
+	echo "== go test $(OTHER_MODULES): $$(( $$(date +%s) - s ))s"; \
+	echo "== go test (TLS): $(TLS_PKGS)"; s=$$(date +%s); \
+	DELAYSTREAM_TLS=1 $(GO) test $(GOFLAGS_TEST) -skip '$(TLS_SKIP)' $(TLS_PKGS) || rc=1; \
+	echo "== go test (TLS): $$(( $$(date +%s) - s ))s"; exit $$rc
+
+# OTHER_MODULES are the modules test-modules runs after the core, in one
+# go test (the workspace joins them), so that one module's slow test does
+# not hold the next module's build back.
+OTHER_MODULES := $(filter-out . ./integration,$(MODULES))
 
 # TLS_PKGS are the core packages whose tests exercise what TLS changes:
 # connection set-up through the whole stack (the root package), pub/sub
@@ -129,7 +135,7 @@ property: ensure-redis
 fuzz:
 	$(call run-fuzz,$(FUZZTIME))
 
-## fuzz-short: every fuzz target for FUZZTIME_SHORT (default 1s); make test runs it after the tests
+## fuzz-short: every fuzz target for FUZZTIME_SHORT (default 1s); make test runs their seed corpora as tests
 fuzz-short:
 	$(call run-fuzz,$(FUZZTIME_SHORT))
 

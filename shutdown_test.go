@@ -79,11 +79,17 @@ func TestCleanStopIsQuiet(t *testing.T) {
 				logs := &loud{}
 				prefix := redistest.Prefix(t)
 				var handled atomic.Int64 // over every run
+				var seenMu sync.Mutex
+				seen := map[string]int{} // message id -> times handled
+				var ids []string         // scheduled, in order
 				queue := func() *delaystream.Queue {
 					q, err := delaystream.New(rdb, "quiet", delaystream.WithPrefix(prefix), delaystream.WithShards(shards),
 						delaystream.WithLogger(slog.New(logs)), delaystream.WithDrainTimeout(5*time.Second))
 					require.NoError(t, err)
-					_, err = q.Handle("g", func(context.Context, *delaystream.Delivery) error {
+					_, err = q.Handle("g", func(_ context.Context, d *delaystream.Delivery) error {
+						seenMu.Lock()
+						seen[d.ID]++
+						seenMu.Unlock()
 						handled.Add(1)
 						return nil
 					})
@@ -92,8 +98,9 @@ func TestCleanStopIsQuiet(t *testing.T) {
 				}
 				for i := range 20 {
 					q := queue()
-					_, err := q.Schedule(context.Background(), delaystream.Message{Payload: []byte("x")}, delaystream.After(0))
+					res, err := q.Schedule(context.Background(), delaystream.Message{Payload: []byte("x")}, delaystream.After(0))
 					require.NoError(t, err)
+					ids = append(ids, res.ID)
 					// From 30 ms (during start-up) to 258 ms (steady state).
 					ctx, cancel := stop(context.Background(), time.Duration(30+12*i)*time.Millisecond)
 					done := make(chan error, 1)
@@ -116,6 +123,14 @@ func TestCleanStopIsQuiet(t *testing.T) {
 				go func() { done <- q.Run(ctx) }()
 				if !assert.Eventually(t, func() bool { return handled.Load() >= 20 }, 30*time.Second, 10*time.Millisecond,
 					"every message scheduled by the timed runs handled") {
+					seenMu.Lock()
+					for i, id := range ids {
+						if seen[id] == 0 {
+							loc, err := q.Locate(context.Background(), id)
+							t.Logf("message %d (%s) not handled; located: %+v (err %v)", i, id, loc, err)
+						}
+					}
+					seenMu.Unlock()
 					t.Logf("the queue's state:\n%s", queueState(rdb, prefix))
 					t.Logf("consumers' goroutines:\n%s", consumerStacks())
 					t.FailNow()

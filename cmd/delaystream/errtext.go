@@ -3,9 +3,15 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
+
+	"github.com/delaystream/delaystream/internal/logpace"
 )
 
 // quietRedisLog is a go-redis logger that drops what it is given: the
@@ -14,6 +20,42 @@ import (
 type quietRedisLog struct{}
 
 func (quietRedisLog) Printf(context.Context, string, ...any) {}
+
+// pacedRedisLog is the go-redis logger of the long-running commands
+// (serve, exporter): while Redis is down the pool logs each failed dial,
+// several a second; this writes the first at once and the next ones
+// spaced as logpace spaces a failing loop's lines, each saying how many
+// it left out. A quiet spell of logpace.Max starts a new run.
+type pacedRedisLog struct {
+	w       io.Writer
+	mu      sync.Mutex
+	pace    logpace.Pace
+	seen    time.Time // the last line given
+	left    int       // lines left out since the last written
+	timeNow func() time.Time
+}
+
+func newPacedRedisLog(w io.Writer) *pacedRedisLog { return &pacedRedisLog{w: w, timeNow: time.Now} }
+
+func (l *pacedRedisLog) Printf(_ context.Context, format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.timeNow()
+	if now.Sub(l.seen) > logpace.Max {
+		l.pace.Reset()
+	}
+	l.seen = now
+	if !l.pace.Due(now) {
+		l.left++
+		return
+	}
+	line := strings.TrimSuffix(fmt.Sprintf(format, args...), "\n")
+	if l.left > 0 {
+		line += fmt.Sprintf(" (%d similar lines left out)", l.left)
+		l.left = 0
+	}
+	fmt.Fprintf(l.w, "%s %s\n", now.UTC().Format(time.RFC3339), line) // go-redis's lines say "redis: "
+}
 
 // chainParts are the prefixes of sentinel errors and package chains that
 // an error line need not repeat: the command prints "delaystream:" once.

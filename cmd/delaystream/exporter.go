@@ -13,27 +13,37 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/delaystream/delaystream/admin"
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/health"
 	dsprom "github.com/delaystream/delaystream/contrib/prometheus"
 )
-
-// healthTimeout bounds /healthz's PING.
-const healthTimeout = 2 * time.Second
 
 func (a *app) exporterCmd() *cobra.Command {
 	var (
 		addr      string
 		timeout   time.Duration
 		schedules int
+		limits    = health.DefaultLimits
 	)
 	c := &cobra.Command{
 		Use:   "exporter",
-		Short: "Serve Prometheus metrics of every queue under the prefix (/metrics) and a health check (/healthz)",
+		Short: "Serve Prometheus metrics of every queue under the prefix (/metrics) and health checks (/healthz, /health)",
 		Long: `exporter serves, on --addr, /metrics: the gauges of every queue found under --prefix at each
 scrape (on a single server or every master of a Cluster), under the delaystream_ namespace:
 waiting, overdue and how long, stream entries, quarantine, Redis servers that may evict, and per
-consumer group consumers, pending, oldest pending age, lag, retry lane and dead letters; and
-/healthz: 200 when Redis answers PING within 2 s, else 503. It needs no code in the application
-(whose own process may also export the hook-fed counters with contrib/prometheus).
+consumer group consumers, pending, oldest pending age, lag, retry lane and dead letters, each
+Redis server's used and maximum memory and whether it can evict, and delaystream_up (0 when a
+scrape could not read Redis: the series it could not read are then absent). It needs no code in
+the application (whose own process may also export the hook-fed counters with
+contrib/prometheus).
+
+/healthz answers 200 "ok" when Redis answers PING within 5 s, else 503: for a liveness or
+readiness probe. /health runs the checks an operator's alert wants, a line each (JSON with
+?format=json or Accept: application/json), and answers 503 when one fails: a server
+unreachable, full (used >= maxmemory) or able to evict; a queue whose earliest waiting message
+is overdue by more than --max-overdue (no mover promotes it); a consumer group with work and no
+live consumer. A paused queue or group, quarantined entries and a server over 90 % of its
+maxmemory are warnings.
 
 Recurring schedules are reported per queue (how many, how many paused, the worst lateness) and,
 for a queue with at most --max-schedule-series of them, one series each: the series of a scrape
@@ -43,18 +53,26 @@ other means, with a name delaystream cannot use, is reported with the figures Re
 It reads only: it has no action, and shows no payload. It runs until interrupted (SIGINT /
 SIGTERM), then stops within about 5 s.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.exporter(ctxOf(cmd), addr, timeout, schedules) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.exporter(ctxOf(cmd), addr, timeout, schedules, limits)
+		},
 	}
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:9390", "host:port to listen on (\":9390\" for every interface)")
 	c.Flags().DurationVar(&timeout, "stats-timeout", dsprom.DefaultStatsTimeout, "bound of one scrape's reads from Redis")
 	c.Flags().IntVar(&schedules, "max-schedule-series", dsprom.DefaultMaxScheduleSeries,
 		"a queue with more recurring schedules reports per-queue aggregates only, no series per schedule (0 to 100000)")
+	c.Flags().DurationVar(&limits.MaxOverdue, "max-overdue", limits.MaxOverdue,
+		"/health fails when a queue's earliest waiting message is overdue by more than this")
 	return c
 }
 
-func (a *app) exporter(ctx context.Context, addr string, timeout time.Duration, schedules int) error {
-	if _, err := a.inspector(); err != nil { // connects
+func (a *app) exporter(ctx context.Context, addr string, timeout time.Duration, schedules int, limits health.Limits) error {
+	in, err := a.inspector() // connects
+	if err != nil {
 		return err
+	}
+	if limits.MaxOverdue <= 0 {
+		return usagef("--max-overdue must be positive")
 	}
 	m, err := dsprom.New(dsprom.WithStatsTimeout(timeout), dsprom.WithMaxScheduleSeries(schedules))
 	if err != nil {
@@ -67,19 +85,10 @@ func (a *app) exporter(ctx context.Context, addr string, timeout time.Duration, 
 	reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		pctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
-		defer cancel()
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if err := a.rdb.Ping(pctx).Err(); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "redis unavailable: %v\n", err)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+	mux.Handle("GET /healthz", health.Ping(a.rdb))
+	mux.Handle("GET /health", health.Handler(func() []*admin.Inspector { return []*admin.Inspector{in} }, limits))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "delaystream exporter: /metrics, /healthz")
+		fmt.Fprintln(w, "delaystream exporter: /metrics, /healthz, /health")
 	})
 
 	var lc net.ListenConfig

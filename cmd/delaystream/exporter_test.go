@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/health"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/seedtest"
 	"github.com/delaystream/delaystream/internal/stream"
@@ -145,17 +147,25 @@ func TestExporter(t *testing.T) {
 	assert.Equal(t, 0, stop())
 }
 
-// /healthz answers 503 once Redis is gone, and /metrics still answers,
-// counting the failed discovery.
-func TestExporterRedisDown(t *testing.T) {
-	t.Parallel()
+// seededServer starts a redis-server of the test's own (stopped at its
+// end, or before by the test) with the seeded queues.
+func seededServer(t *testing.T) (*redistest.Server, target) {
+	t.Helper()
 	s, err := redistest.Spawn()
 	require.NoError(t, err)
-	defer s.Stop()
+	t.Cleanup(s.Stop)
 	tg := newTarget(t, s.Addr)
 	rdb := redis.NewClient(redistest.Options(t, s.Addr))
 	defer rdb.Close()
 	seedtest.Seed(t, rdb, tg.prefix)
+	return s, tg
+}
+
+// /healthz answers 503 once Redis is gone, and /metrics still answers,
+// counting the failed discovery.
+func TestExporterRedisDown(t *testing.T) {
+	t.Parallel()
+	s, tg := seededServer(t)
 	url, stop := startExporter(t, tg)
 
 	s.Stop()
@@ -219,5 +229,44 @@ func TestExporterForeignGroupAndScheduleBound(t *testing.T) {
 		_, ok := value(fams, name, ordersQ)
 		assert.False(t, ok, "%s: a series per schedule beyond the bound", name)
 	}
+	assert.Equal(t, 0, stop())
+}
+
+// /health runs the checks an alert wants against the seeded queues: the
+// queue whose earliest message is overdue past --max-overdue fails it
+// (503), the quarantine is a warning, groups without work need no
+// consumer; in JSON on request. With Redis gone it fails naming Redis.
+func TestExporterHealth(t *testing.T) {
+	t.Parallel()
+	s, tg := seededServer(t)
+	url, stop := startExporter(t, tg, "--max-overdue", "10s")
+
+	get := func(path string) (int, string) {
+		t.Helper()
+		res, err := http.Get(url + path)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		return res.StatusCode, string(body)
+	}
+	code, body := get("/health")
+	assert.Equal(t, http.StatusServiceUnavailable, code, body)
+	assert.Regexp(t, `(?m)^fail  queue orders: the earliest waiting message is overdue by \S+ \(over 10s\)`, body)
+	assert.Regexp(t, `(?m)^warn  queue jobs: 1 entries in quarantine`, body)
+	assert.Regexp(t, `(?m)^ok    group jobs/billing: 0 live consumers; 0 unread, 0 pending, 3 dead letters$`, body)
+	assert.Regexp(t, `(?m)^ok    redis `+regexp.QuoteMeta(s.Addr)+`: used `, body)
+
+	code, body = get("/health?format=json")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	var rep health.Report
+	require.NoError(t, json.Unmarshal([]byte(body), &rep), body)
+	assert.False(t, rep.OK)
+	assert.Contains(t, rep.Checks, health.Check{Status: health.Warn, Subject: "queue jobs", Detail: "1 entries in quarantine (waiting members promotion could not read); 0 waiting"})
+
+	s.Stop()
+	code, body = get("/health")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Regexp(t, `(?m)^fail  redis: unavailable: `, body)
 	assert.Equal(t, 0, stop())
 }

@@ -111,6 +111,8 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 not confirmed (destructive co
 			// One-shot commands: their error line says what the pool's
 			// log lines would.
 			redis.SetLogger(quietRedisLog{})
+		} else {
+			redis.SetLogger(newPacedRedisLog(a.stderr))
 		}
 	}
 	f := root.PersistentFlags()

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/health"
 	"github.com/delaystream/delaystream/cmd/delaystream/internal/web"
 )
 
@@ -32,6 +33,7 @@ type serveFlags struct {
 	history        int
 	prefixes       []string
 	allowedHosts   []string
+	health         health.Limits
 }
 
 func (a *app) serveCmd() *cobra.Command {
@@ -49,9 +51,13 @@ it answers only requests whose Host header names the address it listens on (or, 
 localhost) or a name given with --allowed-host, so that a web page cannot reach it through a name
 of its own rebound to this address (DNS rebinding); redrive and purge are POSTs carrying a
 per-process CSRF token (cross-site requests are refused); --read-only removes every action;
---basic-auth (or $` + basicAuthEnv + `) protects every path; payloads are shown as previews of at
+--basic-auth (or $` + basicAuthEnv + `) protects every path but /healthz; payloads are shown as previews of at
 most --preview-bytes, never whole, and the lists read only a prefix of each from Redis; every
 list is paged. Every action is logged with the remote address and the basic-auth user.
+
+/healthz answers 200 "ok" when Redis answers PING, else 503, naming no queue: probes reach it
+without credentials. /health runs the checks of the exporter's /health (servers, promotion,
+consumers; 503 when one fails; --max-overdue) over every prefix served.
 
 It runs until interrupted (SIGINT / SIGTERM), then stops within about 5 s.`,
 		Args: cobra.NoArgs,
@@ -66,6 +72,9 @@ It runs until interrupted (SIGINT / SIGTERM), then stops within about 5 s.`,
 	fl.DurationVar(&f.sampleInterval, "sample-interval", web.DefaultSampleInterval, "how often the charts' figures are read (at least 100ms)")
 	fl.IntVar(&f.history, "history", web.DefaultHistorySize, "samples kept per queue for the charts (a ring; memory only)")
 	fl.StringSliceVar(&f.prefixes, "prefixes", nil, "serve these key prefixes, one queue list each (default: --prefix)")
+	f.health = health.DefaultLimits
+	fl.DurationVar(&f.health.MaxOverdue, "max-overdue", f.health.MaxOverdue,
+		"/health fails when a queue's earliest waiting message is overdue by more than this")
 	fl.StringArrayVar(&f.allowedHosts, "allowed-host", nil, "also answer requests for this host name, with :port for that port only "+
 		"(repeatable; the names a proxy in front forwards, or that reach --allow-remote)")
 	return c
@@ -82,7 +91,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 			"loopback only unless you pass --allow-remote (then protect it with --basic-auth and TLS in front, or --read-only)", f.addr)
 	}
 	opts := []web.Option{web.WithPreviewBytes(f.previewBytes), web.WithSampleInterval(f.sampleInterval),
-		web.WithHistorySize(f.history), web.WithLogger(slog.New(slog.NewTextHandler(a.stderr, nil)))}
+		web.WithHistorySize(f.history), web.WithLogger(slog.New(slog.NewTextHandler(a.stderr, nil))), web.WithHealthLimits(f.health)}
 	auth := f.basicAuth
 	if auth == "" {
 		auth = os.Getenv(basicAuthEnv)

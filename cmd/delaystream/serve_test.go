@@ -177,7 +177,7 @@ func TestServeReadOnlyAndAuth(t *testing.T) {
 	t.Parallel()
 	tg := single(t)
 	seed(t, tg)
-	s := startServe(t, tg, []string{basicAuthEnv + "=ops:s3cret"}, "--read-only")
+	s := startServe(t, tg, []string{basicAuthEnv + "=ops:s3cret"}, "--read-only", "--max-overdue", "10s")
 	page := s.url + "/p/" + url.PathEscape(tg.prefix) + "/q/jobs"
 
 	code, _ := get(t, page, "", "")
@@ -198,6 +198,19 @@ func TestServeReadOnlyAndAuth(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+
+	// /healthz names nothing and needs no credentials; /health names the
+	// queues and does, and fails on the seeded queue whose earliest
+	// message is a minute overdue (past --max-overdue).
+	code, body = get(t, s.url+"/healthz", "", "")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ok\n", body)
+	code, _ = get(t, s.url+"/health", "", "")
+	assert.Equal(t, http.StatusUnauthorized, code)
+	code, body = get(t, s.url+"/health", "ops", "s3cret")
+	assert.Equal(t, http.StatusServiceUnavailable, code, body)
+	assert.Regexp(t, `(?m)^fail  queue orders: the earliest waiting message is overdue by `, body)
+	assert.Regexp(t, `(?m)^ok    group jobs/audit: `, body)
 	s.stop(t)
 }
 

@@ -38,13 +38,16 @@ func (m *Metrics) WatchAll(rdb redis.UniversalClient, prefix string) error {
 }
 
 // discovered returns the queues the WatchAll prefixes hold now that are
-// not in ws, each counted in stats_errors_total from now on.
-func (m *Metrics) discovered(ctx context.Context, all, ws []watch) []watch {
+// not in ws, each counted in stats_errors_total from now on, and whether
+// every prefix could be read.
+func (m *Metrics) discovered(ctx context.Context, all, ws []watch) ([]watch, bool) {
 	var out []watch
+	ok := true
 	for _, a := range all {
 		qs, err := a.in.Queues(ctx)
 		if err != nil {
 			m.discoveryErrors.Inc()
+			ok = false
 			continue
 		}
 		for _, q := range qs {
@@ -56,5 +59,5 @@ func (m *Metrics) discovered(ctx context.Context, all, ws []watch) []watch {
 			out = append(out, watch{in: a.in, prefix: a.prefix, queue: q.Name})
 		}
 	}
-	return out
+	return out, ok
 }

@@ -73,7 +73,13 @@
 //	group_concurrency_slots_held    gauge      queue, group           scrape: slots its live consumers hold (absent: no cap)
 //	group_rate_limit_per_second     gauge      queue, group           scrape: the group's rate limit (absent: none)
 //	group_rate_limit_burst          gauge      queue, group           scrape: the rate limit's burst (absent: none)
+//	queue_evicting_servers          gauge      queue                  scrape: servers holding the queue that can evict its keys
 //	stats_errors_total              counter    queue                  scrape: reads of a queue's figures that failed or timed out
+//	discovery_errors_total          counter    -                      scrape: discoveries of the queues under a prefix that failed
+//	redis_memory_used_bytes         gauge      server                 scrape: the server's used_memory
+//	redis_memory_max_bytes          gauge      server                 scrape: the server's maxmemory (0: no limit)
+//	redis_memory_evicts             gauge      server                 scrape: 1 when its maxmemory-policy can evict keys
+//	up                              gauge      -                      scrape: 1 when every read from Redis succeeded, else 0
 //
 // The four recurring_* series labelled by schedule exist for a queue with
 // at most [DefaultMaxScheduleSeries] schedules ([WithMaxScheduleSeries]):
@@ -98,6 +104,12 @@
 // from the group's retry lane counts as lane "retry"), so with n groups a
 // message is observed n times. The delivery lag ends on this host's clock;
 // skew shows in it, and a negative value (skew only) is observed as 0.
+//
+// A scrape that cannot read Redis (a server down, a timeout) still
+// answers: up is 0, the gauges it could not read are absent, and the
+// counters and histograms are there as ever, so alert on up == 0 rather
+// than on a series that went missing. The server label is the address
+// the client reaches the server at (each master of a Cluster).
 //
 // The scrape gauges report the shared state of Redis: every process that
 // watches a queue reports the same values, so aggregate them with max, not

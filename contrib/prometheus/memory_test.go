@@ -15,22 +15,31 @@ import (
 	"github.com/delaystream/delaystream/internal/redistest"
 )
 
+// ordersOn starts a redis-server of the test's own with maxmemory and
+// policy (stopped at the test's end, or before by the test) and schedules
+// one message on queue "orders" under a prefix of the test's.
+func ordersOn(t *testing.T, maxmemory, policy string) (*redistest.Server, *redis.Client, string) {
+	t.Helper()
+	s, err := redistest.Spawn("--maxmemory", maxmemory, "--maxmemory-policy", policy)
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	rdb := redis.NewClient(redistest.Options(t, s.Addr))
+	t.Cleanup(func() { _ = rdb.Close() })
+	prefix := redistest.Prefix(t)
+	q, err := delaystream.New(rdb, "orders", delaystream.WithPrefix(prefix))
+	require.NoError(t, err)
+	_, err = q.Schedule(context.Background(), delaystream.Message{ID: "a"}, delaystream.After(time.Hour))
+	require.NoError(t, err)
+	return s, rdb, prefix
+}
+
 // queue_evicting_servers counts the servers that can evict the queue's
 // keys: 1 on an allkeys-lru server with maxmemory, 0 on noeviction.
 func TestEvictingServers(t *testing.T) {
 	t.Parallel()
 	for policy, want := range map[string]float64{"allkeys-lru": 1, "noeviction": 0} {
 		t.Run(policy, func(t *testing.T) {
-			s, err := redistest.Spawn("--maxmemory", "8mb", "--maxmemory-policy", policy)
-			require.NoError(t, err)
-			defer s.Stop()
-			rdb := redis.NewClient(redistest.Options(t, s.Addr))
-			defer rdb.Close()
-			prefix := redistest.Prefix(t)
-			q, err := delaystream.New(rdb, "orders", delaystream.WithPrefix(prefix))
-			require.NoError(t, err)
-			_, err = q.Schedule(context.Background(), delaystream.Message{ID: "a"}, delaystream.After(time.Hour))
-			require.NoError(t, err)
+			_, rdb, prefix := ordersOn(t, "8mb", policy)
 
 			m, err := dsprom.New()
 			require.NoError(t, err)
@@ -42,4 +51,37 @@ func TestEvictingServers(t *testing.T) {
 			assert.Equal(t, want, got["delaystream_queue_evicting_servers{queue=orders}"])
 		})
 	}
+}
+
+// Each server's memory is reported at each scrape (used, maxmemory and
+// whether its policy can evict), and up says whether Redis could be
+// read: when the server stops, a scrape still answers, with up 0 and the
+// gauges it could not read absent.
+func TestMemoryAndUp(t *testing.T) {
+	t.Parallel()
+	s, rdb, prefix := ordersOn(t, "64mb", "allkeys-lru")
+
+	m, err := dsprom.New(dsprom.WithStatsTimeout(2 * time.Second))
+	require.NoError(t, err)
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	require.NoError(t, m.WatchAll(rdb, prefix))
+	got := scrape(t, reg)
+	server := "{server=" + s.Addr + "}"
+	assert.Equal(t, 1.0, got["delaystream_up{}"])
+	assert.Equal(t, float64(64<<20), got["delaystream_redis_memory_max_bytes"+server])
+	assert.Positive(t, got["delaystream_redis_memory_used_bytes"+server])
+	assert.Less(t, got["delaystream_redis_memory_used_bytes"+server], float64(64<<20))
+	assert.Equal(t, 1.0, got["delaystream_redis_memory_evicts"+server], "allkeys-lru can evict")
+	assert.Equal(t, 1.0, got["delaystream_queue_waiting_messages{queue=orders}"])
+
+	require.NoError(t, rdb.ConfigSet(context.Background(), "maxmemory-policy", "noeviction").Err())
+	assert.Equal(t, 0.0, scrape(t, reg)["delaystream_redis_memory_evicts"+server], "noeviction does not")
+
+	s.Stop()
+	got = scrape(t, reg)
+	assert.Equal(t, 0.0, got["delaystream_up{}"], "Redis down")
+	assert.NotContains(t, got, "delaystream_redis_memory_used_bytes"+server)
+	assert.NotContains(t, got, "delaystream_queue_waiting_messages{queue=orders}")
+	assert.Equal(t, 1.0, got["delaystream_discovery_errors_total{}"])
 }

@@ -28,11 +28,13 @@ type statDescs struct {
 	consumers, pending, oldest, lag, retryWaiting, deadLetters *prometheus.Desc // queue, group
 	recurring, recPausedCount, recMaxLate                      *prometheus.Desc // queue
 	recNext, recLast, recLate, recPaused                       *prometheus.Desc // queue, schedule
+	memUsed, memMax, memEvicts                                 *prometheus.Desc // server
+	up                                                         *prometheus.Desc // none
 	flowDescs                                                                   // flow.go
 }
 
 func newStatDescs(ns string) statDescs {
-	q, g, sch := []string{"queue"}, []string{"queue", "group"}, []string{"queue", "schedule"}
+	q, g, sch, srv := []string{"queue"}, []string{"queue", "group"}, []string{"queue", "schedule"}, []string{"server"}
 	d := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName(ns, "", name), help, labels, nil)
 	}
@@ -58,6 +60,11 @@ func newStatDescs(ns string) statDescs {
 		recLast:   d("recurring_last_occurrence_timestamp_seconds", "Unix time of the schedule's latest occurrence due so far; absent when none.", sch),
 		recLate:   d("recurring_last_lateness_seconds", "How late the latest occurrence was appended to the stream (Redis clock); absent when unknown.", sch),
 		recPaused: d("recurring_paused", "1 when the schedule is paused, else 0.", sch),
+		memUsed:   d("redis_memory_used_bytes", "The Redis server's used_memory (INFO memory).", srv),
+		memMax:    d("redis_memory_max_bytes", "The Redis server's maxmemory: 0 when it has no limit.", srv),
+		memEvicts: d("redis_memory_evicts", "1 when the server's maxmemory-policy can evict keys (messages can be lost), else 0.", srv),
+		up: d("up", "1 when the scrape read every watched queue's figures and every server's memory from Redis, "+
+			"0 when any read failed or timed out: the other scrape gauges of what could not be read are absent.", nil),
 		flowDescs: newFlowDescs(d),
 	}
 }
@@ -65,7 +72,8 @@ func newStatDescs(ns string) statDescs {
 func (s statDescs) describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.waiting, s.overdue, s.overdueAge, s.streamLen, s.quarantined, s.evicting,
 		s.consumers, s.pending, s.oldest, s.lag, s.retryWaiting, s.deadLetters,
-		s.recurring, s.recPausedCount, s.recMaxLate, s.recNext, s.recLast, s.recLate, s.recPaused} {
+		s.recurring, s.recPausedCount, s.recMaxLate, s.recNext, s.recLast, s.recLate, s.recPaused,
+		s.memUsed, s.memMax, s.memEvicts, s.up} {
 		ch <- d
 	}
 	s.flowDescs.describe(ch)
@@ -207,8 +215,8 @@ func (m *Metrics) watchOf(queue string) (watch, bool) {
 	return m.watched[i], true
 }
 
-// collectStats reads and sends the figures of every watched queue, within
-// the stats timeout.
+// collectStats reads and sends the figures of every watched queue and the
+// memory of every server they are on, within the stats timeout, and up.
 func (m *Metrics) collectStats(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	ws, all := slices.Clone(m.watched), slices.Clone(m.all)
@@ -218,24 +226,78 @@ func (m *Metrics) collectStats(ch chan<- prometheus.Metric) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.statsTimeout)
 	defer cancel()
-	ws = append(ws, m.discovered(ctx, all, ws)...)
+	found, ok := m.discovered(ctx, all, ws)
+	ws = append(ws, found...)
 	for _, w := range ws {
-		r, err := w.read(ctx)
-		if err != nil {
+		if !m.collectQueue(ctx, ch, w) {
 			m.statsErrors.WithLabelValues(w.queue).Inc()
-			continue
+			ok = false
 		}
-		m.stats.send(ch, r)
-		if r.Recurring == 0 {
-			continue
-		}
-		list, err := w.in.Recurring(ctx, w.queue)
-		if err != nil {
-			m.statsErrors.WithLabelValues(w.queue).Inc()
-			continue
-		}
-		m.stats.sendRecurring(ch, w.queue, list, m.cfg.scheduleSeries)
 	}
+	if !m.collectMemory(ctx, ch, append(ws, all...)) {
+		ok = false
+	}
+	up := 0.0
+	if ok {
+		up = 1
+	}
+	ch <- prometheus.MustNewConstMetric(m.stats.up, prometheus.GaugeValue, up)
+}
+
+// collectQueue reads and sends the figures of w's queue and its recurring
+// schedules, and reports whether it could read them.
+func (m *Metrics) collectQueue(ctx context.Context, ch chan<- prometheus.Metric, w watch) bool {
+	r, err := w.read(ctx)
+	if err != nil {
+		return false
+	}
+	m.stats.send(ch, r)
+	if r.Recurring == 0 {
+		return true
+	}
+	list, err := w.in.Recurring(ctx, w.queue)
+	if err != nil {
+		return false
+	}
+	m.stats.sendRecurring(ch, w.queue, list, m.cfg.scheduleSeries)
+	return true
+}
+
+// collectMemory reads and sends the memory of every server the watches'
+// clients write to, each server once, and reports whether every client's
+// servers answered.
+func (m *Metrics) collectMemory(ctx context.Context, ch chan<- prometheus.Metric, ws []watch) bool {
+	ok := true
+	seen := map[*admin.Inspector]bool{}
+	servers := map[string]bool{}
+	gauge := func(desc *prometheus.Desc, v float64, server string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, server)
+	}
+	for _, w := range ws {
+		if seen[w.in] {
+			continue
+		}
+		seen[w.in] = true
+		list, err := w.in.Memory(ctx)
+		if err != nil {
+			ok = false
+			continue
+		}
+		for _, s := range list {
+			if !s.Known || servers[s.Addr] {
+				continue
+			}
+			servers[s.Addr] = true
+			gauge(m.stats.memUsed, float64(s.Used), s.Addr)
+			gauge(m.stats.memMax, float64(s.Max), s.Addr)
+			evicts := 0.0
+			if s.Evicts() {
+				evicts = 1
+			}
+			gauge(m.stats.memEvicts, evicts, s.Addr)
+		}
+	}
+	return ok
 }
 
 // read returns the figures of w's queue: zeros for a queue not in Redis.

@@ -188,10 +188,13 @@ func precisionNeverEarly(t *testing.T, p time.Duration) {
 	// A missed target shows as the max idle (1 s) or more; a loaded
 	// machine adds tens of ms.
 	margin.Less(t, "latest promotion", late, p+900*time.Millisecond, "the latest promotion")
+	// Calls that moved entries: one per bucket on time; a lane woken late
+	// (a loaded machine) promotes what is due by then, part of the next
+	// bucket with it, whose rest takes one more call. Not a bound, then:
+	// what the lane must not do, call before the due time and again at
+	// once, shows in the calls in all. Besides one call per bucket: the
+	// first, and a few more for wake-ups while scheduling and idle checks.
 	moved := hook.get()
-	assert.LessOrEqual(t, len(moved), len(buckets), "one promote call per bucket at most")
-	// Besides one call per bucket: the first, and a few more for wake-ups
-	// while scheduling and idle checks.
 	calls := count.n.Load()
 	margin.LessOrEqual(t, "promote calls", calls, int64(len(buckets)+10), "promote calls")
 	t.Logf("precision %s: %d messages, %d buckets, %d promote calls (%d moved), latest %s after its due time", p, n, len(buckets), calls, len(moved), late)

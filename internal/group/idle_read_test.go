@@ -3,6 +3,9 @@ package group_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,7 +26,9 @@ import (
 // delivery of one message to that of the next, due 3 s later, its only
 // read is the one that takes the second: its own when a mover elsewhere
 // promotes the queue, in the promote call's pipeline when its own
-// process's mover does.
+// process's mover does. A subscription rebuilt meanwhile (its health
+// check timed out on a loaded machine, which the consumer logs) reads
+// both streams once more, as announcements may have been lost.
 func TestIdleConsumerReadsWhenAnnounced(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -45,21 +50,30 @@ func TestIdleConsumerReadsWhenAnnounced(t *testing.T) {
 			rides := new(ackRides)
 			rdb.AddHook(roundTrips(rides.see))
 			rec := newRecorder()
-			c := h.consumerOn(rdb, "g", rec.ack, opts...)
+			resubs := &resubscriptions{}
+			c := h.consumerOn(rdb, "g", rec.ack, append(opts, group.WithLogger(slog.New(resubs)))...)
 			r := start(t, c.Run)
 			// Subscribed: the reads every subscription makes come before the
 			// first announced message's.
 			waitSubscribers(t, h.rdb, 1, h.keys.Main().Arrivals, h.keys.Retry("g").Arrivals)
 			h.schedule([]string{"first"}, 0)
 			waitFor(t, 5*time.Second, func() bool { return rec.total() == 1 }, "the first delivered")
-			all, empty, own := reads.all.Load(), reads.empty.Load(), rides.reads.Load()
+			all, empty, own, rebuilt := reads.all.Load(), reads.empty.Load(), rides.reads.Load(), resubs.n.Load()
 
 			const idle = 3 * time.Second
 			h.schedule([]string{"later"}, idle)
 			waitFor(t, idle+5*time.Second, func() bool { return rec.total() == 2 }, "the later one delivered")
-			assert.Zero(t, reads.empty.Load()-empty, "empty reads while idle over 3 s (a 1 s blocking read would make 3)")
-			assert.EqualValues(t, 1, reads.all.Load()-all, "reads while idle over 3 s")
-			assert.EqualValues(t, tc.ownReads, rides.reads.Load()-own, "reads of its own while idle over 3 s")
+			extra := 2 * (resubs.n.Load() - rebuilt) // both streams read after each rebuild
+			if extra > 0 {
+				t.Logf("the subscription was rebuilt while idle: %d more reads allowed", extra)
+			}
+			assert.LessOrEqual(t, reads.empty.Load()-empty, extra, "empty reads while idle over 3 s (a 1 s blocking read would make 3)")
+			assert.LessOrEqual(t, reads.all.Load()-all, 1+extra, "reads while idle over 3 s")
+			assert.GreaterOrEqual(t, reads.all.Load()-all, int64(1), "the later one is read")
+			assert.LessOrEqual(t, rides.reads.Load()-own, tc.ownReads+extra, "reads of its own while idle over 3 s")
+			if t.Failed() {
+				t.Logf("the consumer's log:\n%s", resubs)
+			}
 			d := rec.get("later")[0]
 			took := d.At.Sub(d.Due)
 			t.Logf("due to handled: %s", took)
@@ -74,6 +88,38 @@ func TestIdleConsumerReadsWhenAnnounced(t *testing.T) {
 			margin.Less(t, "shutdown when idle", stopped, time.Second, "nothing to wait out at shutdown")
 		})
 	}
+}
+
+// resubscriptions counts the consumer's log records of a rebuilt pub/sub
+// subscription, and keeps every record for a failure's report.
+type resubscriptions struct {
+	n    atomic.Int64
+	mu   sync.Mutex
+	recs []string
+}
+
+func (r *resubscriptions) Enabled(context.Context, slog.Level) bool { return true }
+func (r *resubscriptions) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *resubscriptions) WithGroup(string) slog.Handler            { return r }
+func (r *resubscriptions) Handle(_ context.Context, rec slog.Record) error {
+	if strings.HasPrefix(rec.Message, "pub/sub subscription failed") {
+		r.n.Add(1)
+	}
+	line := rec.Time.Format("15:04:05.000") + " " + rec.Level.String() + " " + rec.Message
+	rec.Attrs(func(a slog.Attr) bool {
+		line += " " + a.String()
+		return true
+	})
+	r.mu.Lock()
+	r.recs = append(r.recs, line)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *resubscriptions) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.recs, "\n")
 }
 
 // One process with a consumer on each of 100 queues, all on one client

@@ -5,14 +5,18 @@ import (
 	"io/fs"
 	"net/http"
 	"strings"
+
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/health"
 )
 
 //go:embed static
 var staticFS embed.FS
 
 // routes builds the handler: security headers, then the Host check
-// (every path: pages, static files, the API), then basic auth (when
-// configured), then cross-origin protection of POSTs, then the routes.
+// (every path: pages, static files, the API, the health checks), then
+// basic auth (when configured; not for /healthz, which names nothing, so
+// that probes need no credentials), then cross-origin protection of
+// POSTs, then the routes.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	sub, _ := fs.Sub(staticFS, "static") // static is embedded: cannot fail
@@ -48,6 +52,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/g/{group}/dead", s.apiDead)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/recurring", s.apiRecurring)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/quarantine", s.apiQuarantine)
+	mux.Handle("GET /health", health.Handler(s.inspectors, s.cfg.health))
 
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -57,7 +62,10 @@ func (s *Server) routes() http.Handler {
 	if s.cfg.auth {
 		h = s.requireAuth(h)
 	}
-	return securityHeaders(s.checkHost(h))
+	outer := http.NewServeMux()
+	outer.Handle("GET /healthz", health.Ping(s.rdb))
+	outer.Handle("/", h)
+	return securityHeaders(s.checkHost(outer))
 }
 
 // securityHeaders forbids framing, sniffing, inline scripts and styles and

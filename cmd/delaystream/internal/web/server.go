@@ -18,6 +18,7 @@ import (
 
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/admin"
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/health"
 )
 
 // Defaults of the options.
@@ -66,6 +67,19 @@ type config struct {
 	historySize    int
 	logger         *slog.Logger
 	allowedHosts   []hostPort // WithAllowedHosts's, parsed
+	health         health.Limits
+}
+
+// WithHealthLimits sets the bounds /health holds the queues to (default
+// health.DefaultLimits); a MaxOverdue that is not positive is refused.
+func WithHealthLimits(l health.Limits) Option {
+	return func(c *config) error {
+		if l.MaxOverdue <= 0 || l.NearlyFull <= 0 || l.NearlyFull > 1 {
+			return fmt.Errorf("%w: health limits: max overdue must be positive and nearly full within (0, 1]", ErrInvalidOption)
+		}
+		c.health = l
+		return nil
+	}
 }
 
 // WithReadOnly serves the pages without any action: no redrive or purge
@@ -219,7 +233,7 @@ func New(rdb redis.UniversalClient, prefix string, opts ...Option) (*Server, err
 	if prefix == "" {
 		prefix = delaystream.DefaultPrefix
 	}
-	cfg := config{previewBytes: DefaultPreviewBytes, prefixes: []string{prefix},
+	cfg := config{previewBytes: DefaultPreviewBytes, prefixes: []string{prefix}, health: health.DefaultLimits,
 		sampleInterval: DefaultSampleInterval, historySize: DefaultHistorySize, logger: slog.Default()}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
@@ -247,6 +261,15 @@ func New(rdb redis.UniversalClient, prefix string, opts ...Option) (*Server, err
 	s.pages = pg
 	s.handler = s.routes()
 	return s, nil
+}
+
+// inspectors returns the Inspector of every prefix served, in prefix order.
+func (s *Server) inspectors() []*admin.Inspector {
+	out := make([]*admin.Inspector, 0, len(s.cfg.prefixes))
+	for _, p := range s.cfg.prefixes {
+		out = append(out, s.ins[p])
+	}
+	return out
 }
 
 // ServeHTTP implements http.Handler.
