@@ -17,7 +17,7 @@ type Delivery struct {
 	Payload    []byte            // as scheduled
 	Headers    map[string]string // as scheduled; nil when none
 	Attempt    int               // 1 on the first delivery, +1 per counted retry
-	Deliveries int64             // times this stream entry was delivered: 1, more after a crashed consumer's entries are reclaimed
+	Deliveries int64             // times this stream entry was delivered: 1, more after a crashed consumer's entries are reclaimed (entries handed back unstarted at a stop or pause keep their count)
 	Due        time.Time         // when it was due (Redis clock)
 	Created    time.Time         // when it was first scheduled (producer clock)
 	Deadline   time.Time         // when it expires unhandled (producer clock); zero: never

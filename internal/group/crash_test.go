@@ -2,6 +2,7 @@ package group_test
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -591,4 +592,62 @@ func TestIdleThenKilledConsumerWorkIsReclaimed(t *testing.T) {
 	assert.Equal(t, held[0].EntryID, d[0].EntryID)
 	r.stop(t)
 	assert.Zero(t, h.pending(h.mainStream(), "g"))
+}
+
+// Entries handed back unstarted at a clean stop (read ahead, queued for a
+// worker) keep their delivery counts, as on a pause: a deployment that
+// restarts its consumers many times does not dead-letter messages no
+// handler ever saw. With WithMaxDeliveries(1), consumers stopped in turn
+// while their one worker is busy and the rest wait in their read-ahead
+// dead-letter nothing: every message reaches a handler, on what Redis
+// counts as its first delivery.
+func TestStopsDoNotCountAsDeliveries(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.startMover()
+	const n = 4
+	h.schedule(ids("m", n), 0)
+	rec := newRecorder()
+	for round := range 3 {
+		release := make(chan struct{})
+		busy := make(chan string, 1)
+		c := h.consumer("g", func(ctx context.Context, m *group.Message) error {
+			select {
+			case busy <- m.ID:
+				<-release // the one worker is busy: the others wait queued
+			default:
+			}
+			rec.add(m)
+			return nil
+		}, group.WithWorkers(1), group.WithPrefetch(4), group.WithMaxDeliveries(1), group.WithConsumerName(fmt.Sprint("c", round)),
+			group.WithVisibilityTimeout(time.Second), group.WithReclaimInterval(50*time.Millisecond))
+		r := start(t, c.Run)
+		var running string
+		select {
+		case running = <-busy:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d: no handler started; counters %+v", round, c.Counters())
+		}
+		// The rest of what is left is read and queued behind it.
+		left := n - rec.total()
+		waitFor(t, 10*time.Second, func() bool { return len(h.heldBy(fmt.Sprint("c", round), 10)) >= left }, "round %d: read ahead", round)
+		go func() { time.AfterFunc(50*time.Millisecond, func() { close(release) }) }()
+		r.stop(t)
+		assert.Zero(t, c.Counters().DeadLettered, "round %d", round)
+		t.Logf("round %d: handled %s, handed back %d", round, running, left-1)
+		if rec.total() == n {
+			break
+		}
+	}
+	c := h.consumer("g", rec.ack, group.WithMaxDeliveries(1),
+		group.WithVisibilityTimeout(time.Second), group.WithReclaimInterval(50*time.Millisecond))
+	r := start(t, c.Run)
+	waitFor(t, 10*time.Second, func() bool { return rec.total() == n }, "every message handled")
+	r.stop(t)
+	assert.Zero(t, c.Counters().DeadLettered)
+	assert.Empty(t, deadLetters(t, c.DeadLetters()))
+	for id, ds := range rec.snapshot() {
+		require.Len(t, ds, 1, id)
+		assert.EqualValues(t, 1, ds[0].Deliveries, "%s: handed back unstarted, its count kept", id)
+	}
 }

@@ -211,36 +211,29 @@ func (rd *reader) queue(ctx context.Context, fs []flight) {
 		for j := i; j < len(fs); j++ {
 			rest = append(rest, &fs[j])
 		}
-		rd.giveBack(rest, false)
+		rd.giveBack(rest)
 		return
 	}
 }
 
-// giveBack releases entries that will not be handled and hands them back,
-// one call per stream; an entry the drain timeout handed back already is
-// only released.
-//
-// With keep (the group was paused), each entry's delivery count is set
-// back by one, so that the reclaim after the resume leaves it as it was:
-// pauses do not bring entries nearer the max deliveries.
-func (rd *reader) giveBack(fs []*flight, keep bool) {
-	type batchKey struct {
-		stream  string
-		retries int64
-	}
-	by := map[batchKey][]string{}
+// giveBack releases entries that will not be handled, never started (read
+// or queued as the intake stopped or the group was paused), and hands them
+// back, one call per stream; an entry the drain timeout handed back
+// already is only released. Each entry's delivery count is set back by
+// one, so that the claim that takes it next leaves it as it was: a stop or
+// a pause does not bring an entry nearer the max deliveries, which count
+// the deliveries a handler may have seen (a process that crashed holding
+// it, or a handler cut short), not the restarts of a deployment.
+func (rd *reader) giveBack(fs []*flight) {
+	by := map[string][]*flight{} // by stream
 	for _, f := range fs {
 		if f.takeBack() {
-			k := batchKey{stream: f.b.stream, retries: -1}
-			if keep {
-				k.retries = max(f.deliveries-1, 0)
-			}
-			by[k] = append(by[k], f.x.ID)
+			by[f.b.stream] = append(by[f.b.stream], f)
 		}
 		rd.release(f)
 	}
-	for k, ids := range by {
-		rd.settle.handBack(rd.r.opCtx, k.stream, ids, k.retries)
+	for stream, fs := range by {
+		rd.settle.handBackKept(rd.r.opCtx, stream, fs)
 	}
 }
 

@@ -159,7 +159,7 @@ func (rc *reclaimer) deliveryCounts(ctx context.Context, streamKey string, msgs 
 	}
 	for _, p := range pend {
 		if _, ok := counts[p.ID]; ok {
-			counts[p.ID] = max(p.RetryCount, 2)
+			counts[p.ID] = max(p.RetryCount, 1) // 1: handed back unstarted, its count kept (giveBack)
 		}
 	}
 	return counts
@@ -341,21 +341,18 @@ func (rc *reclaimer) admit(ctx context.Context, fs []flight) {
 	}
 	lim.reclaim(-int64(len(fs)))
 	rd.waiting.Add(-int64(len(fs)))
-	byCount := map[int64][]string{}
+	back := make([]*flight, 0, len(fs))
 	for i := range fs {
 		f := &fs[i]
 		if f.takeBack() { // not handed back by the drain timeout already
-			n := max(f.deliveries-1, 0)
-			byCount[n] = append(byCount[n], f.x.ID)
+			back = append(back, f)
 		}
 		f.settled.Store(true)
 		if f.b.left.Add(-1) == 0 {
 			rd.r.c.held.remove(f.b)
 		}
 	}
-	for n, ids := range byCount {
-		rd.settle.handBack(rc.r.opCtx, streamKey, ids, n)
-	}
+	rd.settle.handBackKept(rc.r.opCtx, streamKey, back)
 	lim.released() // the count recorded in Redis is stale
 	rd.roomFreed()
 }

@@ -247,6 +247,20 @@ func (s *settler) handBack(ctx context.Context, streamKey string, ids []string, 
 	c.ctr.handedBack.Add(uint64(len(ids)))
 }
 
+// handBackKept hands back fs, entries of streamKey never started, with
+// their delivery counts set back by one (one call per count), so that the
+// claim that takes each next leaves its count as it was.
+func (s *settler) handBackKept(ctx context.Context, streamKey string, fs []*flight) {
+	byCount := map[int64][]string{}
+	for _, f := range fs {
+		n := max(f.deliveries-1, 0)
+		byCount[n] = append(byCount[n], f.x.ID)
+	}
+	for n, ids := range byCount {
+		s.handBack(ctx, streamKey, ids, n)
+	}
+}
+
 // handBackAll hands back every entry still held, at drain timeout.
 func (s *settler) handBackAll() int {
 	c := s.r.c

@@ -31,10 +31,8 @@ func (w *workers) work() {
 	defer cancel()
 	for f := range rd.jobs {
 		switch {
-		case w.intake.Err() != nil:
-			w.handBackQueued(f, false)
-		case r.pause.paused():
-			w.handBackQueued(f, true) // not started: the group takes it after the resume
+		case w.intake.Err() != nil, r.pause.paused():
+			w.handBackQueued(f) // not started: the group takes it after the restart or the resume
 		default:
 			start := time.Now()
 			w.handle(wctx, f)
@@ -46,10 +44,9 @@ func (w *workers) work() {
 }
 
 // handBackQueued hands back f and whatever else is queued at that moment,
-// in one call per stream, rather than one call per entry; paused: the
-// group is paused, and the entries' delivery counts are kept (see
-// reader.giveBack).
-func (w *workers) handBackQueued(f *flight, paused bool) {
+// in one call per stream, rather than one call per entry, their delivery
+// counts kept (see reader.giveBack).
+func (w *workers) handBackQueued(f *flight) {
 	fs := []*flight{f}
 	for {
 		select {
@@ -62,7 +59,7 @@ func (w *workers) handBackQueued(f *flight, paused bool) {
 		}
 		break
 	}
-	w.rd.giveBack(fs, paused)
+	w.rd.giveBack(fs)
 }
 
 // handle decodes, runs the handler and settles the entry.
