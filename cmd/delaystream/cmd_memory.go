@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,10 +15,13 @@ import (
 // errEvicting is returned by memory when a server can evict.
 var errEvicting = errors.New("a Redis server may evict the queues' keys: set maxmemory-policy noeviction (see docs/operations.md, \"Redis memory\")")
 
+// errFull is returned by memory when a server is full and evicts nothing.
+var errFull = errors.New("a Redis server is full: Schedule is refused until the groups drain it or maxmemory is raised (see docs/operations.md, \"Redis memory\")")
+
 func (a *app) memoryCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "memory",
-		Short: "Memory settings of every Redis server (each master of a Cluster); exit status 1 when one may evict the queues' keys",
+		Short: "Memory settings of every Redis server (each master of a Cluster); exit status 1 when one may evict the queues' keys or is full",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			in, err := a.inspector()
@@ -28,9 +32,10 @@ func (a *app) memoryCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			evicting := false
+			evicting, full := false, false
 			for _, s := range list {
 				evicting = evicting || s.Evicts()
+				full = full || isFull(s)
 			}
 			if a.jsonOut {
 				if err := a.printJSON(list); err != nil {
@@ -39,8 +44,11 @@ func (a *app) memoryCmd() *cobra.Command {
 			} else {
 				a.printMemory(list)
 			}
-			if evicting {
+			switch {
+			case evicting:
 				return errEvicting
+			case full:
+				return errFull
 			}
 			return nil
 		},
@@ -68,6 +76,33 @@ func (a *app) printMemory(list []admin.ServerMemory) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.Addr, bytesText(s.Used), limit, s.Policy, evicts)
 	}
 	_ = w.Flush()
+}
+
+// isFull reports whether s evicts nothing and has reached its maxmemory:
+// every write that adds memory is refused (Schedule among them).
+func isFull(s admin.ServerMemory) bool {
+	return s.Known && !s.Evicts() && s.Max > 0 && s.Used >= s.Max
+}
+
+// warnMemory writes a warning line per server of in's client that can
+// evict or is full, read now (nothing when they cannot be read: the
+// command's own reads report that).
+func (a *app) warnMemory(ctx context.Context, in *admin.Inspector) {
+	list, err := in.Memory(ctx)
+	if err != nil {
+		return
+	}
+	var evicting []delaystream.RedisMemory
+	for _, s := range list {
+		if s.Evicts() {
+			evicting = append(evicting, s.RedisMemory)
+		}
+		if isFull(s) {
+			fmt.Fprintf(a.stderr, "WARNING: Redis %s is full (used %s of maxmemory %s, maxmemory-policy %s): Schedule is refused until the groups drain it or maxmemory is raised\n",
+				s.Addr, bytesText(s.Used), bytesText(s.Max), s.Policy)
+		}
+	}
+	warnEvicting(a.stderr, evicting)
 }
 
 // warnEvicting writes a warning line per server that can evict.

@@ -34,6 +34,10 @@ func (a *app) queuesCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if !a.jsonOut {
+				// Also when no queue is found: eviction may be why.
+				a.warnMemory(ctxOf(c), in)
+			}
 			rows := make([]queueRow, len(qs))
 			for i, q := range qs {
 				rows[i].QueueInfo = q
@@ -53,12 +57,6 @@ func (a *app) queuesCmd() *cobra.Command {
 			if len(rows) == 0 {
 				fmt.Fprintf(a.stdout, "no queues under prefix %q\n", a.prefix)
 				return nil
-			}
-			for _, r := range rows {
-				if r.Stats != nil && len(r.Stats.Evicting) > 0 {
-					warnEvicting(a.stderr, r.Stats.Evicting)
-					break
-				}
 			}
 			w := a.table()
 			if noStats {
@@ -113,6 +111,7 @@ func (a *app) statsCmd() *cobra.Command {
 			if a.jsonOut {
 				return a.printJSON(st)
 			}
+			a.warnMemory(ctxOf(c), in)
 			a.printStats(st)
 			return nil
 		},
@@ -123,7 +122,6 @@ func (a *app) statsCmd() *cobra.Command {
 }
 
 func (a *app) printStats(st admin.QueueReport) {
-	warnEvicting(a.stderr, st.Evicting)
 	fmt.Fprintf(a.stdout, "queue %s (%d shard%s), Redis time %s\n", st.Queue, st.Shards, plural(st.Shards),
 		st.Now.Local().Format("2006-01-02 15:04:05.000"))
 	w := a.table()

@@ -97,6 +97,10 @@ func (a *app) exporter(ctx context.Context, addr string, timeout time.Duration, 
 		return err
 	}
 	fmt.Fprintf(a.stdout, "delaystream: exporting prefix %s on http://%s/metrics\n", a.prefix, l.Addr())
+	if local, err := isLoopback(ctx, addr); err == nil && !local {
+		fmt.Fprintf(a.stderr, "delaystream: /metrics and /health on %s answer any host that reaches it, "+
+			"naming the queues and groups: keep it behind a firewall, or a proxy with authentication\n", l.Addr())
+	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	g, gctx := errgroup.WithContext(ctx)

@@ -56,3 +56,35 @@ func TestMemoryCommand(t *testing.T) {
 		})
 	}
 }
+
+// A full server (noeviction, used memory at maxmemory) is said so: memory
+// exits 1, and queues and stats warn, queues also when it finds no queue.
+func TestMemoryFull(t *testing.T) {
+	t.Parallel()
+	s, err := redistest.Spawn("--maxmemory-policy", "noeviction")
+	require.NoError(t, err)
+	defer s.Stop()
+	tg := newTarget(t, s.Addr)
+	r := tg.run(t, "queues")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.NotContains(t, r.stderr, "WARNING")
+
+	rdb := redis.NewClient(redistest.Options(t, s.Addr))
+	defer rdb.Close()
+	require.NoError(t, rdb.ConfigSet(t.Context(), "maxmemory", "1").Err())
+	full := "WARNING: Redis " + s.Addr + " is full"
+	r = tg.run(t, "memory")
+	assert.Equal(t, exitError, r.code, r.stdout)
+	assert.Contains(t, r.stderr, "a Redis server is full")
+	r = tg.run(t, "queues")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "no queues under prefix")
+	assert.Contains(t, r.stderr, full, "no queue found, the server full")
+
+	require.NoError(t, rdb.ConfigSet(t.Context(), "maxmemory", "0").Err())
+	seedtest.Seed(t, rdb, tg.prefix)
+	require.NoError(t, rdb.ConfigSet(t.Context(), "maxmemory", "1").Err())
+	r = tg.run(t, "stats", "orders")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Contains(t, r.stderr, full)
+}

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,37 @@ func (h *holdings) remove(b *batch) {
 	h.mu.Lock()
 	delete(h.batches, b)
 	h.mu.Unlock()
+}
+
+// drop returns msgs, entries of stream claimed by this consumer, without
+// those it holds already (not settled, not handed back): a claim of an
+// entry this consumer holds (its extension came late, on a loaded
+// machine) only reset its idle time, and queuing it again would run its
+// handler twice in one process. (One whose handler ended while the claim
+// was on its way is not held any more, and is queued again: as after a
+// claim by another consumer, the lapsed hold makes it at least once.)
+// msgs is filtered in place.
+func (h *holdings) drop(stream string, msgs []redis.XMessage) []redis.XMessage {
+	h.mu.Lock()
+	var mine map[string]bool
+	for b := range h.batches {
+		if b.stream != stream {
+			continue
+		}
+		for i := range b.flights {
+			if f := &b.flights[i]; !f.settled.Load() && !f.handedBack.Load() {
+				if mine == nil {
+					mine = map[string]bool{}
+				}
+				mine[f.x.ID] = true
+			}
+		}
+	}
+	h.mu.Unlock()
+	if mine == nil {
+		return msgs
+	}
+	return slices.DeleteFunc(msgs, func(x redis.XMessage) bool { return mine[x.ID] })
 }
 
 // batch is the entries of one read or reclaim of one stream, allocated

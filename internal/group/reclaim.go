@@ -121,6 +121,9 @@ func (rc *reclaimer) take(ctx context.Context, streamKey string, res claimResult
 	}
 	var waiting []flight
 	if len(res.msgs) > 0 {
+		res.msgs = c.held.drop(streamKey, res.msgs)
+	}
+	if len(res.msgs) > 0 {
 		c.ctr.reclaimed.Add(uint64(len(res.msgs)))
 		counts := rc.deliveryCounts(ctx, streamKey, res.msgs)
 		if lim := rc.rd.lim; lim != nil {
@@ -147,14 +150,16 @@ func (rc *reclaimer) deliveryCounts(ctx context.Context, streamKey string, msgs 
 	for _, x := range msgs {
 		counts[x.ID] = 2
 	}
+	// The claim is made: its counts are read even when a stop comes
+	// meanwhile (the entries are then handed back with them kept).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+	defer cancel()
 	pend, err := c.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
 		Stream: streamKey, Group: c.group, Start: msgs[0].ID, End: msgs[len(msgs)-1].ID,
 		Count: int64(len(msgs)) + rc.rd.held.Load(), Consumer: c.cfg.consumer,
 	}).Result()
 	if err != nil {
-		if ctx.Err() == nil { // a stop cut the read: nothing to report
-			r.log.WarnContext(ctx, "reading delivery counts failed", slog.String("stream", streamKey), slog.Any("err", err))
-		}
+		r.log.WarnContext(ctx, "reading delivery counts failed; taking 2", slog.String("stream", streamKey), slog.Any("err", err))
 		return counts
 	}
 	for _, p := range pend {

@@ -261,23 +261,39 @@ func (s *settler) handBackKept(ctx context.Context, streamKey string, fs []*flig
 	}
 }
 
-// handBackAll hands back every entry still held, at drain timeout.
+// handBackAll hands back every entry still held, at drain timeout: those
+// whose handler started as they are (the claim that takes one next counts
+// a delivery), those still queued with their counts kept (handBackKept).
 func (s *settler) handBackAll() int {
 	c := s.r.c
-	byStream := map[string][]string{}
+	started := map[string][]string{}
+	queued := map[string][]*flight{}
 	c.held.mu.Lock()
 	for b := range c.held.batches {
 		for i := range b.flights {
-			if f := &b.flights[i]; !f.settled.Load() && f.takeBack() {
-				byStream[b.stream] = append(byStream[b.stream], f.x.ID)
+			f := &b.flights[i]
+			if f.settled.Load() || !f.takeBack() {
+				continue
+			}
+			f.mu.Lock()
+			running := f.cancel != nil
+			f.mu.Unlock()
+			if running {
+				started[b.stream] = append(started[b.stream], f.x.ID)
+			} else {
+				queued[b.stream] = append(queued[b.stream], f)
 			}
 		}
 	}
 	c.held.mu.Unlock()
 	n := 0
-	for st, ids := range byStream {
+	for st, ids := range started {
 		s.handBack(s.r.opCtx, st, ids, -1)
 		n += len(ids)
+	}
+	for st, fs := range queued {
+		s.handBackKept(s.r.opCtx, st, fs)
+		n += len(fs)
 	}
 	return n
 }

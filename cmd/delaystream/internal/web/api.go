@@ -77,6 +77,35 @@ type RecurringSchedule struct {
 	LateMs      *int64    `json:"late_ms,omitempty"` // how late Last was appended; absent when unknown
 }
 
+// APIEndpoint is one entry of the API's index (GET /api/).
+type APIEndpoint struct {
+	Path  string `json:"path"`            // with {prefix}, {queue}, {group} to fill in
+	Query string `json:"query,omitempty"` // the query parameters it takes
+	Doc   string `json:"doc"`
+}
+
+// apiIndex lists the API's documents, as GET /api/ serves them.
+var apiIndex = []APIEndpoint{
+	{Path: "/api/p/{prefix}/queues", Query: "after, limit", Doc: "a page of the queues under the prefix, with their figures and their groups'"},
+	{Path: "/api/p/{prefix}/q/{queue}", Query: "shards=1", Doc: "one queue's figures (with each shard's)"},
+	{Path: "/api/p/{prefix}/q/{queue}/history", Doc: "the waiting and overdue samples of this process, for the chart"},
+	{Path: "/api/p/{prefix}/q/{queue}/next", Query: "offset, limit", Doc: "a page of the waiting messages, earliest due first, payloads as previews"},
+	{Path: "/api/p/{prefix}/q/{queue}/g/{group}/dead", Query: "after (an entry id), limit", Doc: "a page of the group's dead letters, payloads as previews"},
+	{Path: "/api/p/{prefix}/q/{queue}/recurring", Query: "after, limit", Doc: "a page of the queue's recurring schedules"},
+	{Path: "/api/p/{prefix}/q/{queue}/quarantine", Query: "offset, limit", Doc: "a page of the quarantined entries, as previews"},
+	{Path: "/health", Query: "format=json", Doc: "the health checks (servers, promotion, consumers): 503 when one fails"},
+	{Path: "/healthz", Doc: "200 when Redis answers PING, else 503; needs no credentials"},
+}
+
+// apiIndexHandler serves the index of the API: the prefixes served and
+// the documents.
+func (s *Server) apiIndexHandler(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, struct {
+		Prefixes  []string      `json:"prefixes"`
+		Endpoints []APIEndpoint `json:"endpoints"`
+	}{s.Prefixes(), apiIndex})
+}
+
 // apiQueues serves a page of the queues' figures (?after=<queue>&limit=).
 func (s *Server) apiQueues(w http.ResponseWriter, r *http.Request) {
 	servePagedByCursor(s, w, r, queuesAfter, func(_ context.Context, all []admin.QueueReport, p pager) {

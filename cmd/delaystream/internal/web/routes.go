@@ -45,6 +45,7 @@ func (s *Server) routes() http.Handler {
 	}
 	mux.HandleFunc("POST /p/{prefix}/q/{queue}/quarantine/{action}", s.handleQuarantineAction)
 
+	mux.HandleFunc("GET /api/{$}", s.apiIndexHandler)
 	mux.HandleFunc("GET /api/p/{prefix}/queues", s.apiQueues)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}", s.apiQueue)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/history", s.apiHistory)
