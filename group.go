@@ -48,7 +48,9 @@ func WithMaxAttempts(n int) GroupOption { return groupOption(group.WithMaxAttemp
 // WithMaxDeliveries sets how often one stream entry may be delivered (the
 // first read plus reclaims after crashes) before it is dead-lettered as
 // poison with [ReasonDeliveries] (1 to 1000). Default 5. It catches
-// messages that crash their consumer.
+// messages that crash their consumer. Entries handed back unstarted (a
+// clean stop, a pause) keep their count: restarts do not bring a message
+// nearer the limit.
 func WithMaxDeliveries(n int) GroupOption { return groupOption(group.WithMaxDeliveries(n)) }
 
 // WithBackoff sets the delay before each retry, by the Redis clock.

@@ -193,6 +193,12 @@ func (rd *reader) hold(streamKey string, es []redis.XMessage, deliveries map[str
 // instead.
 func (rd *reader) queue(ctx context.Context, fs []flight) {
 	rd.held.Add(int64(len(fs)))
+	rd.push(ctx, fs)
+}
+
+// push queues flights counted in rd.held already for the workers, or,
+// once intake has stopped, hands the remaining ones back.
+func (rd *reader) push(ctx context.Context, fs []flight) {
 	for i := range fs {
 		f := &fs[i]
 		if ctx.Err() == nil {

@@ -128,12 +128,19 @@ func (t *taker) Took(tk *engine.Take) {
 	if st.reserved == 0 {
 		return
 	}
-	if rd.roomy(rd.capacity() - rd.held.Add(-st.reserved)) {
-		rd.roomFreed()
-	}
+	// The room reserved becomes the entries' in one step: counted out
+	// first, it would let a read take that room meanwhile, and the
+	// consumer would hold more than its workers and read-ahead.
+	var fs []flight
 	if len(tk.Entries) > 0 {
 		rd.act.touch(i) // pending now: the reclaimer looks at the stream
-		rd.enqueue(t.ctx, tk.Stream, tk.Entries, nil)
+		fs = rd.hold(tk.Stream, tk.Entries, nil).flights
+	}
+	if rd.roomy(rd.capacity() - rd.held.Add(int64(len(fs))-st.reserved)) {
+		rd.roomFreed()
+	}
+	if len(fs) > 0 {
+		rd.push(t.ctx, fs)
 	}
 	if tk.Count > 0 && (tk.ReadErr != nil || int64(len(tk.Entries)) >= tk.Count) {
 		// Failed (a missing group is recreated by the reader's read; a
