@@ -105,6 +105,20 @@ func WithMiddleware(mw ...Middleware) GroupOption {
 // in Counters.DeadLettersDropped and logged. Default: no cap.
 func WithDeadLetterCap(n int64) GroupOption { return groupOption(group.WithDeadLetterCap(n)) }
 
+// WithHandledRecords keeps a record of each message the group handled
+// (its handler succeeded, or dropped it) for d (1 s to 90 days): when, by
+// the Redis clock, the attempt, the outcome and the consumer. [Queue.Locate],
+// `delaystream locate` and the web view then answer "handled by billing at
+// 09:14:03, attempt 2" after the stream entry is gone. The record is
+// written with the acknowledgement, in the same script call; records older
+// than d are removed as new ones are written. A Redis at maxmemory with
+// noeviction refuses records (they add memory) and the acknowledgements go
+// on without them. Default: none kept. Memory and Redis CPU per record:
+// docs/performance.md.
+func WithHandledRecords(d time.Duration) GroupOption {
+	return groupOption(group.WithHandledRecords(d))
+}
+
 // WithRetention keeps handled entries in the stream for at least d (1 ms
 // to 30 days), e.g. so that a new group can replay recent history.
 // Default 0: an entry is trimmed once every group has handled it.

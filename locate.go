@@ -45,18 +45,25 @@ const (
 	PlaceRetrying Place = "retrying"
 	// PlaceDeadLettered: in the group's dead letters.
 	PlaceDeadLettered Place = "dead-lettered"
+	// PlaceHandled: handled by the group (its handler succeeded, or
+	// dropped it), as recorded by a group that keeps records
+	// ([WithHandledRecords]).
+	PlaceHandled Place = "handled"
 )
 
 // Location is every place a message id is found in a queue
 // ([Queue.Locate]). A message handled by every group (acknowledged,
-// dropped, or trimmed away) is found nowhere: [Location.Found] is false.
+// dropped, or trimmed away) is found nowhere ([Location.Found] is false),
+// unless a group keeps records of what it handled ([WithHandledRecords]):
+// it is then listed as [PlaceHandled] in that group.
 type Location struct {
 	ID    string `json:"id"`
 	Shard int    `json:"shard"` // the shard its id belongs to (searched alone)
 	// Waiting is set when the message waits to be due.
 	Waiting *WaitingPlace `json:"waiting,omitempty"`
 	// Groups are its places in the consumer groups, by group, then entry.
-	// A group that has handled it is not listed.
+	// A group that has handled it is listed only with a record of it
+	// ([PlaceHandled]).
 	Groups []GroupPlace `json:"groups,omitempty"`
 	// Quarantined are its entries in the quarantines (the queue's and the
 	// groups' retry lanes').
@@ -100,6 +107,10 @@ type GroupPlace struct {
 	// Dead-lettered: why, and the last error.
 	Reason    string `json:"reason,omitempty"`
 	LastError string `json:"last_error,omitempty"`
+	// Handled: when (Redis clock), whether it was dropped rather than
+	// succeeded, and by which consumer (Consumer), at which attempt.
+	HandledAt time.Time `json:"handled_at,omitzero"`
+	Dropped   bool      `json:"dropped,omitempty"`
 }
 
 // QuarantinePlace is a quarantine entry of the message.
@@ -184,6 +195,10 @@ func searchShard(ctx context.Context, rdb redis.UniversalClient, l *stream.Layou
 		r := keys.Retry(g)
 		ks = append(ks, r.Delayed, r.Envelopes, r.Stream, r.Quarantine, keys.DeadLetters(g))
 	}
+	for _, g := range groups {
+		records, _ := keys.Handled(g)
+		ks = append(ks, records)
+	}
 	loc = Location{ID: id, Shard: shard}
 	for cursor := ""; ; {
 		args := make([]any, 0, 4+len(groups))
@@ -206,6 +221,22 @@ func searchShard(ctx context.Context, rdb redis.UniversalClient, l *stream.Layou
 			return loc, nil, nil
 		}
 	}
+}
+
+// handledPlace parses a handled record, "<ms>|<attempt>|<outcome>|<consumer>"
+// (scripts/ack.lua), of group g.
+func handledPlace(g, v string) (GroupPlace, bool) {
+	parts := strings.SplitN(v, "|", 4)
+	if len(parts) != 4 {
+		return GroupPlace{}, false
+	}
+	ms, err1 := strconv.ParseInt(parts[0], 10, 64)
+	attempt, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil || (parts[2] != "handled" && parts[2] != "dropped") {
+		return GroupPlace{}, false
+	}
+	return GroupPlace{Group: g, Place: PlaceHandled, HandledAt: time.UnixMilli(ms), Attempt: attempt,
+		Dropped: parts[2] == "dropped", Consumer: parts[3]}, true
 }
 
 // union returns the sorted names of a and b, each once.
@@ -299,6 +330,12 @@ func (loc *Location) add(v any, sharded bool) {
 		loc.addRetry(g, eid, f[3])
 	case "dead":
 		loc.addDead(g, eid, fields, sharded)
+	case "handled":
+		if rec, ok := f[3].(string); ok {
+			if p, ok := handledPlace(g, rec); ok {
+				loc.Groups = append(loc.Groups, p)
+			}
+		}
 	case "quarantine":
 		r, _ := fields[wire.FieldReason].(string)
 		loc.Quarantined = append(loc.Quarantined, QuarantinePlace{Group: g, EntryID: eid, Reason: r})

@@ -58,7 +58,10 @@ type config struct {
 	// consumerPromotes: delaystream's consumer promotes its queue (the
 	// library's default) instead of a separate mover.Mover.
 	consumerPromotes bool
-	queuesN          int // queues served by one process in the "queues" scenario
+	// handledRecords: delaystream's group keeps handled records this long
+	// (delaystream.WithHandledRecords); 0: none (the default).
+	handledRecords time.Duration
+	queuesN        int // queues served by one process in the "queues" scenario
 	// queues is how many queues a delaystream or asynq system serves, its
 	// messages sent to each in turn (0 or 1: one, "bench"); the curve sets
 	// it from curveQueues.
@@ -137,6 +140,7 @@ func main() {
 	flag.IntVar(&cfg.crashPrefetch, "crash-prefetch", 100, "crash: messages the killed consumer holds read ahead (group.WithPrefetch; asynq: more workers)")
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (producers, mover, consumers) to this file")
 	flag.BoolVar(&cfg.consumerPromotes, "consumer-promotes", false, "delaystream: the consumer promotes its queue (the library's default for a consumer) instead of a separate mover.Mover (burst, trickle, curve)")
+	flag.DurationVar(&cfg.handledRecords, "handled-records", 0, "delaystream: the group keeps a record of each handled message this long (delaystream.WithHandledRecords); 0 = none, the default")
 	flag.IntVar(&cfg.moverBatch, "mover-batch", 0, "delaystream mover batch size (mover.WithBatchSize); 0 = the library default")
 	flag.IntVar(&cfg.queuesN, "queues-n", 100, "queues served by one process (one consumer each, one client) in the queues scenario")
 	flag.BoolVar(&cfg.allowFlush, "allow-flush", false, "with REDIS_ADDR: allow FLUSHALL on that server (required)")

@@ -341,9 +341,13 @@ func (s *dsSystem) startGroup(ctx context.Context, h handler, name string, promo
 	if err != nil {
 		return err
 	}
+	gopts := []delaystream.GroupOption{delaystream.WithWorkers(s.cfg.workers)}
+	if s.cfg.handledRecords > 0 {
+		gopts = append(gopts, delaystream.WithHandledRecords(s.cfg.handledRecords))
+	}
 	_, err = q.Handle(benchGroup, func(ctx context.Context, d *delaystream.Delivery) error {
 		return h(ctx, delivery{payload: d.Payload, due: d.Due, appended: d.Appended()})
-	}, delaystream.WithWorkers(s.cfg.workers))
+	}, gopts...)
 	if err != nil {
 		return err
 	}

@@ -828,7 +828,23 @@ func (e *aclEnv) missing(t *testing.T) {
 		stop := running(t, consumer(t, "c-ack", "c3", 1, tap).Run)
 		line := tap.wait(t, 5*time.Second, "xack failed")
 		require.NoError(t, stop())
-		e.refused(t, "c-ack", line, aclDenial{"command", "toplevel", "xack"})
+		e.refused(t, "c-ack", line, aclDenial{"command", "lua", "xack"})
+	})
+	t.Run("consumer without hincrby", func(t *testing.T) {
+		// Counting is refused, acknowledging is not: the message is
+		// handled and acknowledged, its count is missing, and ACL LOG
+		// names the refusal.
+		e.user(t, "c-count", aclBilling, aclDocGroup, "-hincrby")
+		promoted(t, "c9", 1)
+		tap := newLogTap()
+		c := consumer(t, "c-count", "c9", 1, tap)
+		stop := running(t, c.Run)
+		require.Eventually(t, func() bool { return c.Counters().Acked == 1 }, 10*time.Second, 10*time.Millisecond)
+		require.NoError(t, stop())
+		assert.Contains(t, e.denials(t, "c-count"), aclDenial{"command", "lua", "hincrby"})
+		n, err := e.admin.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "ds:1:{c9}:s", Group: "billing", Start: "-", End: "+", Count: 10}).Result()
+		require.NoError(t, err)
+		assert.Empty(t, n, "acknowledged")
 	})
 	t.Run("consumer without xautoclaim", func(t *testing.T) {
 		e.user(t, "c-claim", aclBilling, aclDocGroup, "-xautoclaim")

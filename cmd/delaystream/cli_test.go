@@ -53,7 +53,25 @@ func TestQueuesAndStats(t *testing.T) {
 	require.Len(t, st.PerShard, 1)
 	assert.Equal(t, "jobs", st.PerShard[0].Tag)
 
-	text := tg.ok(t, "stats", "orders")
+	// The counts Redis keeps of the seeded work, in stats and history.
+	text := tg.ok(t, "stats", "jobs")
+	assert.Regexp(t, `(?m)^COUNTED\s+LAST MINUTE\s+LAST HOUR\s+LAST DAY\s+TOTAL$`, text)
+	assert.Regexp(t, `(?m)^promoted\s+\d\s+3\s+3\s+3$`, text)
+	assert.Regexp(t, `(?m)^quarantined\s+\d\s+1\s+1\s+1$`, text)
+	assert.Regexp(t, `(?m)^billing dead-lettered\s+\d\s+3\s+3\s+3$`, text)
+	assert.Regexp(t, `(?m)^audit handled\s+\d\s+3\s+3\s+3$`, text)
+	var h admin.History
+	tg.json(t, &h, "history", "jobs")
+	assert.Equal(t, "jobs", h.Queue)
+	assert.Equal(t, admin.HistoryCounts{Promoted: 3, Quarantined: 1, Groups: map[string]admin.GroupHistory{
+		"billing": {DeadLettered: 3}, "audit": {Handled: 3}}}, h.Totals)
+	assert.Len(t, h.Minutes, 60)
+	text = tg.ok(t, "history", "jobs", "--hours")
+	assert.Regexp(t, `(?m)^FROM\s+PROMOTED\s+QUARANTINED\s+audit HANDLED\s+DROPPED\s+RETRIED\s+DEAD\s+billing HANDLED\s+DROPPED\s+RETRIED\s+DEAD$`, text)
+	assert.Regexp(t, `(?m)^total\s+3\s+1\s+3\s+0\s+0\s+0\s+0\s+0\s+0\s+3$`, text)
+	assert.Equal(t, 24+3, strings.Count(text, "\n"), "a title, a header, 24 hours and the totals")
+
+	text = tg.ok(t, "stats", "orders")
 	assert.Regexp(t, `overdue\s+1 \(oldest due 1m\d+s ago: is a mover running\?\)`, text)
 	assert.Contains(t, text, "no consumer groups yet")
 	text = tg.ok(t, "queues")

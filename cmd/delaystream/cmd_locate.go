@@ -12,7 +12,7 @@ import (
 func (a *app) locateCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "locate <queue> <id>",
-		Short: "Every place of a message: waiting, ready or pending in a group, retrying, dead-lettered, quarantined (exit 3 when nowhere)",
+		Short: "Every place of a message: waiting, ready or pending in a group, retrying, dead-lettered, quarantined, handled (exit 3 when nowhere)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			return a.locate(c, args[0], args[1])
@@ -46,7 +46,7 @@ func (a *app) locate(c *cobra.Command, queue, id string) error {
 		if loc.Partial {
 			return fmt.Errorf("message %s of queue %s: %w within the first %d entries of each stream", id, queue, delaystream.ErrNotFound, delaystream.LocateScanLimit)
 		}
-		return fmt.Errorf("message %s of queue %s: %w anywhere (handled by every group, cancelled, or never scheduled)", id, queue, delaystream.ErrNotFound)
+		return fmt.Errorf("message %s of queue %s: %w anywhere (handled by every group that keeps no records of it, cancelled, or never scheduled)", id, queue, delaystream.ErrNotFound)
 	}
 	return nil
 }
@@ -90,6 +90,12 @@ func placeDetails(g delaystream.GroupPlace, now time.Time) string {
 		return fmt.Sprintf("attempt %d due %s", g.Attempt, when(g.NextAttempt, now))
 	case delaystream.PlaceDeadLettered:
 		return fmt.Sprintf("reason %q, attempt %d: %s", g.Reason, g.Attempt, g.LastError)
+	case delaystream.PlaceHandled:
+		how := "handled"
+		if g.Dropped {
+			how = "dropped by its handler"
+		}
+		return fmt.Sprintf("%s at %s, attempt %d, consumer %s", how, when(g.HandledAt, now), g.Attempt, g.Consumer)
 	}
 	return fmt.Sprintf("attempt %d, not yet delivered to the group%s", g.Attempt, lane)
 }

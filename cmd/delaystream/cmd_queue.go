@@ -113,6 +113,14 @@ func (a *app) statsCmd() *cobra.Command {
 			}
 			a.warnMemory(ctxOf(c), in)
 			a.printStats(st)
+			// The counts Redis keeps; a failure to read them (an ACL
+			// without HGETALL) does not hide the figures above.
+			if h, err := in.History(ctxOf(c), args[0]); err != nil {
+				fmt.Fprintf(a.stderr, "history not read: %v\n", err)
+			} else {
+				fmt.Fprintln(a.stdout)
+				a.printHistory(h)
+			}
 			return nil
 		},
 	}

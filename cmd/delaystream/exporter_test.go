@@ -125,6 +125,13 @@ func TestExporter(t *testing.T) {
 	assert.Equal(t, 3.0, get("delaystream_group_dead_letters", map[string]string{"queue": "jobs", "group": "billing"}))
 	assert.Equal(t, 0.0, get("delaystream_group_dead_letters", map[string]string{"queue": "jobs", "group": "audit"}))
 	assert.Equal(t, 0.0, get("delaystream_group_pending_messages", map[string]string{"queue": "jobs", "group": "billing"}))
+	// The counters Redis keeps of the seeded work.
+	jobs := map[string]string{"queue": "jobs"}
+	assert.Equal(t, 3.0, get("delaystream_history_promoted_total", jobs))
+	assert.Equal(t, 1.0, get("delaystream_history_quarantined_total", jobs))
+	assert.Equal(t, 3.0, get("delaystream_history_dead_lettered_total", map[string]string{"queue": "jobs", "group": "billing"}))
+	assert.Equal(t, 3.0, get("delaystream_history_handled_total", map[string]string{"queue": "jobs", "group": "audit"}))
+	assert.Equal(t, 0.0, get("delaystream_history_handled_total", map[string]string{"queue": "jobs", "group": "billing"}))
 	assert.Equal(t, 0.0, get("delaystream_stats_errors_total", orders), "pre-initialised")
 	assert.Equal(t, 0.0, get("delaystream_discovery_errors_total", nil))
 

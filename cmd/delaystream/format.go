@@ -18,7 +18,7 @@ func when(t, now time.Time) string {
 	if d < 0 {
 		rel = roundDur(-d) + " ago"
 	}
-	return t.Local().Format("2006-01-02 15:04:05") + " (" + rel + ")"
+	return t.Local().Format("2006-01-02 15:04:05 MST") + " (" + rel + ")"
 }
 
 // roundDur rounds d to a readable precision.

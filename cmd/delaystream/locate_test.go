@@ -33,7 +33,7 @@ func TestLocateCommand(t *testing.T) {
 	r := tg.run(t, "locate", "jobs", "nope")
 	assert.Equal(t, 3, r.code)
 	assert.Empty(t, r.stdout)
-	assert.Equal(t, "delaystream: message nope of queue jobs: not found anywhere (handled by every group, cancelled, or never scheduled)\n", r.stderr)
+	assert.Equal(t, "delaystream: message nope of queue jobs: not found anywhere (handled by every group that keeps no records of it, cancelled, or never scheduled)\n", r.stderr)
 	r = tg.run(t, "get", "jobs", "nope")
 	assert.Equal(t, 3, r.code)
 	r = tg.run(t, "get", "nosuchqueue", "nope")

@@ -128,7 +128,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 not confirmed (destructive co
 
 	root.AddCommand(a.queuesCmd(), a.statsCmd(), a.peekCmd(), a.getCmd(), a.cancelCmd(), a.rescheduleCmd(),
 		a.groupsCmd(), a.forgetGroupCmd(), a.dlqCmd(), a.quarantineCmd(), a.watchCmd(), a.pauseCmd(), a.resumeCmd(),
-		a.memoryCmd(), a.locateCmd(), a.exporterCmd(), a.deleteQueueCmd())
+		a.memoryCmd(), a.locateCmd(), a.exporterCmd(), a.deleteQueueCmd(), a.historyCmd())
 	root.AddCommand(a.recurringCmd()) // cmd_recurring.go
 	root.AddCommand(a.serveCmd())     // the web view, serve.go
 	// Unknown commands and wrong argument counts are usage errors.

@@ -60,6 +60,7 @@ type watchModel struct {
 	interval time.Duration
 
 	stats   []admin.QueueReport
+	hist    histories // refreshed every histEvery
 	err     error
 	updated time.Time
 	took    time.Duration
@@ -69,6 +70,7 @@ type watchModel struct {
 
 type statsMsg struct {
 	stats []admin.QueueReport
+	hist  histories // nil: not read this time
 	err   error
 	took  time.Duration
 	at    time.Time
@@ -81,12 +83,17 @@ func (m *watchModel) Init() tea.Cmd { return m.fetch() }
 // fetch reads the figures in the background.
 func (m *watchModel) fetch() tea.Cmd {
 	m.loading = true
+	stale := m.hist.stale()
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 		defer cancel()
 		start := time.Now()
 		sts, err := m.in.Stats(ctx, m.queues...) // every queue when none is named
-		return statsMsg{stats: sts, err: err, took: time.Since(start), at: time.Now()}
+		var h histories
+		if err == nil && stale {
+			h = readHistories(ctx, m.in, sts)
+		}
+		return statsMsg{stats: sts, hist: h, err: err, took: time.Since(start), at: time.Now()}
 	}
 }
 
@@ -108,6 +115,9 @@ func (m *watchModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.err, m.took, m.updated = msg.err, msg.took, msg.at
 		if msg.err == nil {
 			m.stats = msg.stats
+		}
+		if msg.hist.read != nil {
+			m.hist = msg.hist
 		}
 		return m, tea.Tick(m.interval, func(time.Time) tea.Msg { return tickMsg{} })
 	case tickMsg:
@@ -166,7 +176,15 @@ func (m *watchModel) View() string {
 	}
 	for _, s := range m.stats {
 		b.WriteString("\n")
-		fmt.Fprintf(&b, "%s  %d shard%s  quarantined %s\n", styleTitle.Render("queue "+s.Queue), s.Shards, plural(s.Shards), count(s.Quarantined, styleWarn))
+		h, counted := m.hist.read[s.Queue]
+		fmt.Fprintf(&b, "%s  %d shard%s  quarantined %s", styleTitle.Render("queue "+s.Queue), s.Shards, plural(s.Shards), count(s.Quarantined, styleWarn))
+		if counted {
+			fmt.Fprintf(&b, "  promoted %d last minute, %d last hour", h.LastMinute.Promoted, h.LastHour.Promoted)
+		}
+		b.WriteString("\n")
+		if !s.PausedSince.IsZero() {
+			b.WriteString("  " + styleWarn.Render("PAUSED since "+when(s.PausedSince, s.Now)+": nothing is promoted") + "\n")
+		}
 		fmt.Fprintf(&b, "  waiting %8d %s  next due %s\n", s.Waiting, bar(s.Waiting, topWait), when(s.NextDue, s.Now))
 		overdue := fmt.Sprintf("%8d", s.Overdue)
 		if s.Overdue > 0 {
@@ -178,16 +196,25 @@ func (m *watchModel) View() string {
 			b.WriteString(styleDim.Render("  no consumer groups yet") + "\n")
 			continue
 		}
-		fmt.Fprintf(&b, "  %s\n", styleHead.Render(fmt.Sprintf("%-16s %5s %8s %-*s %8s %-14s %6s %6s",
-			"GROUP", "CONS", "LAG", barWidth, "", "PENDING", "OLDEST PENDING", "RETRY", "DEAD")))
+		fmt.Fprintf(&b, "  %s\n", styleHead.Render(fmt.Sprintf("%-16s %5s %8s %-*s %8s %-14s %6s %6s %9s %9s %-6s",
+			"GROUP", "CONS", "LAG", barWidth, "", "PENDING", "OLDEST PENDING", "RETRY", "DEAD", "DONE/MIN", "FAIL/MIN", "")))
 		groups := slices.Clone(s.Groups)
 		for _, g := range groups {
 			oldest := fmt.Sprintf("%-14s", age(g.OldestPendingEntryAgeMs))
 			if g.OldestPendingEntryAgeMs > 30_000 {
 				oldest = styleBad.Render(oldest)
 			}
-			fmt.Fprintf(&b, "  %-16s %5d %8s %s %8d %s %6d %6s\n", g.Group, g.Consumers, lag(g.Lag), bar(max(g.Lag, 0), topLag),
-				g.Pending, oldest, g.RetryWaiting, count(g.DeadLetters, styleBad))
+			done, failed := "-", "-"
+			if counted {
+				c := h.LastMinute.Groups[g.Group]
+				done, failed = fmt.Sprint(c.Handled+c.Dropped), fmt.Sprint(c.Failed())
+			}
+			state := ""
+			if !g.PausedSince.IsZero() {
+				state = styleWarn.Render("PAUSED")
+			}
+			fmt.Fprintf(&b, "  %-16s %5d %8s %s %8d %s %6d %6s %9s %9s %s\n", g.Group, g.Consumers, lag(g.Lag), bar(max(g.Lag, 0), topLag),
+				g.Pending, oldest, g.RetryWaiting, count(g.DeadLetters, styleBad), done, failed, state)
 		}
 	}
 	b.WriteString("\n" + styleDim.Render("q quit · r refresh · every "+m.interval.String()) + "\n")
@@ -201,4 +228,29 @@ func count(n int64, style lipgloss.Style) string {
 		return style.Render(s)
 	}
 	return s
+}
+
+// histEvery is how often watch reads the queues' history: its figures per
+// minute change once a minute.
+const histEvery = 10 * time.Second
+
+// histories are the queues' history, by queue, as last read.
+type histories struct {
+	read map[string]admin.History
+	at   time.Time
+}
+
+// stale reports whether h should be read again.
+func (h histories) stale() bool { return h.read == nil || time.Since(h.at) >= histEvery }
+
+// readHistories reads the history of each queue of rs; a queue whose
+// history cannot be read is left out (its columns show "-").
+func readHistories(ctx context.Context, in *admin.Inspector, rs []admin.QueueReport) histories {
+	h := histories{read: make(map[string]admin.History, len(rs)), at: time.Now()}
+	for _, r := range rs {
+		if v, err := in.History(ctx, r.Queue); err == nil {
+			h.read[r.Queue] = v
+		}
+	}
+	return h
 }

@@ -25,8 +25,12 @@ func isTerminal(w io.Writer) bool {
 func (a *app) watchPlain(ctx context.Context, in *admin.Inspector, queues []string, interval time.Duration, once bool) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var hist histories
 	for {
 		rs, err := in.Stats(ctx, queues...)
+		if err == nil && hist.stale() {
+			hist = readHistories(ctx, in, rs)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return nil // interrupted: a requested stop
@@ -35,7 +39,7 @@ func (a *app) watchPlain(ctx context.Context, in *admin.Inspector, queues []stri
 		case err != nil:
 			fmt.Fprintf(a.stdout, "%s error: %s\n", time.Now().Format(time.DateTime), sentence(err))
 		default:
-			a.printWatchTable(rs)
+			a.printWatchTable(rs, hist)
 		}
 		if once {
 			return nil
@@ -48,18 +52,29 @@ func (a *app) watchPlain(ctx context.Context, in *admin.Inspector, queues []stri
 	}
 }
 
-func (a *app) printWatchTable(rs []admin.QueueReport) {
+func (a *app) printWatchTable(rs []admin.QueueReport, hist histories) {
 	fmt.Fprintf(a.stdout, "%s prefix %s\n", time.Now().Format(time.DateTime), a.prefix)
 	if len(rs) == 0 {
 		fmt.Fprintln(a.stdout, "no queues under this prefix")
 	}
 	w := a.table()
-	fmt.Fprintln(w, "QUEUE\tGROUP\tWAITING\tOVERDUE\tSTREAM\tQUARANTINED\tLAG\tPENDING\tOLDEST PENDING\tRETRY\tDEAD")
+	fmt.Fprintln(w, "QUEUE\tGROUP\tWAITING\tOVERDUE\tSTREAM\tQUARANTINED\tLAG\tPENDING\tOLDEST PENDING\tRETRY\tDEAD\tDONE/MIN\tFAILED/MIN\tPAUSED")
 	for _, s := range rs {
-		fmt.Fprintf(w, "%s\t-\t%d\t%d\t%d\t%d\t\t\t\t\t\n", s.Queue, s.Waiting, s.Overdue, s.StreamLength, s.Quarantined)
+		h, counted := hist.read[s.Queue]
+		promoted := "-"
+		if counted {
+			promoted = fmt.Sprint(h.LastMinute.Promoted)
+		}
+		fmt.Fprintf(w, "%s\t-\t%d\t%d\t%d\t%d\t\t\t\t\t\t%s\t\t%s\n", s.Queue, s.Waiting, s.Overdue, s.StreamLength, s.Quarantined,
+			promoted, paused(s.PausedSince))
 		for _, g := range s.Groups {
-			fmt.Fprintf(w, "%s\t%s\t\t\t\t\t%s\t%d\t%s\t%d\t%d\n", s.Queue, g.Group, lag(g.Lag), g.Pending,
-				age(g.OldestPendingEntryAgeMs), g.RetryWaiting, g.DeadLetters)
+			done, failed := "-", "-"
+			if counted {
+				c := h.LastMinute.Groups[g.Group]
+				done, failed = fmt.Sprint(c.Handled+c.Dropped), fmt.Sprint(c.Failed())
+			}
+			fmt.Fprintf(w, "%s\t%s\t\t\t\t\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\n", s.Queue, g.Group, lag(g.Lag), g.Pending,
+				age(g.OldestPendingEntryAgeMs), g.RetryWaiting, g.DeadLetters, done, failed, paused(g.PausedSince))
 		}
 	}
 	_ = w.Flush()

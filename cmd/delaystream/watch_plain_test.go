@@ -23,9 +23,9 @@ func TestWatchPlain(t *testing.T) {
 
 	r := tg.run(t, "watch", "--once")
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.Regexp(t, `(?m)^QUEUE\s+GROUP\s+WAITING\s+OVERDUE\s+STREAM\s+QUARANTINED\s+LAG\s+PENDING\s+OLDEST PENDING\s+RETRY\s+DEAD$`, r.stdout)
-	assert.Regexp(t, `(?m)^orders\s+-\s+3\s+1\s+0\s+0\s*$`, r.stdout)
-	assert.Regexp(t, `(?m)^jobs\s+billing\s+0\s+0\s+-\s+0\s+3$`, r.stdout)
+	assert.Regexp(t, `(?m)^QUEUE\s+GROUP\s+WAITING\s+OVERDUE\s+STREAM\s+QUARANTINED\s+LAG\s+PENDING\s+OLDEST PENDING\s+RETRY\s+DEAD\s+DONE/MIN\s+FAILED/MIN\s+PAUSED$`, r.stdout)
+	assert.Regexp(t, `(?m)^orders\s+-\s+3\s+1\s+0\s+0\s+0\s+-$`, r.stdout)
+	assert.Regexp(t, `(?m)^jobs\s+billing\s+0\s+0\s+-\s+0\s+3\s+0\s+\d\s+-$`, r.stdout)
 	assert.Equal(t, 1, strings.Count(r.stdout, "QUEUE"), "one table")
 	assert.Empty(t, r.stderr)
 

@@ -58,8 +58,8 @@ func TestWatch(t *testing.T) {
 	see(`queue orders\s+1 shard`)
 	see(`(?m)^\s+waiting\s+3 `)
 	see(`(?m)^\s+overdue\s+1\s+oldest due 1m\d+s ago`)
-	see(`(?m)^\s+billing\s+1\s+0 \S+\s+0 -\s+0\s+3$`)
-	see(`(?m)^\s+audit\s+1\s+0 \S+\s+0 -\s+0\s+0$`)
+	see(`(?m)^\s+billing\s+1\s+0 \S+\s+0 -\s+0\s+3\s+0\s+\d\s*$`)
+	see(`(?m)^\s+audit\s+1\s+0 \S+\s+0 -\s+0\s+0\s+\d\s+0\s*$`)
 	see(`queue jobs\s+1 shard\s+quarantined\s+1`)
 
 	// A change shows at the next refresh.

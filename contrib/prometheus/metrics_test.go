@@ -205,6 +205,18 @@ func testWorkload(t *testing.T, shards int) {
 	assert.Zero(t, s["delaystream_queue_stream_entries{queue=idle}"])
 	checkIdleAndUnused(t, s)
 
+	// The counters Redis keeps: the same work, counted by the scripts
+	// that did it (the scrape came after the consumer counted the last
+	// acknowledgement, whose count went with it).
+	assert.Equal(t, 100.0, mover("delaystream_history_promoted_total"))
+	assert.Zero(t, mover("delaystream_history_quarantined_total"))
+	assert.Equal(t, 99.0, orders("delaystream_history_handled_total", ""))
+	assert.Equal(t, 10.0, orders("delaystream_history_retried_total", ""))
+	assert.Equal(t, 1.0, orders("delaystream_history_dead_lettered_total", ""))
+	assert.Zero(t, orders("delaystream_history_dropped_total", ""))
+	assert.Zero(t, s["delaystream_history_promoted_total{queue=idle}"])
+	assert.NotContains(t, s, "delaystream_history_promoted_total{queue=never}", "a queue Redis does not hold has no counts")
+
 	// After Run, the mover owns nothing.
 	assert.Zero(t, scrape(t, reg)["delaystream_mover_owned_shards{queue=orders}"])
 

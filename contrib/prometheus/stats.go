@@ -29,6 +29,8 @@ type statDescs struct {
 	recurring, recPausedCount, recMaxLate                      *prometheus.Desc // queue
 	recNext, recLast, recLate, recPaused                       *prometheus.Desc // queue, schedule
 	memUsed, memMax, memEvicts                                 *prometheus.Desc // server
+	histPromoted, histQuarantined                              *prometheus.Desc // queue
+	histHandled, histDropped, histRetried, histDead            *prometheus.Desc // queue, group
 	up                                                         *prometheus.Desc // none
 	flowDescs                                                                   // flow.go
 }
@@ -56,13 +58,19 @@ func newStatDescs(ns string) statDescs {
 		recPausedCount: d("recurring_paused_schedules", "Recurring schedules of the queue that are paused.", q),
 		recMaxLate: d("recurring_max_lateness_seconds", "The most any of the queue's recurring schedules' latest occurrence "+
 			"was appended to the stream late (Redis clock); absent when none is known.", q),
-		recNext:   d("recurring_next_occurrence_timestamp_seconds", "Unix time of the schedule's next occurrence; absent when paused or none.", sch),
-		recLast:   d("recurring_last_occurrence_timestamp_seconds", "Unix time of the schedule's latest occurrence due so far; absent when none.", sch),
-		recLate:   d("recurring_last_lateness_seconds", "How late the latest occurrence was appended to the stream (Redis clock); absent when unknown.", sch),
-		recPaused: d("recurring_paused", "1 when the schedule is paused, else 0.", sch),
-		memUsed:   d("redis_memory_used_bytes", "The Redis server's used_memory (INFO memory).", srv),
-		memMax:    d("redis_memory_max_bytes", "The Redis server's maxmemory: 0 when it has no limit.", srv),
-		memEvicts: d("redis_memory_evicts", "1 when the server's maxmemory-policy can evict keys (messages can be lost), else 0.", srv),
+		recNext:         d("recurring_next_occurrence_timestamp_seconds", "Unix time of the schedule's next occurrence; absent when paused or none.", sch),
+		recLast:         d("recurring_last_occurrence_timestamp_seconds", "Unix time of the schedule's latest occurrence due so far; absent when none.", sch),
+		recLate:         d("recurring_last_lateness_seconds", "How late the latest occurrence was appended to the stream (Redis clock); absent when unknown.", sch),
+		recPaused:       d("recurring_paused", "1 when the schedule is paused, else 0.", sch),
+		memUsed:         d("redis_memory_used_bytes", "The Redis server's used_memory (INFO memory).", srv),
+		memMax:          d("redis_memory_max_bytes", "The Redis server's maxmemory: 0 when it has no limit.", srv),
+		memEvicts:       d("redis_memory_evicts", "1 when the server's maxmemory-policy can evict keys (messages can be lost), else 0.", srv),
+		histPromoted:    d("history_promoted_total", "Messages promoted (appended to the queue stream), as counted in Redis by every process of the queue.", q),
+		histQuarantined: d("history_quarantined_total", "Waiting-set members promotion set aside in the quarantine, as counted in Redis.", q),
+		histHandled:     d("history_handled_total", "Entries the group acknowledged after their handler succeeded, as counted in Redis by every consumer.", g),
+		histDropped:     d("history_dropped_total", "Entries the group acknowledged after their handler dropped them, as counted in Redis.", g),
+		histRetried:     d("history_retried_total", "Failures the group scheduled for a retry, as counted in Redis.", g),
+		histDead:        d("history_dead_lettered_total", "Entries appended to the group's dead letters (any reason), as counted in Redis; purging them does not lower it.", g),
 		up: d("up", "1 when the scrape read every watched queue's figures and every server's memory from Redis, "+
 			"0 when any read failed or timed out: the other scrape gauges of what could not be read are absent.", nil),
 		flowDescs: newFlowDescs(d),
@@ -73,7 +81,8 @@ func (s statDescs) describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.waiting, s.overdue, s.overdueAge, s.streamLen, s.quarantined, s.evicting,
 		s.consumers, s.pending, s.oldest, s.lag, s.retryWaiting, s.deadLetters,
 		s.recurring, s.recPausedCount, s.recMaxLate, s.recNext, s.recLast, s.recLate, s.recPaused,
-		s.memUsed, s.memMax, s.memEvicts, s.up} {
+		s.memUsed, s.memMax, s.memEvicts, s.up,
+		s.histPromoted, s.histQuarantined, s.histHandled, s.histDropped, s.histRetried, s.histDead} {
 		ch <- d
 	}
 	s.flowDescs.describe(ch)
@@ -103,6 +112,22 @@ func (s statDescs) send(ch chan<- prometheus.Metric, r admin.QueueReport) {
 		gauge(s.deadLetters, float64(g.DeadLetters), q, g.Group)
 	}
 	s.flowDescs.send(gauge, r)
+}
+
+// sendHistory sends the counters Redis keeps of queue's work (h: the
+// totals).
+func (s statDescs) sendHistory(ch chan<- prometheus.Metric, queue string, h admin.HistoryCounts) {
+	counter := func(desc *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
+	}
+	counter(s.histPromoted, h.Promoted, queue)
+	counter(s.histQuarantined, h.Quarantined, queue)
+	for g, c := range h.Groups {
+		counter(s.histHandled, c.Handled, queue, g)
+		counter(s.histDropped, c.Dropped, queue, g)
+		counter(s.histRetried, c.Retried, queue, g)
+		counter(s.histDead, c.DeadLettered, queue, g)
+	}
 }
 
 // sendRecurring sends the gauges of queue's recurring schedules: the
@@ -155,7 +180,9 @@ func (s statDescs) sendRecurring(ch chan<- prometheus.Metric, queue string, list
 // commands per schedule; series per schedule up to
 // [WithMaxScheduleSeries], per-queue aggregates beyond), and pending entries and
 // their oldest age, lag, retry lane, dead letters and consumers of every
-// consumer group found on its streams. The queues need not be built in
+// consumer group found on its streams, and the counters Redis keeps of the
+// queue's work (history_…_total: promoted, quarantined, and each group's
+// handled, dropped, retried and dead-lettered). The queues need not be built in
 // this process: any queue under the prefix can be watched by name. A queue
 // not yet used (no key of it in Redis) reports zeros and no group.
 //
@@ -252,6 +279,13 @@ func (m *Metrics) collectQueue(ctx context.Context, ch chan<- prometheus.Metric,
 		return false
 	}
 	m.stats.send(ch, r)
+	if r.Shards > 0 { // a queue Redis holds
+		h, err := w.in.HistoryTotals(ctx, w.queue)
+		if err != nil {
+			return false
+		}
+		m.stats.sendHistory(ch, w.queue, h)
+	}
 	if r.Recurring == 0 {
 		return true
 	}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/delaystream/delaystream/internal/errs"
+	"github.com/delaystream/delaystream/internal/history"
 	"github.com/delaystream/delaystream/internal/optcheck"
 	"github.com/delaystream/delaystream/internal/runctx"
 	"github.com/delaystream/delaystream/internal/scripts"
@@ -128,6 +129,9 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Engine, erro
 		}
 		l := m.newLane(keys)
 		l.shard = i
+		if cfg.retryOf == "" {
+			l.history = history.NewKeys(layout.Shard(i), l.promoteKeys...)
+		}
 		if !cfg.noLease && m.reg == nil {
 			l.token = m.token
 		}

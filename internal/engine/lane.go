@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/delaystream/delaystream/internal/heal"
+	"github.com/delaystream/delaystream/internal/history"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/stream"
 )
@@ -16,8 +17,11 @@ import (
 type lane struct {
 	m    *Engine
 	keys stream.Lane
-	// promoteKeys are the promote script's KEYS (lanePromoteKeys).
+	// promoteKeys are the promote script's KEYS (lanePromoteKeys);
+	// history, for a queue's main lane, adds the shard's history keys to
+	// them (the counts of what the calls promote).
 	promoteKeys []string
+	history     *history.Keys
 	shard       int
 	token       string        // lease token for the promote script; "" = no lease
 	arrivals    string        // channel on which the script announces appended entries; "" = none
@@ -49,6 +53,14 @@ func (m *Engine) newLane(keys stream.Lane) *lane {
 	l.until.Store(noDue) // keep wake-ups that arrive before the lane runs
 	l.lastNext.Store(0)  // not known: the first call may find entries due
 	return l
+}
+
+// scriptKeys returns the promote script's KEYS for a call made at now.
+func (l *lane) scriptKeys(now time.Time) []string {
+	if l.history != nil {
+		return l.history.At(now)
+	}
+	return l.promoteKeys
 }
 
 // owned reports whether this engine promotes the lane now.

@@ -86,7 +86,7 @@ func (l *lane) promote(ctx context.Context, renew bool, take *Take) ([]int64, er
 	if take != nil && (take.Count > 0 || len(take.Acks) > 0) {
 		reply, err = l.promoteTaking(ctx, renew, take)
 	} else {
-		reply, err = scripts.Promote.Run(ctx, l.m.rdb, l.promoteKeys, l.promoteArgs(renew)...).Result()
+		reply, err = scripts.Promote.Run(ctx, l.m.rdb, l.scriptKeys(time.Now()), l.promoteArgs(renew)...).Result()
 	}
 	if err != nil {
 		return nil, err
@@ -107,25 +107,33 @@ func (l *lane) promote(ctx context.Context, renew bool, take *Take) ([]int64, er
 // of its own, without take's announcement: the read went out all the same.
 func (l *lane) promoteTaking(ctx context.Context, renew bool, take *Take) (any, error) {
 	pipe := l.m.rdb.Pipeline()
-	var ack *redis.IntCmd
+	var ack *redis.Cmd
+	var ackKeys []string
+	var ackArgs []any
 	if len(take.Acks) > 0 {
-		ack = pipe.XAck(ctx, take.Stream, take.Group, take.Acks...)
+		ackKeys, ackArgs = take.ackCall()
+		ack = scripts.Ack.EvalSha(ctx, pipe, ackKeys, ackArgs...)
 	}
 	args := l.promoteArgs(renew)
 	if take.Count > 0 {
 		args = append(args, take.Group, take.Consumer) // its announcement names the consumer that reads
 	}
-	ev := scripts.Promote.EvalSha(ctx, pipe, l.promoteKeys, args...)
+	keys := l.scriptKeys(time.Now())
+	ev := scripts.Promote.EvalSha(ctx, pipe, keys, args...)
 	var read *redis.XStreamSliceCmd
 	if take.Count > 0 {
 		read = pipe.XReadGroup(ctx, &redis.XReadGroupArgs{Group: take.Group, Consumer: take.Consumer,
 			Streams: []string{take.Stream, ">"}, Count: take.Count, Block: -1})
 	}
 	_, _ = pipe.Exec(ctx) // errors are per command
+	if ack != nil && redis.HasErrorPrefix(ack.Err(), "NOSCRIPT") {
+		// Not run: sent again on its own, which loads the script.
+		ack = scripts.Ack.Run(ctx, l.m.rdb, ackKeys, ackArgs...)
+	}
 	take.fill(ack, read)
 	reply, err := ev.Result()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		return scripts.Promote.Run(ctx, l.m.rdb, l.promoteKeys, l.promoteArgs(renew)...).Result()
+		return scripts.Promote.Run(ctx, l.m.rdb, keys, l.promoteArgs(renew)...).Result()
 	}
 	return reply, err
 }

@@ -39,6 +39,12 @@ type Take struct {
 	Consumer string   // the consumer the entries are read for
 	Count    int64    // most entries to read; 0 = none (acknowledgements only)
 	Acks     []string // ids of Stream's entries to acknowledge for Group
+	// AckKeys and AckArgs are the Ack script's KEYS and ARGV for Acks
+	// (scripts/ack.lua: the history keys, the handled records); nil: the
+	// engine acknowledges Acks as handled, with Stream alone, nothing
+	// counted or recorded.
+	AckKeys []string
+	AckArgs []any
 
 	// AckSent reports whether the acknowledgements' outcome is known:
 	// Acked, or AckErr when Redis refused them; false when the call
@@ -105,12 +111,26 @@ func takerOf(p *atomic.Pointer[takerRef]) Taker {
 	return nil
 }
 
+// ackCall returns the Ack script's KEYS and ARGV for t's acknowledgements.
+func (t *Take) ackCall() ([]string, []any) {
+	if t.AckKeys != nil {
+		return t.AckKeys, t.AckArgs
+	}
+	args := make([]any, 0, 3+len(t.Acks))
+	args = append(args, t.Group, len(t.Acks), len(t.Acks))
+	for _, id := range t.Acks {
+		args = append(args, id)
+	}
+	return []string{t.Stream}, args
+}
+
 // fill sets t from its commands' outcomes (nil: not sent).
-func (t *Take) fill(ack *redis.IntCmd, read *redis.XStreamSliceCmd) {
+func (t *Take) fill(ack *redis.Cmd, read *redis.XStreamSliceCmd) {
 	if ack != nil {
-		switch err := ack.Err(); {
+		n, err := ack.Int64()
+		switch {
 		case err == nil:
-			t.AckSent, t.Acked = true, ack.Val()
+			t.AckSent, t.Acked = true, n
 		case isReply(err):
 			t.AckSent, t.AckErr = true, err
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delaystream/delaystream/internal/heal"
+	"github.com/delaystream/delaystream/internal/scripts"
 )
 
 // ackBatch is how many queued acknowledgements make the acker send at once,
@@ -22,8 +23,9 @@ const ackBatch = 16
 // acker batches acknowledgements: an ack waits at most the ack delay (50
 // ms, twice a coarser precision, less under a short visibility timeout:
 // ackDelayFor) or until
-// ackBatch are queued; then one XACK per stream (pipelined when there are
-// two) acknowledges them all. Meanwhile the reader takes what is queued
+// ackBatch are queued; then one Ack script call per stream (XACK, and the
+// count in the queue's history; pipelined when there are two) acknowledges
+// them all. Meanwhile the reader takes what is queued
 // into its next read's pipeline (take): at a trickle, where a read follows
 // each announcement, acknowledgements then cost no round trip of their
 // own. A read takes only the acks of streams on the nodes it reads, so on
@@ -51,16 +53,19 @@ func newAcker(r *runState, trim *trimmer) *acker {
 
 // ackReq is one entry to acknowledge; success says whether its handler
 // succeeded (counted in Counters.Acked once the XACK went through) or it
-// was dropped (counted in Dropped already).
+// was dropped (counted in Dropped already); msg and attempt are its
+// message's, for the group's handled records.
 type ackReq struct {
 	stream, id string
 	success    bool
+	msg        string
+	attempt    int
 }
 
 // add queues the acknowledgement of one entry.
-func (a *acker) add(streamKey, id string, success bool) {
+func (a *acker) add(q ackReq) {
 	a.mu.Lock()
-	a.buf = append(a.buf, ackReq{stream: streamKey, id: id, success: success})
+	a.buf = append(a.buf, q)
 	n := len(a.buf)
 	a.mu.Unlock()
 	if n == 1 || n == ackBatch {
@@ -141,7 +146,8 @@ func (a *acker) linger(timer *time.Timer) (stopping bool) {
 	}
 }
 
-// flush acknowledges reqs: one XACK per stream, pipelined when there are two.
+// flush acknowledges reqs: one Ack script call per stream, pipelined when
+// there are two.
 func (a *acker) flush(reqs []ackReq) {
 	if len(reqs) == 0 {
 		return
@@ -151,11 +157,11 @@ func (a *acker) flush(reqs []ackReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	if len(k.groups) == 1 {
-		g := k.groups[0]
-		k.cmds = []*redis.IntCmd{c.rdb.XAck(ctx, g.stream, c.group, g.ids...)}
+		keys, args := k.groups[0].call(c, time.Now())
+		k.cmds = []*redis.Cmd{scripts.Ack.Run(ctx, c.rdb, keys, args...)}
 	} else {
 		pipe := c.rdb.Pipeline()
-		k.queue(ctx, pipe, c.group)
+		k.queue(ctx, pipe, c)
 		_, _ = pipe.Exec(ctx) // errors are per command
 	}
 	a.settled(ctx, k)
@@ -194,41 +200,80 @@ func (a *acker) take(dst []ackReq, along func(stream string) bool) []ackReq {
 }
 
 // ackCall is acknowledgements grouped by stream (entries come from the
-// queue's streams and retry lanes: a few groups), one XACK each.
+// queue's streams and retry lanes: a few groups), one Ack script call each.
 type ackCall struct {
 	groups    []ackGroup
-	cmds      []*redis.IntCmd // by group, once queued
-	successes int             // of the handlers whose entries these are
+	cmds      []*redis.Cmd // by group, once queued
+	successes int          // of the handlers whose entries these are
 }
 
+// ackGroup is one stream's acknowledgements: the entries of handlers that
+// succeeded, then those dropped.
 type ackGroup struct {
-	stream string
-	ids    []string
+	stream  string
+	handled []ackReq
+	dropped []ackReq
 }
 
 func groupAcks(reqs []ackReq) ackCall {
 	var k ackCall
 	for _, q := range reqs {
-		if q.success {
-			k.successes++
-		}
 		i := 0
 		for i < len(k.groups) && k.groups[i].stream != q.stream {
 			i++
 		}
 		if i == len(k.groups) {
-			k.groups = append(k.groups, ackGroup{stream: q.stream, ids: make([]string, 0, len(reqs))})
+			k.groups = append(k.groups, ackGroup{stream: q.stream, handled: make([]ackReq, 0, len(reqs))})
 		}
-		k.groups[i].ids = append(k.groups[i].ids, q.id)
+		if q.success {
+			k.successes++
+			k.groups[i].handled = append(k.groups[i].handled, q)
+		} else {
+			k.groups[i].dropped = append(k.groups[i].dropped, q)
+		}
 	}
 	return k
 }
 
-// queue adds k's XACKs to pipe.
-func (k *ackCall) queue(ctx context.Context, pipe redis.Pipeliner, group string) {
-	k.cmds = make([]*redis.IntCmd, len(k.groups))
-	for i, g := range k.groups {
-		k.cmds[i] = pipe.XAck(ctx, g.stream, group, g.ids...)
+// size returns how many entries g acknowledges.
+func (g *ackGroup) size() int { return len(g.handled) + len(g.dropped) }
+
+// call returns the Ack script's KEYS and ARGV for g at now
+// (scripts/ack.lua): with the group's handled records when it keeps them.
+func (g *ackGroup) call(c *core, now time.Time) ([]string, []any) {
+	sh := c.shardOf(g.stream)
+	keys := sh.ackKeys(g.stream, now)
+	n, keep := g.size(), c.cfg.handledRetention > 0
+	args := make([]any, 0, 3+n+2+2*n)
+	args = append(args, c.group, len(g.handled), n)
+	for _, q := range g.handled {
+		args = append(args, q.id)
+	}
+	for _, q := range g.dropped {
+		args = append(args, q.id)
+	}
+	if !keep {
+		return keys, args
+	}
+	records, times := sh.keys.Handled(c.group)
+	keys = append(keys[:len(keys):len(keys)], records, times)
+	args = append(args, c.cfg.handledRetention.Milliseconds(), c.cfg.consumer)
+	for _, qs := range [][]ackReq{g.handled, g.dropped} {
+		for _, q := range qs {
+			args = append(args, q.msg, q.attempt)
+		}
+	}
+	return keys, args
+}
+
+// queue adds k's Ack script calls to pipe (by hash: settled sends again
+// on its own a call the server did not have the script for).
+func (k *ackCall) queue(ctx context.Context, pipe redis.Pipeliner, c *core) {
+	k.cmds = make([]*redis.Cmd, len(k.groups))
+	now := time.Now()
+	for i := range k.groups {
+		keys, args := k.groups[i].call(c, now)
+		k.cmds[i] = scripts.Ack.EvalSha(ctx, pipe, keys, args...)
 	}
 }
 
@@ -239,6 +284,13 @@ func (k *ackCall) queue(ctx context.Context, pipe redis.Pipeliner, group string)
 func (a *acker) settled(ctx context.Context, k ackCall) {
 	r, c := a.r, a.r.c
 	for i, cmd := range k.cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			// Not run (the server's script cache was flushed): sent again
+			// on its own, which loads the script.
+			keys, args := k.groups[i].call(c, time.Now())
+			cmd = scripts.Ack.Run(ctx, c.rdb, keys, args...)
+			k.cmds[i] = cmd
+		}
 		if err := cmd.Err(); err != nil {
 			// A WRONGTYPE reply names no key: the log names it.
 			heal.After(c.rdb, err)
@@ -246,8 +298,8 @@ func (a *acker) settled(ctx context.Context, k ackCall) {
 			return
 		}
 	}
-	for _, g := range k.groups {
-		a.trim.settled(g.stream, len(g.ids))
+	for i := range k.groups {
+		a.trim.settled(k.groups[i].stream, k.groups[i].size())
 	}
 	c.ctr.acked.Add(uint64(k.successes))
 }

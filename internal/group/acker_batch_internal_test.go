@@ -46,7 +46,7 @@ func TestAckerSendsABatchWithoutWaiting(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); a.run() }()
 	for _, id := range ids {
-		a.add(main, id, true)
+		a.add(ackReq{stream: main, id: id, success: true})
 	}
 	require.Eventually(t, func() bool { return c.ctr.acked.Load() == n }, 5*time.Second, 5*time.Millisecond,
 		"a full batch is acknowledged without waiting for the delay")

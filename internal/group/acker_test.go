@@ -2,7 +2,10 @@ package group_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,9 +18,10 @@ import (
 	"github.com/delaystream/delaystream/internal/group"
 	"github.com/delaystream/delaystream/internal/margin"
 	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/internal/scripts"
 )
 
-// ackRides counts the XACK commands sent in a round trip with an
+// ackRides counts the Ack script calls sent in a round trip with an
 // XREADGROUP or a promote call (EVALSHA) and those sent alone, the IDs they
 // acknowledge, and the consumer's own reads: XREADGROUPs not in a promote
 // call's pipeline. It keeps when each round trip with a read or promote
@@ -33,13 +37,13 @@ func (h *ackRides) see(cmds []redis.Cmder) {
 	at := time.Now()
 	acks, ids, reads, promote := int64(0), int64(0), int64(0), false
 	for _, c := range cmds {
-		switch c.Name() {
-		case "xack":
+		switch n := ackIDs(c); {
+		case n >= 0:
 			acks++
-			ids += int64(len(c.Args()) - 3) // XACK key group id...
-		case "xreadgroup":
+			ids += int64(n)
+		case c.Name() == "xreadgroup":
 			reads++
-		case "evalsha", "eval":
+		case c.Name() == "evalsha", c.Name() == "eval":
 			promote = true
 		}
 	}
@@ -55,6 +59,35 @@ func (h *ackRides) see(cmds []redis.Cmder) {
 	} else {
 		h.alone.Add(acks)
 	}
+}
+
+// ackIDs returns how many entries c acknowledges when it is a call of the
+// Ack script, else -1.
+func ackIDs(c redis.Cmder) int {
+	args := c.Args()
+	if len(args) < 3 {
+		return -1
+	}
+	switch c.Name() {
+	case "evalsha":
+		if args[1] != scripts.Ack.Hash() {
+			return -1
+		}
+	case "eval":
+		sum := sha1.Sum([]byte(fmt.Sprint(args[1])))
+		if hex.EncodeToString(sum[:]) != scripts.Ack.Hash() {
+			return -1
+		}
+	default:
+		return -1
+	}
+	// EVALSHA sha numkeys keys... group handled n ids...
+	keys, _ := strconv.Atoi(fmt.Sprint(args[2]))
+	if len(args) < 3+keys+3 {
+		return -1
+	}
+	n, _ := strconv.Atoi(fmt.Sprint(args[3+keys+2]))
+	return n
 }
 
 // gaps returns how many times, after since, no read or promote call came

@@ -32,32 +32,33 @@ type Option func(*config) error
 type Backoff func(attempt int) time.Duration
 
 type config struct {
-	prefix        string
-	shards        int
-	consumer      string
-	workers       int
-	prefetch      int // entries read ahead of free workers; -1: adaptive (the default)
-	visibility    time.Duration
-	reclaimEvery  time.Duration
-	noReclaim     bool
-	noPromote     bool
-	joinCalls     PromoteCalls // with noPromote: the process's promotion whose calls the consumer joins; nil = none
-	drain         time.Duration
-	maxAttempts   int
-	maxDeliveries int64
-	backoff       Backoff
-	fromNew       bool
-	deadCap       int64
-	trimEvery     time.Duration
-	noTrim        bool
-	retention     time.Duration
-	staleConsumer time.Duration
-	membersEvery  time.Duration // read affinity's membership period; 0: membersEvery (tests shorten it)
-	ackDelay      time.Duration // the ack delay, at most a quarter of the visibility timeout; 0: ackDelayFor (tests lengthen it)
-	logger        *slog.Logger
-	hooks         Hooks
-	precision     time.Duration // the promotion precision of the retry lanes and of the group's mover
-	limits        flow.Limits   // the group's flow limits (limit.go); zero: none
+	prefix           string
+	shards           int
+	consumer         string
+	workers          int
+	prefetch         int // entries read ahead of free workers; -1: adaptive (the default)
+	visibility       time.Duration
+	reclaimEvery     time.Duration
+	noReclaim        bool
+	noPromote        bool
+	joinCalls        PromoteCalls // with noPromote: the process's promotion whose calls the consumer joins; nil = none
+	drain            time.Duration
+	maxAttempts      int
+	maxDeliveries    int64
+	backoff          Backoff
+	fromNew          bool
+	deadCap          int64
+	handledRetention time.Duration // how long records of handled messages are kept; 0: none
+	trimEvery        time.Duration
+	noTrim           bool
+	retention        time.Duration
+	staleConsumer    time.Duration
+	membersEvery     time.Duration // read affinity's membership period; 0: membersEvery (tests shorten it)
+	ackDelay         time.Duration // the ack delay, at most a quarter of the visibility timeout; 0: ackDelayFor (tests lengthen it)
+	logger           *slog.Logger
+	hooks            Hooks
+	precision        time.Duration // the promotion precision of the retry lanes and of the group's mover
+	limits           flow.Limits   // the group's flow limits (limit.go); zero: none
 
 	// loopTick, when set (by tests only), is called at the end of every
 	// iteration of the reclaim and trim loops with "reclaim" or "trim":
@@ -385,6 +386,31 @@ func WithDeadLetterCap(n int64) Option {
 			return fmt.Errorf("%w: dead-letter cap must be 1..1e9, got %d", ErrInvalidOption, n)
 		}
 		c.deadCap = n
+		return nil
+	}
+}
+
+// MaxHandledRecords bounds WithHandledRecords.
+const MaxHandledRecords = 90 * 24 * time.Hour
+
+// WithHandledRecords keeps a record of each message the group handled
+// (acknowledged after its handler succeeded, or dropped) for d (1 s to
+// [MaxHandledRecords]): when, by the Redis clock, the attempt, the
+// outcome and the consumer, by message id, in the message's shard
+// (stream.Keys.Handled). Locate then answers "handled by this group at …"
+// long after the stream was trimmed. A record is written with the
+// acknowledgement, in the same script (no round trip of its own); records
+// older than d are removed as new ones are written, so a queue that goes
+// idle keeps its last records until its next acknowledgements. A Redis at
+// maxmemory with noeviction refuses the records (they would add memory)
+// and the acknowledgements go on without them. Default: none kept. What a
+// record costs in memory and Redis CPU is in docs/performance.md.
+func WithHandledRecords(d time.Duration) Option {
+	return func(c *config) error {
+		if d < time.Second || d > MaxHandledRecords {
+			return fmt.Errorf("%w: handled records retention must be 1s..%s, got %s", ErrInvalidOption, MaxHandledRecords, d)
+		}
+		c.handledRetention = d
 		return nil
 	}
 }

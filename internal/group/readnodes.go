@@ -98,7 +98,7 @@ func (rd *reader) exec(ctx context.Context, nr *nodeRead, streams []string) {
 	defer cancel()
 	pipe := c.rdb.Pipeline()
 	if nr.acks.groups != nil {
-		nr.acks.queue(rctx, pipe, c.group)
+		nr.acks.queue(rctx, pipe, c)
 	}
 	nr.cmds = make([]*redis.XStreamSliceCmd, len(nr.picks))
 	for k, i := range nr.picks {

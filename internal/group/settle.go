@@ -9,6 +9,7 @@ import (
 
 	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/heal"
+	"github.com/delaystream/delaystream/internal/history"
 	"github.com/delaystream/delaystream/internal/scripts"
 	"github.com/delaystream/delaystream/internal/wire"
 )
@@ -25,7 +26,7 @@ type settler struct {
 // acked settles an entry whose handler succeeded: its XACK is queued and
 // OnAcked is told how long it took since start.
 func (s *settler) acked(f *flight, m *Message, start time.Time) {
-	s.ack.add(f.b.stream, f.x.ID, true) // Counters.Acked moves when the XACK succeeds
+	s.ack.add(ackReq{stream: f.b.stream, id: f.x.ID, success: true, msg: m.ID, attempt: m.Attempt}) // Counters.Acked moves when the XACK succeeds
 	if h := s.r.c.cfg.hooks.OnAcked; h != nil {
 		h(m, time.Since(start))
 	}
@@ -41,7 +42,7 @@ func (s *settler) failed(hctx context.Context, f *flight, m *Message, env *codec
 	var re *RetryError
 	switch {
 	case errors.As(herr, &drop):
-		s.ack.add(f.b.stream, f.x.ID, false)
+		s.ack.add(ackReq{stream: f.b.stream, id: f.x.ID, msg: m.ID, attempt: m.Attempt})
 		c.ctr.dropped.Add(1)
 		if h := c.cfg.hooks.OnDropped; h != nil {
 			h(m, herr)
@@ -81,7 +82,7 @@ func (s *settler) retry(hold context.Context, m *Message, env *codec.Envelope, h
 	next.Attempt = attempt
 	sh := c.shardOf(m.Stream)
 	lane := sh.retry
-	keys := []string{m.Stream, lane.Delayed, lane.Envelopes}
+	keys := history.Append([]string{m.Stream, lane.Delayed, lane.Envelopes}, sh.keys, time.Now())
 	args := []any{c.group, m.EntryID, wire.RetryMember(m.ID, m.EntryID), wire.MarshalEnvelope(&next),
 		wait.Milliseconds(), scripts.Channel(lane.Wake, lane.Sharded)}
 	var due int64
@@ -193,7 +194,7 @@ func (s *settler) deadLetterRaw(hold context.Context, f *flight, cause error) {
 func (s *settler) settleDead(hold context.Context, streamKey, id string, fields []any) Outcome {
 	r, c := s.r, s.r.c
 	sh := c.shardOf(streamKey)
-	keys := []string{streamKey, sh.dead}
+	keys := history.Append([]string{streamKey, sh.dead}, sh.keys, time.Now())
 	args := append([]any{c.group, id, c.cfg.deadCap}, fields...)
 	var v []int64
 	err := s.store(hold, sh, func(ctx context.Context) (err error) {

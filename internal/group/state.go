@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delaystream/delaystream/internal/history"
 	"github.com/delaystream/delaystream/internal/logpace"
 	"github.com/delaystream/delaystream/internal/memory"
 	"github.com/delaystream/delaystream/internal/shards"
@@ -49,6 +50,19 @@ type shard struct {
 	// groups is the record of the groups that read main's stream
 	// (stream.Keys.Groups): trimming main waits for every one of them.
 	groups string
+	// keys are the shard's keys; ackMain and ackRetry the Ack script's
+	// KEYS for the main and retry streams (with the history keys).
+	keys              stream.Keys
+	ackMain, ackRetry *history.Keys
+}
+
+// ackKeys returns the Ack script's KEYS for streamKey (one of the shard's
+// streams) at now.
+func (sh *shard) ackKeys(streamKey string, now time.Time) []string {
+	if streamKey == sh.retry.Stream {
+		return sh.ackRetry.At(now)
+	}
+	return sh.ackMain.At(now)
 }
 
 // init fills in c, with the keys of every shard of layout.
@@ -60,7 +74,8 @@ func (c *core) init(rdb redis.UniversalClient, layout *stream.Layout, group stri
 	c.h, c.cfg, c.held.batches = h, cfg, make(map[*batch]struct{})
 	for i := range c.shards {
 		k := layout.Shard(i)
-		sh := &shard{i: i, main: k.Main(), retry: k.Retry(group), dead: k.DeadLetters(group), groups: k.Groups()}
+		sh := &shard{i: i, main: k.Main(), retry: k.Retry(group), dead: k.DeadLetters(group), groups: k.Groups(), keys: k}
+		sh.ackMain, sh.ackRetry = history.NewKeys(k, sh.main.Stream), history.NewKeys(k, sh.retry.Stream)
 		c.shards[i] = sh
 		c.byStream[sh.main.Stream] = sh
 		c.byStream[sh.retry.Stream] = sh

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -88,9 +89,17 @@ func (t *taker) Offer(stream string, read bool) *engine.Take {
 		return nil
 	}
 	rd.held.Add(n)
-	tk := &engine.Take{Stream: stream, Group: c.group, Consumer: c.cfg.consumer, Count: n, Acks: make([]string, len(acks))}
-	for k, q := range acks {
-		tk.Acks[k] = q.id
+	tk := &engine.Take{Stream: stream, Group: c.group, Consumer: c.cfg.consumer, Count: n}
+	if len(acks) > 0 {
+		// One stream's: those of handlers that succeeded first.
+		g := groupAcks(acks).groups[0]
+		tk.Acks = make([]string, 0, len(acks))
+		for _, qs := range [][]ackReq{g.handled, g.dropped} {
+			for _, q := range qs {
+				tk.Acks = append(tk.Acks, q.id)
+			}
+		}
+		tk.AckKeys, tk.AckArgs = g.call(c, time.Now())
 	}
 	t.pending[tk] = takeState{acks: acks, reserved: n}
 	t.calls.Add(1)
@@ -160,13 +169,13 @@ func (t *taker) settleAcks(tk *engine.Take, acks []ackReq) {
 		return
 	}
 	k := groupAcks(acks)
-	cmd := redis.NewIntCmd(t.ctx)
+	cmd := redis.NewCmd(t.ctx)
 	if tk.AckErr != nil {
 		cmd.SetErr(tk.AckErr)
 	} else {
 		cmd.SetVal(tk.Acked)
 	}
-	k.cmds = []*redis.IntCmd{cmd}
+	k.cmds = []*redis.Cmd{cmd}
 	a.settled(t.rd.r.opCtx, k)
 }
 

@@ -5,6 +5,9 @@
 --
 -- KEYS[1]  STREAM  the stream the entry was read from
 -- KEYS[2]  STREAM  the group's dead letters
+-- KEYS[3..5] HASH optional: the shard's history keys (totals, minute,
+--                  hour; see history.lua), in which the dead letter is
+--                  counted ("dead:<group>")
 -- ARGV[1]  group name
 -- ARGV[2]  stream entry id
 -- ARGV[3]  dead-letter length cap (0 = none; else oldest dead letters beyond it are trimmed)
@@ -49,4 +52,5 @@ end
 if not acked then
   redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 end
+tally(3, 'dead:' .. ARGV[1], 1)
 return {1, dropped}

@@ -52,12 +52,12 @@ func TestExplain(t *testing.T) {
 		script  string
 		command string
 	}{
-		{"a command on its line", refused(Retry, lineOf(t, "'ZADD'", publishSrc, wakeSrc, retrySrc)), "retry.lua", "ZADD"},
+		{"a command on its line", refused(Retry, lineOf(t, "'ZADD'", publishSrc, wakeSrc, historySrc, retrySrc)), "retry.lua", "ZADD"},
 		{"a pcall raised again", refused(Retry, lineOf(t, "error(r)", publishSrc)), "publish.lua", "SPUBLISH"},
 		{"a helper's command", refused(Schedule, lineOf(t, "redis.call(cmd", publishSrc, onceSrc, wakeSrc, idsSrc, scheduleSrc)), "schedule.lua", "one of ZREM, ZADD, HSET"},
 		{"Redis 7.2's text", fmt.Errorf("x: %w", reply(fmt.Sprintf(
 			"ERR ACL failure in script: User u has no permissions to run the 'xadd' command script: %s, on @user_script:%d.",
-			Promote.Hash(), lineOf(t, "call('XADD', KEYS[3], '*', 'd', score, 'p', m)", publishSrc, idsSrc, promoteSrc)))), "promote.lua", "XADD"},
+			Promote.Hash(), lineOf(t, "call('XADD', KEYS[3], '*', 'd', score, 'p', m)", publishSrc, idsSrc, historySrc, promoteSrc)))), "promote.lua", "XADD"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

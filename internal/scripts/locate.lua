@@ -25,6 +25,8 @@
 --          STREAM  its retry lane's stream
 --          STREAM  its retry lane's quarantine
 --          STREAM  its dead letters
+-- then optionally, for each group named in ARGV[5..], in order:
+--          HASH    its handled records (message id -> record; see ack.lua)
 -- ARGV[1]  message id
 -- ARGV[2]  scan limit: the most entries read from each stream, and members
 --          scanned in each retry lane's delayed set, over the whole search
@@ -41,6 +43,8 @@
 --   partial  1 when a stream or set held more than the scan limit (the
 --            search may have missed entries beyond it), else 0
 --   found    a list of {where, group, entry_id, fields, extra}, where is
+--            "handled" (a group's handled record, first call only: entry_id
+--            "", fields the record "<ms>|<attempt>|<outcome>|<consumer>"),
 --            "stream" (the main stream; group "" and extra a list of
 --            {group, state, consumer, idle_ms, deliveries} per group, state
 --            "pending", "ready" or "handled"), "retry-stream" (extra
@@ -260,8 +264,22 @@ local function searchKey(k)
   return done
 end
 
--- Waiting in the main lane: read by the first call of a search.
+-- The groups' keys end here; the handled records' keys follow, if given.
+local groupKeysEnd = 5 + 5 * (#ARGV - 4)
+
+-- Waiting in the main lane, and the groups' handled records: read by the
+-- first call of a search.
 local waiting = {}
+if ARGV[4] == '' and #KEYS > groupKeysEnd then
+  for i = 5, #ARGV do
+    if recorded[ARGV[i]] then
+      local rec = redis.pcall('HGET', KEYS[groupKeysEnd + i - 4], id)
+      if type(rec) == 'string' then
+        found[#found + 1] = {'handled', ARGV[i], '', rec, {}}
+      end
+    end
+  end
+end
 if ARGV[4] == '' then
   local m, due, packed = locate(KEYS[2], id)
   if m then
@@ -273,7 +291,7 @@ if ARGV[4] == '' then
   end
 end
 
-for k = atKey, #KEYS do
+for k = atKey, groupKeysEnd do
   if not searchKey(k) then
     return {waiting, partial, found, string.format('%d|%d|%s', k, read, pos)}
   end

@@ -14,6 +14,9 @@
 --                  member "<schedule id>@<ms>#<revision>" due at <ms>), its
 --                  field "<schedule id>\31a" is set to "<ms>|<entry id's ms>"
 --                  (a key of another type is left alone)
+-- KEYS[8..10] HASH optional (with KEYS[7]): the shard's history keys
+--                  (totals, minute, hour; see history.lua), in which the
+--                  entries appended are counted ("promoted", "quarantined")
 -- ARGV[1]  limit: most messages to take (1..1000)
 -- ARGV[2]  lease token of the caller ("" = no lease: always promote)
 -- ARGV[3]  lease time to live in ms (ignored without a token)
@@ -228,6 +231,8 @@ if n > 0 then
   if np > 0 then
     redis.call('HDEL', KEYS[2], unpack(plain))
   end
+  tally(8, 'promoted', moved)
+  tally(8, 'quarantined', bad)
 end
 if moved > 0 and ARGV[5] and ARGV[5] ~= '' then
   if ARGV[8] and ARGV[8] ~= '' then

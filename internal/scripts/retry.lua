@@ -6,6 +6,9 @@
 -- KEYS[1]  STREAM  the stream the entry was read from
 -- KEYS[2]  ZSET    the group's retry lane delayed set
 -- KEYS[3]  HASH    the group's retry lane envelopes
+-- KEYS[4..6] HASH optional: the shard's history keys (totals, minute,
+--                  hour; see history.lua), in which the retry is counted
+--                  ("retried:<group>")
 -- ARGV[1]  group name
 -- ARGV[2]  stream entry id
 -- ARGV[3]  retry-lane member (message id, 0x1F, failed entry id)
@@ -48,4 +51,5 @@ if sooner == 0 then
   publish(ARGV[6], score)
 end
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+tally(4, 'retried:' .. ARGV[1], 1)
 return due

@@ -42,6 +42,10 @@ var (
 	retrySrc string
 	//go:embed dead.lua
 	deadSrc string
+	//go:embed history.lua
+	historySrc string
+	//go:embed ack.lua
+	ackSrc string
 	//go:embed extend.lua
 	extendSrc string
 	//go:embed trim.lua
@@ -87,7 +91,7 @@ var (
 	// ScheduleGenerated is Schedule's fast path for calls in which every
 	// message has a generated id.
 	ScheduleGenerated = newScript("publish.lua", publishSrc, "once.lua", onceSrc, "wake.lua", wakeSrc, "schedule_generated.lua", scheduleGeneratedSrc)
-	Promote           = newScript("publish.lua", publishSrc, "ids.lua", idsSrc, "promote.lua", promoteSrc)
+	Promote           = newScript("publish.lua", publishSrc, "ids.lua", idsSrc, "history.lua", historySrc, "promote.lua", promoteSrc)
 	Release           = newScript("publish.lua", publishSrc, "release.lua", releaseSrc)
 	Cancel            = newScript("once.lua", onceSrc, "ids.lua", idsSrc, "cancel.lua", cancelSrc)
 	Reschedule        = newScript("publish.lua", publishSrc, "once.lua", onceSrc, "ids.lua", idsSrc, "reschedule.lua", rescheduleSrc)
@@ -101,8 +105,11 @@ var (
 	PeekCut   = newScript("envcut.lua", envCutSrc, "peek_cut.lua", peekCutSrc)
 	XRangeCut = newScript("envcut.lua", envCutSrc, "xrange_cut.lua", xrangeCutSrc)
 
-	Retry       = newScript("publish.lua", publishSrc, "wake.lua", wakeSrc, "retry.lua", retrySrc)
-	Dead        = newScript("dead.lua", deadSrc)
+	Retry = newScript("publish.lua", publishSrc, "wake.lua", wakeSrc, "history.lua", historySrc, "retry.lua", retrySrc)
+	Dead  = newScript("history.lua", historySrc, "dead.lua", deadSrc)
+	// Ack acknowledges a group's entries of one stream and counts them in
+	// the queue's history.
+	Ack         = newScript("history.lua", historySrc, "ack.lua", ackSrc)
 	Extend      = newScript("extend.lua", extendSrc)
 	Trim        = newScript("trim.lua", trimSrc)
 	Redrive     = newScript("publish.lua", publishSrc, "redrive.lua", redriveSrc)

@@ -17,7 +17,8 @@
 //	<prefix>:1:{<queue>}:d:<group>    STREAM  the group's dead letters
 //
 // plus the lane's lease (:l), wake-up and arrivals channels (:w, :n), the
-// queue's record (:q), its groups (:g), call tokens (:k:<token>), the pause
+// queue's record (:q), its groups (:g), its history counters (:h, and
+// :h:m:<minute> and :h:h:<hour> buckets), call tokens (:k:<token>), the pause
 // record (:p, [Keys.Pause]), a limited group's flow state (:f:<group>) and, for a
 // sharded queue, the movers' registry (:o); docs/concepts.md lists them all.
 // The "1" is the layout version: a change to the layout bumps it, so old and

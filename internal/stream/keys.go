@@ -158,6 +158,27 @@ func (k Keys) Retry(group string) Lane { return k.lane(k.base + ":r:" + group) }
 // DeadLetters returns the key of group's dead-letter stream.
 func (k Keys) DeadLetters(group string) string { return k.base + ":d:" + group }
 
+// HistoryTotals returns the key of the shard's history totals: a HASH of
+// counters (package history names the fields) kept as long as the queue.
+func (k Keys) HistoryTotals() string { return k.base + ":h" }
+
+// HistoryBucket returns the key of the shard's history bucket of
+// resolution res ("m": Unix minute i; "h": Unix hour i): a HASH of the
+// same counters as [Keys.HistoryTotals], for that minute or hour, which
+// expires by itself.
+func (k Keys) HistoryBucket(res string, i int64) string {
+	return k.base + ":h:" + res + ":" + strconv.FormatInt(i, 10)
+}
+
+// Handled returns the keys of group's records of the messages it handled
+// (kept when the group is configured to keep them): a HASH, message id ->
+// "<ms>|<attempt>|<outcome>|<consumer>", and a ZSET of the same ids
+// scored by that ms, by which old records are removed (scripts/ack.lua).
+func (k Keys) Handled(group string) (records, times string) {
+	records = k.base + ":a:" + group
+	return records, records + ":t"
+}
+
 // Groups returns the key of the shard's record of the consumer groups that
 // read its main stream: a SET of group names, to which every consumer adds
 // its group when it starts. Trimming keeps every entry while a recorded

@@ -89,6 +89,7 @@ var apiIndex = []APIEndpoint{
 	{Path: "/api/p/{prefix}/queues", Query: "after, limit", Doc: "a page of the queues under the prefix, with their figures and their groups'"},
 	{Path: "/api/p/{prefix}/q/{queue}", Query: "shards=1", Doc: "one queue's figures (with each shard's)"},
 	{Path: "/api/p/{prefix}/q/{queue}/history", Doc: "the waiting and overdue samples of this process, for the chart"},
+	{Path: "/api/p/{prefix}/q/{queue}/counts", Doc: "the counts Redis keeps of the queue's work (promoted, quarantined; each group's handled, dropped, retried, dead-lettered): totals, the last minute, hour and day, per minute and per hour"},
 	{Path: "/api/p/{prefix}/q/{queue}/next", Query: "offset, limit", Doc: "a page of the waiting messages, earliest due first, payloads as previews"},
 	{Path: "/api/p/{prefix}/q/{queue}/g/{group}/dead", Query: "after (an entry id), limit", Doc: "a page of the group's dead letters, payloads as previews"},
 	{Path: "/api/p/{prefix}/q/{queue}/recurring", Query: "after, limit", Doc: "a page of the queue's recurring schedules"},
@@ -143,6 +144,22 @@ func (s *Server) apiHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.History(prefix, r.PathValue("queue")))
+}
+
+// apiCounts serves the counts Redis keeps of one queue's work.
+func (s *Server) apiCounts(w http.ResponseWriter, r *http.Request) {
+	in, prefix := s.inspector(w, r)
+	if in == nil {
+		return
+	}
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	h, err := s.counts.get(ctx, in, prefix, r.PathValue("queue"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, h)
 }
 
 // apiNext serves a page of the waiting messages, earliest first

@@ -287,6 +287,7 @@ type queuePage struct {
 	base
 	Stats       admin.QueueReport
 	Chart       chart
+	Counts      countsSection
 	IntervalMs  int64
 	Next        []nextRow
 	Groups      []groupSection
@@ -337,6 +338,12 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 	st := rs[0]
 	p := queuePage{base: s.base(r, queue), Stats: st, IntervalMs: s.cfg.sampleInterval.Milliseconds(),
 		PeekCount: peekCount, QuarCount: queueQuarCount, Chart: newChart(s.hist.get(prefix, queue))}
+	if h, err := s.counts.get(ctx, in, prefix, queue); err != nil {
+		s.cfg.logger.WarnContext(r.Context(), "web: counts not read", slog.String("queue", queue), slog.Any("err", err))
+		p.Counts.Err = "The counts could not be read from Redis."
+	} else {
+		p.Counts = newCountsSection(h)
+	}
 	if p.Next, err = s.nextRows(ctx, in, queue, 0, peekCount); err != nil {
 		s.fail(w, r, err)
 		return

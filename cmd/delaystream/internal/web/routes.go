@@ -49,6 +49,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/p/{prefix}/queues", s.apiQueues)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}", s.apiQueue)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/history", s.apiHistory)
+	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/counts", s.apiCounts)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/next", s.apiNext)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/g/{group}/dead", s.apiDead)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/recurring", s.apiRecurring)

@@ -219,6 +219,7 @@ type Server struct {
 	running atomic.Bool
 	started atomic.Int64 // unix ms when Run started sampling; 0 before
 	mem     memoryCache  // the servers that can evict, for the banner
+	counts  countsCache  // the queues' counts read from Redis, for a few seconds
 }
 
 // New returns the web view of the queues on rdb under prefix ("" means
