@@ -85,6 +85,10 @@ func (l Location) Found() bool {
 type WaitingPlace struct {
 	Due     time.Time `json:"due"`
 	Attempt int       `json:"attempt"`
+	// Problem is set when the message cannot be delivered as it is:
+	// "missing envelope" (its envelope is gone, as after an eviction) or
+	// "unknown envelope format". Promotion quarantines it when it is due.
+	Problem string `json:"problem,omitempty"`
 }
 
 // GroupPlace is one place of a message in a consumer group.
@@ -290,12 +294,17 @@ func waitingPlace(v any) *WaitingPlace {
 	}
 	due, _ := w[0].(int64)
 	p := &WaitingPlace{Due: time.UnixMilli(due)}
-	if raw, ok := w[1].(string); ok {
-		var env codec.Envelope
-		if wire.UnmarshalEnvelope([]byte(raw), &env) == nil {
-			p.Attempt = env.Attempt
-		}
+	raw, ok := w[1].(string)
+	if !ok {
+		p.Problem = "missing envelope"
+		return p
 	}
+	var env codec.Envelope
+	if err := wire.UnmarshalEnvelope([]byte(raw), &env); err != nil {
+		p.Problem = "unknown envelope format"
+		return p
+	}
+	p.Attempt = env.Attempt
 	return p
 }
 

@@ -152,7 +152,7 @@ func (in *Inspector) open(ctx context.Context, queue string) (*handle, error) {
 	if err != nil {
 		return nil, invalid(err)
 	}
-	p, err := delay.New(in.rdb, queue, delay.WithPrefix(in.prefix), delay.WithShards(info.Shards))
+	p, err := delay.New(in.rdb, queue, delay.WithPrefix(in.prefix), delay.WithShards(info.Shards), delay.WithRecordReadOnly())
 	if err != nil {
 		return nil, invalid(err)
 	}

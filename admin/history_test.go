@@ -15,6 +15,7 @@ import (
 	"github.com/delaystream/delaystream/admin"
 	"github.com/delaystream/delaystream/internal/history"
 	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/internal/seedtest"
 	"github.com/delaystream/delaystream/internal/stream"
 )
 
@@ -112,4 +113,27 @@ func TestHistory(t *testing.T) {
 
 	_, err = in.History(ctx, "nosuch")
 	require.ErrorIs(t, err, delaystream.ErrNotFound)
+}
+
+// Reading a queue whose record is gone (evicted, or deleted by hand) does
+// not write it again: the queue does not reappear by being looked at.
+func TestReadsDoNotRecreateTheRecord(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	seedtest.Seed(t, rdb, prefix)
+	in, err := admin.New(rdb, prefix)
+	require.NoError(t, err)
+	l, err := stream.NewLayout(prefix, "jobs", 1)
+	require.NoError(t, err)
+	require.NoError(t, rdb.Del(ctx, l.Meta()).Err())
+	rs, err := in.Stats(ctx, "jobs")
+	require.NoError(t, err, "a queue without its record is still read (its keys are there)")
+	assert.Len(t, rs[0].Groups, 2)
+	_, err = in.History(ctx, "jobs")
+	require.NoError(t, err)
+	n, err := rdb.Exists(ctx, l.Meta()).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "the record was written again by a read")
 }

@@ -10,7 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/stream"
+	"github.com/delaystream/delaystream/internal/wire"
 )
 
 // QuarantineEntry is a delayed-set member the mover could not promote,
@@ -29,10 +31,25 @@ type QuarantineEntry struct {
 	// "unknown envelope format", "missing envelope" or "invalid due time".
 	Reason string `json:"reason"`
 	Raw    []byte `json:"raw"` // the envelope bytes found, if any (base64 in JSON)
-	Member []byte `json:"member,omitempty"`
+	// Payload is the message's payload when Raw decodes as an envelope
+	// (cut as Raw is by MaxPayloadBytes), for previews; nil otherwise.
+	Payload []byte `json:"payload,omitempty"`
+	Member  []byte `json:"member,omitempty"`
 	// Size is the length in bytes of Raw as stored, or of Member when
 	// there is no Raw: whole, also when MaxPayloadBytes cut them.
 	Size int `json:"size"`
+}
+
+// Content returns what a preview of q shows: its payload when its
+// envelope decodes, else the raw envelope, else the member.
+func (q QuarantineEntry) Content() []byte {
+	switch {
+	case q.Payload != nil:
+		return q.Payload
+	case len(q.Raw) > 0:
+		return q.Raw
+	}
+	return q.Member
 }
 
 // lane is one quarantine stream of a queue.
@@ -84,6 +101,10 @@ func (in *Inspector) Quarantine(ctx context.Context, queue string, opts ListOpti
 				ID: q.MessageID, Due: q.Due, Reason: q.Reason, Raw: q.Raw, Member: q.Member, Size: q.MemberSize}
 			if len(q.Raw) > 0 {
 				e.Size = q.RawSize
+				var env codec.Envelope
+				if wire.UnmarshalEnvelope(q.Raw, &env) == nil {
+					e.Payload = env.Payload
+				}
 			}
 			if h.layout.Shards() > 1 {
 				e.EntryID += "@" + strconv.Itoa(l.shard)

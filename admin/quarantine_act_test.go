@@ -60,6 +60,9 @@ func testQuarantineActions(t *testing.T, shards int) {
 	byID := map[string]string{}
 	for _, e := range qs {
 		byID[e.ID] = e.EntryID
+		if e.ID == "fixable" {
+			assert.Equal(t, "pay", string(e.Payload), "the payload of a readable envelope, for previews")
+		}
 	}
 
 	res, err := in.RestoreQuarantined(ctx, "orders", time.Hour, byID["fixable"], byID["orphan"], "1-1"+suffix(shards))

@@ -203,6 +203,15 @@ func TestGroupsAndDeadLetters(t *testing.T) {
 	tg.json(t, &ds, "dlq", "ls", "jobs", "billing", "--since", "1h", "-n", "2")
 	require.Len(t, ds, 2)
 	assert.Equal(t, exitNotFound, tg.run(t, "dlq", "ls", "jobs", "nosuchgroup").code)
+	// Every group's, with the group named and the totals.
+	tg.json(t, &ds, "dlq", "ls", "jobs")
+	require.Len(t, ds, 3)
+	assert.Equal(t, "billing", ds[0].Group)
+	out = tg.ok(t, "dlq", "ls", "jobs", "-n", "2")
+	assert.Regexp(t, `(?m)^GROUP\s+ENTRY ID\s+DEAD-LETTERED`, out)
+	assert.Regexp(t, `(?m)^billing\s+\d+-\d+\s`, out)
+	assert.Contains(t, out, "2 shown of 3 dead letters in 2 groups")
+	assert.Equal(t, exitUsage, tg.run(t, "dlq", "ls", "jobs", "--after", "0-1").code, "--after pages one group")
 
 	var d deadRow
 	tg.json(t, &d, "dlq", "show", "jobs", "billing", ds[0].EntryID)

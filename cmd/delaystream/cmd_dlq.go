@@ -71,9 +71,9 @@ func (a *app) dlqLsCmd() *cobra.Command {
 		ff    filterFlags
 	)
 	c := &cobra.Command{
-		Use:   "ls <queue> <group>",
-		Short: "List dead letters, oldest first",
-		Args:  cobra.ExactArgs(2),
+		Use:   "ls <queue> [group]",
+		Short: "List dead letters, oldest first: a group's, or every group's with their totals",
+		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts, err := ff.filter()
 			if err != nil {
@@ -87,32 +87,81 @@ func (a *app) dlqLsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ds, err := in.DeadLetters(ctxOf(c), args[0], args[1], opts)
+			groups, err := a.dlqGroups(c, in, args)
 			if err != nil {
 				return err
 			}
-			if a.jsonOut {
-				return a.printJSON(deadRows(ds))
+			if len(groups) > 1 && opts.After != "" {
+				return usagef("--after pages one group's dead letters: name the group")
 			}
-			if len(ds) == 0 {
+			rows := []deadRow{}
+			now := time.Now()
+			w := a.table()
+			if !a.jsonOut {
+				fmt.Fprintln(w, "GROUP\tENTRY ID\tDEAD-LETTERED\tMESSAGE ID\tREASON\tATTEMPT\tLAST ERROR\tPREVIEW")
+			}
+			shown, total := 0, int64(0)
+			for _, g := range groups {
+				ds, err := in.DeadLetters(ctxOf(c), args[0], g.Group, opts)
+				if err != nil {
+					return err
+				}
+				shown += len(ds)
+				total += g.DeadLetters
+				for _, r := range deadRows(ds) {
+					r.Group = g.Group
+					rows = append(rows, r)
+				}
+				for _, d := range ds {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", g.Group, d.EntryID, when(d.At, now), orDash(d.ID), d.Reason,
+						d.Attempt, orDash(cli.Preview([]byte(d.LastError), 60)), cli.Preview(d.Payload, cli.PreviewLen))
+				}
+			}
+			if a.jsonOut {
+				return a.printJSON(rows)
+			}
+			if shown == 0 {
 				fmt.Fprintln(a.stdout, "no dead letters")
 				return nil
 			}
-			now := time.Now()
-			w := a.table()
-			fmt.Fprintln(w, "ENTRY ID\tDEAD-LETTERED\tMESSAGE ID\tREASON\tATTEMPT\tLAST ERROR\tPREVIEW")
-			for _, d := range ds {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.EntryID, when(d.At, now), orDash(d.ID), d.Reason,
-					d.Attempt, orDash(cli.Preview([]byte(d.LastError), 60)), cli.Preview(d.Payload, cli.PreviewLen))
+			if err := w.Flush(); err != nil {
+				return err
 			}
-			return w.Flush()
+			fmt.Fprintf(a.stdout, "%d shown of %d dead letter%s in %d group%s (at most %d a group: --limit; filters narrow what is shown)\n",
+				shown, total, plural(int(total)), len(groups), plural(len(groups)), limit)
+			return nil
 		},
 	}
-	c.Flags().IntVarP(&limit, "limit", "n", 50, "most entries listed")
-	c.Flags().StringVar(&after, "after", "", "list after this entry id (paging)")
+	c.Flags().IntVarP(&limit, "limit", "n", 50, "most entries listed per group")
+	c.Flags().StringVar(&after, "after", "", "list after this entry id (paging one group)")
 	ff.add(c)
 	a.addJSON(c)
 	return c
+}
+
+// dlqGroups returns the figures of the group named in args[1], or of
+// every group of queue args[0] that delaystream can use.
+func (a *app) dlqGroups(c *cobra.Command, in *admin.Inspector, args []string) ([]admin.GroupReport, error) {
+	rs, err := in.Stats(ctxOf(c), args[0])
+	if err != nil {
+		return nil, err
+	}
+	var out []admin.GroupReport
+	for _, g := range rs[0].Groups {
+		if g.Foreign || (len(args) == 2 && g.Group != args[1]) {
+			continue
+		}
+		out = append(out, g)
+	}
+	if len(args) == 2 && len(out) == 0 {
+		// Not a group of the queue: the call says why (an invalid name,
+		// or not found).
+		if _, err := in.DeadLetters(ctxOf(c), args[0], args[1], admin.ListOptions{Limit: 1}); err != nil {
+			return nil, err
+		}
+		return []admin.GroupReport{{Group: args[1]}}, nil
+	}
+	return out, nil
 }
 
 func (a *app) dlqShowCmd() *cobra.Command {
@@ -239,7 +288,7 @@ func (a *app) dlqActCmd(action string) *cobra.Command {
 				return err
 			}
 			if len(res.NotFound) > 0 {
-				return fmt.Errorf("%d of the dead letters given not found: %w", len(res.NotFound), delaystream.ErrNotFound)
+				return fmt.Errorf("%w: %d of the dead letters given (listed above)", delaystream.ErrNotFound, len(res.NotFound))
 			}
 			return nil
 		},
@@ -367,7 +416,7 @@ func (a *app) quarantineActCmd(action string) *cobra.Command {
 			}
 			switch {
 			case len(res.NotFound) > 0:
-				return fmt.Errorf("%d of the quarantined entries given not found: %w", len(res.NotFound), delaystream.ErrNotFound)
+				return fmt.Errorf("%w: %d of the quarantined entries given (listed above)", delaystream.ErrNotFound, len(res.NotFound))
 			case len(res.Unrecoverable) > 0:
 				return fmt.Errorf("%d of the quarantined entries given could not be restored", len(res.Unrecoverable))
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -57,10 +58,14 @@ func (a *app) printLocation(loc delaystream.Location) {
 	w := a.table()
 	fmt.Fprintln(w, "WHERE\tGROUP\tENTRY\tDETAILS")
 	if p := loc.Waiting; p != nil {
-		fmt.Fprintf(w, "waiting\t-\t-\tdue %s, attempt %d\n", when(p.Due, now), p.Attempt)
+		if p.Problem != "" {
+			fmt.Fprintf(w, "waiting\t-\t-\tdue %s, %s: it cannot be delivered, and is quarantined when due\n", when(p.Due, now), strings.ToUpper(p.Problem))
+		} else {
+			fmt.Fprintf(w, "waiting\t-\t-\tdue %s, attempt %d\n", when(p.Due, now), p.Attempt)
+		}
 	}
 	for _, g := range loc.Groups {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", g.Place, g.Group, g.EntryID, placeDetails(g, now))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", g.Place, g.Group, orDash(g.EntryID), placeDetails(g, now))
 	}
 	for _, e := range loc.Unread {
 		fmt.Fprintf(w, "unread\t-\t%s\tin the stream; the queue has no consumer group yet\n", e)

@@ -271,7 +271,11 @@ func (a *app) peekCmd() *cobra.Command {
 				return a.printJSON(waitingRows(ms))
 			}
 			if len(ms) == 0 {
-				fmt.Fprintln(a.stdout, "nothing waiting")
+				if overdueOnly {
+					fmt.Fprintln(a.stdout, "nothing overdue")
+				} else {
+					fmt.Fprintln(a.stdout, "nothing waiting")
+				}
 				return nil
 			}
 			now := time.Now()
@@ -324,6 +328,9 @@ func (a *app) getCmd() *cobra.Command {
 			now := time.Now()
 			w := a.table()
 			fmt.Fprintf(w, "id\t%s\n", m.ID)
+			if m.Problem != "" {
+				fmt.Fprintf(w, "PROBLEM\t%s: it cannot be delivered, and is quarantined when due\n", m.Problem)
+			}
 			fmt.Fprintf(w, "shard\t%d\n", m.Shard)
 			fmt.Fprintf(w, "due\t%s\n", when(m.Due, now))
 			fmt.Fprintf(w, "overdue\t%v\n", m.Overdue)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/delaystream/delaystream/admin"
 	"github.com/delaystream/delaystream/cmd/delaystream/internal/health"
+	"github.com/delaystream/delaystream/cmd/delaystream/internal/web"
 	dsprom "github.com/delaystream/delaystream/contrib/prometheus"
 )
 
@@ -24,6 +26,7 @@ func (a *app) exporterCmd() *cobra.Command {
 		timeout   time.Duration
 		schedules int
 		limits    = health.DefaultLimits
+		guard     guardFlags
 	)
 	c := &cobra.Command{
 		Use:   "exporter",
@@ -50,14 +53,17 @@ for a queue with at most --max-schedule-series of them, one series each: the ser
 stay bounded however many schedules a queue has. A consumer group made on a queue's stream by
 other means, with a name delaystream cannot use, is reported with the figures Redis keeps of it.
 
-It reads only: it has no action, and shows no payload. It runs until interrupted (SIGINT /
-SIGTERM), then stops within about 5 s.`,
+It reads only: it has no action, and shows no payload. Like serve, it listens on loopback only
+unless --allow-remote, answers only requests whose Host header names the address it listens on
+(or an --allowed-host), and with --basic-auth (or $` + basicAuthEnv + `) needs the credentials on
+every path but /healthz. It runs until interrupted (SIGINT / SIGTERM), then stops within about 5 s.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.exporter(ctxOf(cmd), addr, timeout, schedules, limits)
+			return a.exporter(ctxOf(cmd), addr, timeout, schedules, limits, guard)
 		},
 	}
-	c.Flags().StringVar(&addr, "addr", "127.0.0.1:9390", "host:port to listen on (\":9390\" for every interface)")
+	c.Flags().StringVar(&addr, "addr", "127.0.0.1:9390", "host:port to listen on (loopback unless --allow-remote; \":9390\" for every interface)")
+	guard.add(c)
 	c.Flags().DurationVar(&timeout, "stats-timeout", dsprom.DefaultStatsTimeout, "bound of one scrape's reads from Redis")
 	c.Flags().IntVar(&schedules, "max-schedule-series", dsprom.DefaultMaxScheduleSeries,
 		"a queue with more recurring schedules reports per-queue aggregates only, no series per schedule (0 to 100000)")
@@ -66,7 +72,11 @@ SIGTERM), then stops within about 5 s.`,
 	return c
 }
 
-func (a *app) exporter(ctx context.Context, addr string, timeout time.Duration, schedules int, limits health.Limits) error {
+func (a *app) exporter(ctx context.Context, addr string, timeout time.Duration, schedules int, limits health.Limits, guard guardFlags) error {
+	loopback, opts, auth, err := guard.check(ctx, addr, "the exporter names the queues and groups, so it listens on loopback only unless you pass --allow-remote (then protect it with --basic-auth and TLS in front, or a firewall)")
+	if err != nil {
+		return err
+	}
 	in, err := a.inspector() // connects
 	if err != nil {
 		return err
@@ -74,22 +84,21 @@ func (a *app) exporter(ctx context.Context, addr string, timeout time.Duration, 
 	if limits.MaxOverdue <= 0 {
 		return usagef("--max-overdue must be positive")
 	}
-	m, err := dsprom.New(dsprom.WithStatsTimeout(timeout), dsprom.WithMaxScheduleSeries(schedules))
+	metrics, err := a.metricsHandler(nil, dsprom.WithStatsTimeout(timeout), dsprom.WithMaxScheduleSeries(schedules))
 	if err != nil {
-		return usageError{err}
+		return err
 	}
-	if err := m.WatchAll(a.rdb, a.prefix); err != nil {
-		return usageError{err}
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	mux.Handle("GET /metrics", metrics)
 	mux.Handle("GET /healthz", health.Ping(a.rdb))
 	mux.Handle("GET /health", health.Handler(func() []*admin.Inspector { return []*admin.Inspector{in} }, limits))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "delaystream exporter: /metrics, /healthz, /health")
 	})
+	handler, err := web.Protect(mux, append(opts, web.WithLogger(slog.New(slog.NewTextHandler(a.stderr, nil))))...)
+	if err != nil {
+		return usageError{err}
+	}
 
 	var lc net.ListenConfig
 	l, err := lc.Listen(ctx, "tcp", addr)
@@ -97,13 +106,34 @@ func (a *app) exporter(ctx context.Context, addr string, timeout time.Duration, 
 		return err
 	}
 	fmt.Fprintf(a.stdout, "delaystream: exporting prefix %s on http://%s/metrics\n", a.prefix, l.Addr())
-	if local, err := isLoopback(ctx, addr); err == nil && !local {
-		fmt.Fprintf(a.stderr, "delaystream: /metrics and /health on %s answer any host that reaches it, "+
-			"naming the queues and groups: keep it behind a firewall, or a proxy with authentication\n", l.Addr())
+	if !loopback && !auth {
+		fmt.Fprintf(a.stderr, "delaystream: WARNING: /metrics and /health on %s answer anyone who reaches it, "+
+			"naming the queues and groups: add --basic-auth, or keep it behind a firewall\n", l.Addr())
 	}
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute,
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	g, gctx := errgroup.WithContext(ctx)
 	serveUntilDone(ctx, gctx, g, hs, l)
 	return g.Wait()
+}
+
+// metricsHandler returns the Prometheus handler of every queue under
+// prefixes (none: --prefix), discovered at each scrape, with the Go and
+// process collectors.
+func (a *app) metricsHandler(prefixes []string, opts ...dsprom.Option) (http.Handler, error) {
+	m, err := dsprom.New(opts...)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	if len(prefixes) == 0 {
+		prefixes = []string{a.prefix}
+	}
+	for _, p := range prefixes {
+		if err := m.WatchAll(a.rdb, p); err != nil {
+			return nil, usageError{err}
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}), nil
 }

@@ -277,3 +277,42 @@ func TestExporterHealth(t *testing.T) {
 	assert.Regexp(t, `(?m)^fail  redis: unavailable: `, body)
 	assert.Equal(t, 0, stop())
 }
+
+// The exporter is guarded as serve is: loopback unless --allow-remote,
+// credentials with --basic-auth on every path but /healthz, and requests
+// for another host (a page rebound to this address) refused.
+func TestExporterGuard(t *testing.T) {
+	t.Parallel()
+	tg := single(t)
+	seed(t, tg)
+	r := tg.run(t, "exporter", "--addr", "0.0.0.0:0")
+	assert.Equal(t, exitUsage, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "not a loopback address")
+	assert.Contains(t, r.stderr, "--allow-remote")
+	r = tg.run(t, "exporter", "--addr", "127.0.0.1:0", "--basic-auth", "no-colon")
+	assert.Equal(t, exitUsage, r.code, r.stderr)
+
+	url, stop := startExporter(t, tg, "--basic-auth", "ops:secret")
+	get := func(path, host string, auth bool) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, url+path, nil)
+		require.NoError(t, err)
+		if host != "" {
+			req.Host = host
+		}
+		if auth {
+			req.SetBasicAuth("ops", "secret")
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	assert.Equal(t, http.StatusUnauthorized, get("/metrics", "", false))
+	assert.Equal(t, http.StatusUnauthorized, get("/health", "", false))
+	assert.Equal(t, http.StatusOK, get("/metrics", "", true))
+	assert.Equal(t, http.StatusOK, get("/healthz", "", false), "probes need no credentials")
+	assert.Equal(t, http.StatusMisdirectedRequest, get("/metrics", "evil.example:9390", true), "a rebound page's request")
+	assert.Equal(t, 0, stop())
+}

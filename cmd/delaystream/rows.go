@@ -16,12 +16,14 @@ type waitingRow struct {
 
 // deadRow is a dead letter.
 type deadRow struct {
+	Group string `json:"group,omitempty"` // in listings of every group's
 	admin.DeadLetterEntry
 	Preview string `json:"preview"`
 }
 
-// quarantineRow is a quarantined entry; its preview is of its raw
-// envelope, or of its member when it has none.
+// quarantineRow is a quarantined entry; its preview is of its payload
+// when its envelope decodes, else of its raw envelope, or of its member
+// when it has none.
 type quarantineRow struct {
 	admin.QuarantineEntry
 	Preview string `json:"preview"`
@@ -38,7 +40,7 @@ func waitingRows(ms []admin.WaitingMessage) []waitingRow {
 func deadRows(ds []admin.DeadLetterEntry) []deadRow {
 	out := make([]deadRow, len(ds))
 	for i, d := range ds {
-		out[i] = deadRow{d, cli.Preview(d.Payload, cli.PreviewLen)}
+		out[i] = deadRow{DeadLetterEntry: d, Preview: cli.Preview(d.Payload, cli.PreviewLen)}
 	}
 	return out
 }
@@ -46,11 +48,7 @@ func deadRows(ds []admin.DeadLetterEntry) []deadRow {
 func quarantineRows(qs []admin.QuarantineEntry) []quarantineRow {
 	out := make([]quarantineRow, len(qs))
 	for i, q := range qs {
-		raw := q.Raw
-		if len(raw) == 0 {
-			raw = q.Member
-		}
-		out[i] = quarantineRow{q, cli.Preview(raw, cli.PreviewLen)}
+		out[i] = quarantineRow{q, cli.Preview(q.Content(), cli.PreviewLen)}
 	}
 	return out
 }

@@ -25,14 +25,12 @@ const basicAuthEnv = "DELAYSTREAM_BASIC_AUTH"
 // serveFlags are the flags of `delaystream serve`.
 type serveFlags struct {
 	addr           string
-	allowRemote    bool
+	guard          guardFlags
 	readOnly       bool
-	basicAuth      string
 	previewBytes   int
 	sampleInterval time.Duration
 	history        int
 	prefixes       []string
-	allowedHosts   []string
 	health         health.Limits
 }
 
@@ -65,9 +63,8 @@ It runs until interrupted (SIGINT / SIGTERM), then stops within about 5 s.`,
 	}
 	fl := c.Flags()
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "host:port to listen on (loopback unless --allow-remote)")
-	fl.BoolVar(&f.allowRemote, "allow-remote", false, "allow --addr to be a non-loopback address (use with --basic-auth behind TLS, or --read-only)")
+	f.guard.add(c)
 	fl.BoolVar(&f.readOnly, "read-only", false, "show no redrive or purge button and refuse every POST")
-	fl.StringVar(&f.basicAuth, "basic-auth", "", "user:password required on every request ($"+basicAuthEnv+"; prefer it: flags show in ps)")
 	fl.IntVar(&f.previewBytes, "preview-bytes", web.DefaultPreviewBytes, "most bytes of a payload preview shown; payloads are never shown whole (16 to 65536)")
 	fl.DurationVar(&f.sampleInterval, "sample-interval", web.DefaultSampleInterval, "how often the charts' figures are read (at least 100ms)")
 	fl.IntVar(&f.history, "history", web.DefaultHistorySize, "samples kept per queue for the charts (a ring; memory only)")
@@ -75,42 +72,50 @@ It runs until interrupted (SIGINT / SIGTERM), then stops within about 5 s.`,
 	f.health = health.DefaultLimits
 	fl.DurationVar(&f.health.MaxOverdue, "max-overdue", f.health.MaxOverdue,
 		"/health fails when a queue's earliest waiting message is overdue by more than this")
-	fl.StringArrayVar(&f.allowedHosts, "allowed-host", nil, "also answer requests for this host name, with :port for that port only "+
-		"(repeatable; the names a proxy in front forwards, or that reach --allow-remote)")
 	return c
 }
 
-// serve runs the web view until ctx is cancelled.
-func (a *app) serve(ctx context.Context, f serveFlags) error {
-	loopback, err := isLoopback(ctx, f.addr)
+// guardFlags are the flags of what guards a server of the command (serve,
+// exporter): where it may listen, the names it answers to, credentials.
+type guardFlags struct {
+	allowRemote  bool
+	basicAuth    string
+	allowedHosts []string
+}
+
+func (g *guardFlags) add(c *cobra.Command) {
+	fl := c.Flags()
+	fl.BoolVar(&g.allowRemote, "allow-remote", false, "allow --addr to be a non-loopback address (protect it with --basic-auth behind TLS, or a firewall)")
+	fl.StringVar(&g.basicAuth, "basic-auth", "", "user:password required on every request but /healthz ($"+basicAuthEnv+"; prefer it: flags show in ps)")
+	fl.StringArrayVar(&g.allowedHosts, "allowed-host", nil, "also answer requests for this host name, with :port for that port only "+
+		"(repeatable; the names a proxy in front forwards, or that reach --allow-remote); requests naming any other host are refused")
+}
+
+// check applies g to a server listening on addr: it refuses a
+// non-loopback addr without --allow-remote (why: the reason given), and
+// returns whether addr is loopback, the web options of the host check and
+// credentials, and whether credentials are required.
+func (g *guardFlags) check(ctx context.Context, addr, why string) (loopback bool, opts []web.Option, auth bool, err error) {
+	loopback, err = isLoopback(ctx, addr)
 	if err != nil {
-		return usagef("--addr %s: %w", f.addr, err)
+		return false, nil, false, usagef("--addr %s: %w", addr, err)
 	}
-	if !loopback && !f.allowRemote {
-		return usagef("--addr %s is not a loopback address: the web view can redrive and purge, so it listens on "+
-			"loopback only unless you pass --allow-remote (then protect it with --basic-auth and TLS in front, or --read-only)", f.addr)
+	if !loopback && !g.allowRemote {
+		return false, nil, false, usagef("--addr %s is not a loopback address: %s", addr, why)
 	}
-	opts := []web.Option{web.WithPreviewBytes(f.previewBytes), web.WithSampleInterval(f.sampleInterval),
-		web.WithHistorySize(f.history), web.WithLogger(slog.New(slog.NewTextHandler(a.stderr, nil))), web.WithHealthLimits(f.health)}
-	auth := f.basicAuth
-	if auth == "" {
-		auth = os.Getenv(basicAuthEnv)
+	creds := g.basicAuth
+	if creds == "" {
+		creds = os.Getenv(basicAuthEnv)
 	}
-	if auth != "" {
-		user, pass, ok := strings.Cut(auth, ":")
+	if creds != "" {
+		user, pass, ok := strings.Cut(creds, ":")
 		if !ok || user == "" || pass == "" {
-			return usagef("--basic-auth / $%s must be user:password", basicAuthEnv)
+			return false, nil, false, usagef("--basic-auth / $%s must be user:password", basicAuthEnv)
 		}
 		opts = append(opts, web.WithBasicAuth(user, pass))
 	}
-	if f.readOnly {
-		opts = append(opts, web.WithReadOnly())
-	}
-	if len(f.prefixes) > 0 {
-		opts = append(opts, web.WithPrefixes(f.prefixes...))
-	}
-	hosts := f.allowedHosts
-	if host, port, err := net.SplitHostPort(f.addr); err == nil && host != "" && net.ParseIP(strings.Trim(host, "[]")) == nil {
+	hosts := g.allowedHosts
+	if host, port, err := net.SplitHostPort(addr); err == nil && host != "" && net.ParseIP(strings.Trim(host, "[]")) == nil {
 		// --addr names a host: requests for that name are for this server
 		// too (the server knows only the address it listens on).
 		if port != "0" {
@@ -121,9 +126,33 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if len(hosts) > 0 {
 		opts = append(opts, web.WithAllowedHosts(hosts...))
 	}
+	return loopback, opts, creds != "", nil
+}
+
+// serve runs the web view until ctx is cancelled.
+func (a *app) serve(ctx context.Context, f serveFlags) error {
+	loopback, guard, authOn, err := f.guard.check(ctx, f.addr, "the web view can redrive and purge, so it listens on "+
+		"loopback only unless you pass --allow-remote (then protect it with --basic-auth and TLS in front, or --read-only)")
+	if err != nil {
+		return err
+	}
+	opts := append([]web.Option{web.WithPreviewBytes(f.previewBytes), web.WithSampleInterval(f.sampleInterval),
+		web.WithHistorySize(f.history), web.WithLogger(slog.New(slog.NewTextHandler(a.stderr, nil))), web.WithHealthLimits(f.health)},
+		guard...)
+	if f.readOnly {
+		opts = append(opts, web.WithReadOnly())
+	}
+	if len(f.prefixes) > 0 {
+		opts = append(opts, web.WithPrefixes(f.prefixes...))
+	}
 	if _, err := a.inspector(); err != nil { // connects
 		return err
 	}
+	metrics, err := a.metricsHandler(f.prefixes)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, web.WithMetrics(metrics))
 	srv, err := web.New(a.rdb, a.prefix, opts...)
 	if err != nil {
 		if errors.Is(err, web.ErrInvalidOption) {
@@ -133,10 +162,10 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	}
 	if !loopback {
 		switch {
-		case auth == "" && !f.readOnly:
+		case !authOn && !f.readOnly:
 			fmt.Fprintf(a.stderr, "delaystream: WARNING: serving %s beyond this host with NO authentication and "+
 				"redrive/purge enabled: anyone who can reach it can act on your queues. Add --basic-auth or --read-only.\n", f.addr)
-		case auth == "":
+		case !authOn:
 			fmt.Fprintf(a.stderr, "delaystream: WARNING: serving %s beyond this host with no authentication: "+
 				"anyone who can reach it can read your queues and payload previews.\n", f.addr)
 		default:

@@ -187,7 +187,7 @@ func TestServeReadOnlyAndAuth(t *testing.T) {
 	code, body := get(t, page, "ops", "s3cret")
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, `data-message="job-1"`)
-	assert.NotContains(t, body, "<form")
+	assert.NotContains(t, body, `<form method="post"`, "no action")
 	assert.Contains(t, body, `id="read-only"`)
 
 	req, err := http.NewRequest(http.MethodPost, page+"/g/billing/purge", strings.NewReader("all=1&csrf=x"))
@@ -209,6 +209,13 @@ func TestServeReadOnlyAndAuth(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, code)
 	code, body = get(t, s.url+"/health", "ops", "s3cret")
 	assert.Equal(t, http.StatusServiceUnavailable, code, body)
+	// serve exports the metrics too, behind the same credentials.
+	code, _ = get(t, s.url+"/metrics", "", "")
+	assert.Equal(t, http.StatusUnauthorized, code)
+	code, metrics := get(t, s.url+"/metrics", "ops", "s3cret")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, metrics, "delaystream_up 1")
+	assert.Contains(t, metrics, `delaystream_history_dead_lettered_total{group="billing",queue="jobs"} 3`)
 	assert.Regexp(t, `(?m)^fail  queue orders: the earliest waiting message is overdue by `, body)
 	assert.Regexp(t, `(?m)^ok    group jobs/audit: `, body)
 	s.stop(t)

@@ -27,6 +27,18 @@ type config struct {
 	ack        ackConfig     // WithReplicaAck; zero: writes do not wait for replicas
 	expire     time.Duration // WithExpireAfter; 0: messages never expire by default
 	alone      bool          // WithoutGroupCommit: every Schedule makes its own script call
+	readRecord bool          // WithRecordReadOnly: reads check the queue's record without writing it
+}
+
+// WithRecordReadOnly makes the producer's reads (Stats, ShardStats) check
+// the queue's record without ever writing it, as Peek does: an operator's
+// read must not re-create the record of a queue whose keys were deleted or
+// evicted. Its writes still record the queue as every part does.
+func WithRecordReadOnly() Option {
+	return func(c *config) error {
+		c.readRecord = true
+		return nil
+	}
 }
 
 // Limits on what a producer accepts. They keep every script call bounded.

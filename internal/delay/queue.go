@@ -355,7 +355,7 @@ type Stats struct {
 // Redis clocks (each shard counts its overdue messages by its own server's
 // clock). The figures of different shards are not one atomic snapshot.
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
-	per, err := q.set.stats(ctx)
+	per, err := q.shardStats(ctx)
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats %s: %w", q.name, err)
 	}
@@ -377,16 +377,26 @@ func (q *Queue) Stats(ctx context.Context) (Stats, error) {
 // i is shard i's, each by its own server's clock. Like Stats it makes one
 // script call per shard, all in one pipeline.
 func (q *Queue) ShardStats(ctx context.Context) ([]Stats, error) {
-	per, err := q.set.stats(ctx)
+	per, err := q.shardStats(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("shard stats %s: %w", q.name, err)
 	}
 	return per, nil
 }
 
+// shardStats returns the figures of every shard, after the check of the
+// queue's record (read only with WithRecordReadOnly).
+func (q *Queue) shardStats(ctx context.Context) ([]Stats, error) {
+	check := q.set.check
+	if q.cfg.readRecord {
+		check = q.set.checkRecord
+	}
+	return q.set.stats(ctx, check)
+}
+
 // stats returns the figures of every shard (see Queue.ShardStats).
-func (s *shardSet) stats(ctx context.Context) ([]Stats, error) {
-	if err := s.check(ctx); err != nil {
+func (s *shardSet) stats(ctx context.Context, check func(context.Context) error) ([]Stats, error) {
+	if err := check(ctx); err != nil {
 		return nil, err
 	}
 	calls := make([]scripts.Call, len(s.lanes))

@@ -90,21 +90,30 @@ var apiIndex = []APIEndpoint{
 	{Path: "/api/p/{prefix}/q/{queue}", Query: "shards=1", Doc: "one queue's figures (with each shard's)"},
 	{Path: "/api/p/{prefix}/q/{queue}/history", Doc: "the waiting and overdue samples of this process, for the chart"},
 	{Path: "/api/p/{prefix}/q/{queue}/counts", Doc: "the counts Redis keeps of the queue's work (promoted, quarantined; each group's handled, dropped, retried, dead-lettered): totals, the last minute, hour and day, per minute and per hour"},
+	{Path: "/api/p/{prefix}/q/{queue}/locate", Query: "id", Doc: "every place of one message (waiting, ready, pending, retrying, dead-lettered, quarantined, handled)"},
 	{Path: "/api/p/{prefix}/q/{queue}/next", Query: "offset, limit", Doc: "a page of the waiting messages, earliest due first, payloads as previews"},
 	{Path: "/api/p/{prefix}/q/{queue}/g/{group}/dead", Query: "after (an entry id), limit", Doc: "a page of the group's dead letters, payloads as previews"},
 	{Path: "/api/p/{prefix}/q/{queue}/recurring", Query: "after, limit", Doc: "a page of the queue's recurring schedules"},
 	{Path: "/api/p/{prefix}/q/{queue}/quarantine", Query: "offset, limit", Doc: "a page of the quarantined entries, as previews"},
 	{Path: "/health", Query: "format=json", Doc: "the health checks (servers, promotion, consumers): 503 when one fails"},
+	{Path: "/metrics", Doc: "Prometheus metrics of every queue under the prefixes served (as the exporter's), when the server was built with them (delaystream serve)"},
 	{Path: "/healthz", Doc: "200 when Redis answers PING, else 503; needs no credentials"},
 }
 
 // apiIndexHandler serves the index of the API: the prefixes served and
 // the documents.
 func (s *Server) apiIndexHandler(w http.ResponseWriter, _ *http.Request) {
+	list := make([]APIEndpoint, 0, len(apiIndex))
+	for _, e := range apiIndex {
+		if e.Path == "/metrics" && s.cfg.metrics == nil {
+			continue // not served
+		}
+		list = append(list, e)
+	}
 	writeJSON(w, http.StatusOK, struct {
 		Prefixes  []string      `json:"prefixes"`
 		Endpoints []APIEndpoint `json:"endpoints"`
-	}{s.Prefixes(), apiIndex})
+	}{s.Prefixes(), list})
 }
 
 // apiQueues serves a page of the queues' figures (?after=<queue>&limit=).

@@ -63,7 +63,7 @@ var bigPayload = "BIG:" + strings.Repeat(bigFragment, 200)
 //   - m00..m07 due at once: billing dead-letters m01 and m03 on their
 //     first delivery and acknowledges everything else; audit acknowledges
 //     everything but m05, which its handler holds (pending) until the
-//     test ends;
+//     test ends, and keeps handled records;
 //   - later-00..later-02 due in an hour (waiting), later-02 with a long
 //     payload.
 type fixture struct {
@@ -137,7 +137,7 @@ func newFixture(t *testing.T) *fixture {
 			}
 		}
 		return nil
-	}, delaystream.WithWorkers(2), delaystream.WithoutTrim())
+	}, delaystream.WithWorkers(2), delaystream.WithoutTrim(), delaystream.WithHandledRecords(time.Hour))
 	require.NoError(t, err)
 
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -603,8 +603,8 @@ func TestBrowserReadOnly(t *testing.T) {
 		chromedp.WaitVisible(`#read-only`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#dead-billing`, chromedp.ByQuery),
 		text(`tr[data-group="billing"] td.dead`, &billDead),
-		chromedp.Evaluate(`document.querySelectorAll("button").length`, &buttons),
-		chromedp.Evaluate(`document.querySelectorAll("form").length`, &forms),
+		chromedp.Evaluate(`document.querySelectorAll("form[method=post] button").length`, &buttons),
+		chromedp.Evaluate(`document.querySelectorAll("form[method=post]").length`, &forms),
 	)
 	assert.Equal(t, "2", billDead)
 	assert.Zero(t, buttons)
@@ -612,7 +612,7 @@ func TestBrowserReadOnly(t *testing.T) {
 	step(t, bctx, "read-only group page",
 		chromedp.Navigate(queueURL+"/g/billing"),
 		chromedp.WaitVisible(`tr[data-message="m01"]`, chromedp.ByQuery),
-		chromedp.Evaluate(`document.querySelectorAll("button").length`, &buttons),
+		chromedp.Evaluate(`document.querySelectorAll("form[method=post] button").length`, &buttons),
 	)
 	assert.Zero(t, buttons)
 	screenshot(t, bctx, screenshotDir(t), "read-only")

@@ -78,3 +78,36 @@ func getJSON(t *testing.T, url string, v any) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
 }
+
+// The queue page's search finds a message by id: in every place, handled
+// included for a group that keeps records; an unknown id is found nowhere.
+func TestBrowserLocate(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	_, ts := f.serve(t)
+	bctx := browser(t)
+	queueURL := ts.URL + "/p/" + url.PathEscape(f.prefix) + "/q/" + queueName
+
+	var places []string
+	var found, details string
+	step(t, bctx, "find m01",
+		chromedp.Navigate(queueURL),
+		chromedp.WaitVisible(`form.locate input[name=id]`, chromedp.ByQuery),
+		chromedp.SendKeys(`form.locate input[name=id]`, "m01", chromedp.ByQuery),
+		chromedp.Submit(`form.locate input[name=id]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#located`, chromedp.ByQuery),
+		chromedp.AttributeValue(`#located`, "data-found", &found, nil, chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll("#places tr[data-place]")].map(e => e.dataset.place + ":" + (e.dataset.group || ""))`, &places),
+		text(`#places tr[data-place="handled"] td:nth-child(4)`, &details),
+	)
+	assert.Equal(t, "true", found)
+	assert.Equal(t, []string{"handled:audit", "dead-lettered:billing"}, places, "audit keeps handled records; billing dead-lettered it")
+	assert.Regexp(t, `^handled at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z \(.*\), attempt 1, consumer \S+$`, details)
+
+	step(t, bctx, "find nothing",
+		chromedp.Navigate(queueURL+"/locate?id=nosuch"),
+		chromedp.WaitVisible(`#located`, chromedp.ByQuery),
+		chromedp.AttributeValue(`#located`, "data-found", &found, nil, chromedp.ByQuery),
+	)
+	assert.Equal(t, "false", found)
+}

@@ -207,11 +207,7 @@ func (s *Server) quarantineRowsMore(ctx context.Context, in *admin.Inspector, qu
 	}
 	rows = make([]quarantineRow, len(qs))
 	for i, q := range qs {
-		raw := q.Raw
-		if len(raw) == 0 {
-			raw = q.Member
-		}
-		rows[i] = quarantineRow{QuarantineEntry: q, Shown: s.preview(raw, q.Size)}
+		rows[i] = quarantineRow{QuarantineEntry: q, Shown: s.preview(q.Content(), q.Size)}
 	}
 	return rows, more, nil
 }

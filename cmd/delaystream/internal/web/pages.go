@@ -28,7 +28,7 @@ type pages struct {
 	byName map[string]*template.Template
 }
 
-var pageNames = []string{"index", "queues", "queue", "group", "next", "recurring", "quarantine", "error"}
+var pageNames = []string{"index", "queues", "queue", "group", "next", "recurring", "quarantine", "locate", "error"}
 
 func parsePages() (*pages, error) {
 	p := &pages{byName: map[string]*template.Template{}}
@@ -178,7 +178,8 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, delaystream.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, delaystream.ErrInvalidOption), errors.Is(err, delaystream.ErrInvalidName):
+	case errors.Is(err, delaystream.ErrInvalidOption), errors.Is(err, delaystream.ErrInvalidName),
+		errors.Is(err, delaystream.ErrInvalidMessage):
 		return http.StatusBadRequest
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout

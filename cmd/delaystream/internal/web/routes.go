@@ -37,6 +37,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /p/{prefix}/q/{queue}/next", s.handleNextList)
 	mux.HandleFunc("GET /p/{prefix}/q/{queue}/recurring", s.handleRecurringList)
 	mux.HandleFunc("GET /p/{prefix}/q/{queue}/quarantine", s.handleQuarantineList)
+	mux.HandleFunc("GET /p/{prefix}/q/{queue}/locate", s.handleLocate)
 	mux.HandleFunc("POST /p/{prefix}/q/{queue}/g/{group}/{action}", s.handleAction)
 	mux.HandleFunc("POST /p/{prefix}/q/{queue}/r/{id}/{action}", s.handleRecurringAction)
 	for _, a := range []string{"pause", "resume"} {
@@ -50,11 +51,15 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}", s.apiQueue)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/history", s.apiHistory)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/counts", s.apiCounts)
+	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/locate", s.apiLocate)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/next", s.apiNext)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/g/{group}/dead", s.apiDead)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/recurring", s.apiRecurring)
 	mux.HandleFunc("GET /api/p/{prefix}/q/{queue}/quarantine", s.apiQuarantine)
 	mux.Handle("GET /health", health.Handler(s.inspectors, s.cfg.health))
+	if s.cfg.metrics != nil {
+		mux.Handle("GET /metrics", s.cfg.metrics)
+	}
 
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

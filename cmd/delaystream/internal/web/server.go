@@ -68,6 +68,43 @@ type config struct {
 	logger         *slog.Logger
 	allowedHosts   []hostPort // WithAllowedHosts's, parsed
 	health         health.Limits
+	metrics        http.Handler // WithMetrics's; nil: no /metrics
+}
+
+// WithMetrics serves h (a Prometheus handler) at GET /metrics, behind the
+// same host check and credentials as the pages.
+func WithMetrics(h http.Handler) Option {
+	return func(c *config) error {
+		if h == nil {
+			return fmt.Errorf("%w: nil metrics handler", ErrInvalidOption)
+		}
+		c.metrics = h
+		return nil
+	}
+}
+
+// Protect wraps h, a handler of read-only documents (an exporter's
+// /metrics and /health), in what guards the web view: a request whose
+// Host header is not the address it came in on, nor one of
+// WithAllowedHosts, is refused (a page rebound to this address by DNS
+// cannot read it), and with WithBasicAuth every path but /healthz needs
+// the credentials. WithLogger sets where refusals are logged; the other
+// options are ignored. Errors wrap [ErrInvalidOption].
+func Protect(h http.Handler, opts ...Option) (http.Handler, error) {
+	s := &Server{cfg: config{logger: slog.Default()}}
+	for _, o := range opts {
+		if err := o(&s.cfg); err != nil {
+			return nil, err
+		}
+	}
+	inner := h
+	if s.cfg.auth {
+		inner = s.requireAuth(h)
+	}
+	outer := http.NewServeMux()
+	outer.Handle("GET /healthz", h)
+	outer.Handle("/", inner)
+	return s.checkHost(outer), nil
 }
 
 // WithHealthLimits sets the bounds /health holds the queues to (default
