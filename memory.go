@@ -20,6 +20,9 @@ type RedisMemory struct {
 	Used   int64  `json:"used"`   // used_memory, in bytes
 	Max    int64  `json:"max"`    // maxmemory, in bytes; 0: no limit
 	Policy string `json:"policy"` // maxmemory-policy
+	// Evicted is the keys the server evicted since it started
+	// (evicted_keys); -1 when not known.
+	Evicted int64 `json:"evicted"`
 }
 
 // Evicts reports whether the server may evict keys: a memory limit is set
@@ -33,11 +36,11 @@ func (m RedisMemory) Evicts() bool { return m.internal().Evicts() }
 func (m RedisMemory) String() string { return m.internal().String() }
 
 func (m RedisMemory) internal() memory.Server {
-	return memory.Server{Addr: m.Addr, Used: m.Used, Max: m.Max, Policy: m.Policy, Known: true}
+	return memory.Server{Addr: m.Addr, Used: m.Used, Max: m.Max, Policy: m.Policy, Evicted: m.Evicted, Known: true}
 }
 
 func redisMemory(s memory.Server) RedisMemory {
-	return RedisMemory{Addr: s.Addr, Used: s.Used, Max: s.Max, Policy: s.Policy}
+	return RedisMemory{Addr: s.Addr, Used: s.Used, Max: s.Max, Policy: s.Policy, Evicted: s.Evicted}
 }
 
 func redisMemories(list []memory.Server) []RedisMemory {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -285,6 +286,20 @@ func TestQuarantine(t *testing.T) {
 	assert.Equal(t, exitNotFound, r.code)
 	assert.Contains(t, r.stdout, "not found: "+id)
 	assert.Equal(t, exitUsage, tg.run(t, "quarantine", "rm", "jobs", "garbage", "--yes").code)
+
+	// --all deletes every quarantined entry.
+	assert.Equal(t, "nothing quarantined\n", tg.ok(t, "quarantine", "rm", "jobs", "--all", "--yes"))
+	l, err := stream.NewLayout(tg.prefix, "jobs", 1)
+	require.NoError(t, err)
+	for _, m := range []string{"\x02a", "\x02b"} {
+		require.NoError(t, tg.client(t).XAdd(context.Background(), &redis.XAddArgs{Stream: l.Shard(0).Main().Quarantine,
+			Values: []string{"r", "unknown member format", "d", "1", "m", m}}).Err())
+	}
+	assert.Equal(t, exitUsage, tg.run(t, "quarantine", "rm", "jobs", id, "--all", "--yes").code, "ids or --all")
+	assert.Equal(t, exitUsage, tg.run(t, "quarantine", "rm", "jobs", "--yes").code, "ids or --all")
+	assert.Equal(t, "deleted 2 of 2 quarantined entries of jobs\n", tg.ok(t, "quarantine", "rm", "jobs", "--all", "--yes"))
+	tg.json(t, &qs, "quarantine", "ls", "jobs")
+	assert.Empty(t, qs)
 }
 
 func TestExitCodes(t *testing.T) {

@@ -375,17 +375,37 @@ func (a *app) quarantineCmd() *cobra.Command {
 
 // quarantineActCmd builds `quarantine rm` and `quarantine restore`.
 func (a *app) quarantineActCmd(action string) *cobra.Command {
-	var wait time.Duration
-	short := "Delete quarantined entries for good, by entry id (asks for confirmation; --yes without a terminal)"
+	var (
+		wait time.Duration
+		all  bool
+	)
+	short := "Delete quarantined entries for good, by entry id or --all (asks for confirmation; --yes without a terminal)"
 	if action == "restore" {
 		short = "Put quarantined entries back once fixed: their messages wait again (asks for confirmation; --yes without a terminal)"
 	}
+	use := action + " <queue> <entry-id>..."
+	if action == "rm" {
+		use = action + " <queue> [entry-id...] [--all]"
+	}
 	c := &cobra.Command{
-		Use:   action + " <queue> <entry-id>...",
+		Use:   use,
 		Short: short,
-		Args:  cobra.MinimumNArgs(2),
+		Args:  cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			queue, ids := args[0], args[1:]
+			if (len(ids) == 0) != all {
+				return usagef("give entry ids or --all, not both or neither")
+			}
+			if all {
+				var err error
+				if ids, err = a.allQuarantined(c, queue); err != nil {
+					return err
+				}
+				if len(ids) == 0 {
+					fmt.Fprintln(a.stdout, "nothing quarantined")
+					return nil
+				}
+			}
 			verb := map[string]string{"rm": "delete", "restore": "restore"}[action]
 			in, err := a.confirmOn(c, queue, fmt.Sprintf("%s %d quarantined entr%s of queue %s", verb, len(ids), pluralY(len(ids)), queue))
 			if err != nil {
@@ -425,10 +445,30 @@ func (a *app) quarantineActCmd(action string) *cobra.Command {
 	}
 	if action == "restore" {
 		c.Flags().DurationVar(&wait, "delay", 0, "deliver after this delay (or at the entry's due time, if later)")
+	} else {
+		c.Flags().BoolVar(&all, "all", false, fmt.Sprintf("every quarantined entry of the queue (up to %d at a time)", admin.MaxPeek))
 	}
 	a.addYes(c)
 	a.addJSON(c)
 	return c
+}
+
+// allQuarantined returns the entry ids of queue's quarantined entries, up
+// to admin.MaxPeek of them.
+func (a *app) allQuarantined(c *cobra.Command, queue string) ([]string, error) {
+	in, err := a.inspector()
+	if err != nil {
+		return nil, err
+	}
+	qs, err := in.Quarantine(ctxOf(c), queue, admin.ListOptions{Limit: admin.MaxPeek, MaxPayloadBytes: 1})
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(qs))
+	for i, q := range qs {
+		ids[i] = q.EntryID
+	}
+	return ids, nil
 }
 
 func pluralY(n int) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/admin"
+	"github.com/delaystream/delaystream/internal/memory"
 )
 
 // errEvicting is returned by memory when a server can evict.
@@ -59,21 +60,25 @@ func (a *app) memoryCmd() *cobra.Command {
 
 func (a *app) printMemory(list []admin.ServerMemory) {
 	w := a.table()
-	fmt.Fprintln(w, "SERVER\tUSED\tMAXMEMORY\tPOLICY\tEVICTS")
+	fmt.Fprintln(w, "SERVER\tUSED\tMAXMEMORY\tPOLICY\tEVICTED KEYS\tEVICTS")
 	for _, s := range list {
 		if !s.Known {
-			fmt.Fprintf(w, "%s\t?\t?\t?\tunknown (%s)\n", s.Addr, s.Why)
+			fmt.Fprintf(w, "%s\t?\t?\t?\t?\tunknown (%s)\n", s.Addr, s.Why)
 			continue
 		}
 		limit := "none"
 		if s.Max > 0 {
-			limit = bytesText(s.Max)
+			limit = memory.Bytes(s.Max)
 		}
 		evicts := "no"
 		if s.Evicts() {
 			evicts = "YES: messages can be lost"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.Addr, bytesText(s.Used), limit, s.Policy, evicts)
+		evicted := "?"
+		if s.Evicted >= 0 {
+			evicted = fmt.Sprint(s.Evicted)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Addr, memory.Bytes(s.Used), limit, s.Policy, evicted, evicts)
 	}
 	_ = w.Flush()
 }
@@ -99,7 +104,7 @@ func (a *app) warnMemory(ctx context.Context, in *admin.Inspector) {
 		}
 		if isFull(s) {
 			fmt.Fprintf(a.stderr, "WARNING: Redis %s is full (used %s of maxmemory %s, maxmemory-policy %s): Schedule is refused until the groups drain it or maxmemory is raised\n",
-				s.Addr, bytesText(s.Used), bytesText(s.Max), s.Policy)
+				s.Addr, memory.Bytes(s.Used), memory.Bytes(s.Max), s.Policy)
 		}
 	}
 	warnEvicting(a.stderr, evicting)
@@ -111,18 +116,4 @@ func warnEvicting(out io.Writer, evicting []delaystream.RedisMemory) {
 		fmt.Fprintf(out, "WARNING: Redis %s has maxmemory-policy %s with maxmemory set: it may evict the queues' keys and lose messages; set maxmemory-policy noeviction\n",
 			s.Addr, s.Policy)
 	}
-}
-
-// bytesText formats n bytes for people ("8.0 MiB").
-func bytesText(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }

@@ -171,6 +171,11 @@ func (a *app) recurringDefineCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "%s %s\n", out, args[1])
+			if f.cronExpr != "" {
+				fmt.Fprintf(a.stderr, "note: a cron schedule's occurrences are computed by the processes that run queue %s; "+
+					"each must be built with contrib/cron (delaystream.New(…, cron.Option())): one that is not warns once in its log "+
+					"and leaves the schedule to the others, and with none the schedule is never topped up\n", args[0])
+			}
 			return nil
 		},
 	}

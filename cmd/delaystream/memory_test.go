@@ -28,7 +28,7 @@ func TestMemoryCommand(t *testing.T) {
 			tg := newTarget(t, s.Addr)
 			r := tg.run(t, "memory")
 			require.Equal(t, c.code, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
-			assert.Regexp(t, `(?m)^SERVER\s+USED\s+MAXMEMORY\s+POLICY\s+EVICTS$`, r.stdout)
+			assert.Regexp(t, `(?m)^SERVER\s+USED\s+MAXMEMORY\s+POLICY\s+EVICTED KEYS\s+EVICTS$`, r.stdout)
 			assert.Regexp(t, `(?m)^`+s.Addr+`\s+[\d.]+ [KM]iB\s+8\.0 MiB\s+`+c.policy+`\s`, r.stdout)
 
 			r = tg.run(t, "memory", "--json")
@@ -37,6 +37,7 @@ func TestMemoryCommand(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &list))
 			require.Len(t, list, 1)
 			assert.Equal(t, c.policy, list[0].Policy)
+			assert.Zero(t, list[0].Evicted, "a fresh server evicted nothing (and says so: not -1)")
 
 			rdb := redis.NewClient(redistest.Options(t, s.Addr))
 			defer rdb.Close()

@@ -28,7 +28,7 @@ type statDescs struct {
 	consumers, pending, oldest, lag, retryWaiting, deadLetters *prometheus.Desc // queue, group
 	recurring, recPausedCount, recMaxLate                      *prometheus.Desc // queue
 	recNext, recLast, recLate, recPaused                       *prometheus.Desc // queue, schedule
-	memUsed, memMax, memEvicts                                 *prometheus.Desc // server
+	memUsed, memMax, memEvicts, memEvicted                     *prometheus.Desc // server
 	histPromoted, histQuarantined                              *prometheus.Desc // queue
 	histHandled, histDropped, histRetried, histDead            *prometheus.Desc // queue, group
 	up                                                         *prometheus.Desc // none
@@ -64,6 +64,7 @@ func newStatDescs(ns string) statDescs {
 		recPaused:       d("recurring_paused", "1 when the schedule is paused, else 0.", sch),
 		memUsed:         d("redis_memory_used_bytes", "The Redis server's used_memory (INFO memory).", srv),
 		memMax:          d("redis_memory_max_bytes", "The Redis server's maxmemory: 0 when it has no limit.", srv),
+		memEvicted:      d("redis_evicted_keys_total", "Keys the Redis server evicted since it started (evicted_keys): above 0 under an evicting policy, messages may have been lost.", srv),
 		memEvicts:       d("redis_memory_evicts", "1 when the server's maxmemory-policy can evict keys (messages can be lost), else 0.", srv),
 		histPromoted:    d("history_promoted_total", "Messages promoted (appended to the queue stream), as counted in Redis by every process of the queue.", q),
 		histQuarantined: d("history_quarantined_total", "Waiting-set members promotion set aside in the quarantine, as counted in Redis.", q),
@@ -81,7 +82,7 @@ func (s statDescs) describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.waiting, s.overdue, s.overdueAge, s.streamLen, s.quarantined, s.evicting,
 		s.consumers, s.pending, s.oldest, s.lag, s.retryWaiting, s.deadLetters,
 		s.recurring, s.recPausedCount, s.recMaxLate, s.recNext, s.recLast, s.recLate, s.recPaused,
-		s.memUsed, s.memMax, s.memEvicts, s.up,
+		s.memUsed, s.memMax, s.memEvicts, s.memEvicted, s.up,
 		s.histPromoted, s.histQuarantined, s.histHandled, s.histDropped, s.histRetried, s.histDead} {
 		ch <- d
 	}
@@ -329,6 +330,9 @@ func (m *Metrics) collectMemory(ctx context.Context, ch chan<- prometheus.Metric
 				evicts = 1
 			}
 			gauge(m.stats.memEvicts, evicts, s.Addr)
+			if s.Evicted >= 0 {
+				ch <- prometheus.MustNewConstMetric(m.stats.memEvicted, prometheus.CounterValue, float64(s.Evicted), s.Addr)
+			}
 		}
 	}
 	return ok

@@ -24,8 +24,11 @@ type Server struct {
 	Used   int64  // used_memory, in bytes
 	Max    int64  // maxmemory, in bytes; 0: no limit
 	Policy string // maxmemory_policy; "" when unknown
-	Known  bool   // whether INFO had a memory section
-	Why    string // why the settings are unknown, when not Known
+	// Evicted is evicted_keys (INFO stats): the keys the server evicted
+	// since it started; -1 when not known.
+	Evicted int64
+	Known   bool   // whether INFO had a memory section
+	Why     string // why the settings are unknown, when not Known
 }
 
 // Evicts reports whether Redis may evict keys on s: a memory limit is set
@@ -62,9 +65,10 @@ func Bytes(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
 
-// Parse reads the memory fields of an INFO reply.
+// Parse reads the memory fields of an INFO reply (and evicted_keys, when
+// it has the stats section).
 func Parse(info string) Server {
-	var s Server
+	s := Server{Evicted: -1}
 	for line := range strings.Lines(info) {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok {
@@ -78,6 +82,8 @@ func Parse(info string) Server {
 			s.Max, _ = strconv.ParseInt(v, 10, 64)
 		case "maxmemory_policy":
 			s.Policy = v
+		case "evicted_keys":
+			s.Evicted, _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
 	if s.Policy == "" {
@@ -115,7 +121,7 @@ func Read(ctx context.Context, rdb redis.UniversalClient) ([]Server, error) {
 }
 
 func readOne(ctx context.Context, c redis.Cmdable, addr string) (Server, error) {
-	info, err := c.Info(ctx, "memory").Result()
+	info, err := c.Info(ctx, "memory", "stats").Result()
 	var rerr redis.Error
 	switch {
 	case errors.As(err, &rerr): // the server answered: INFO refused (an ACL), or a section it lacks

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/delaystream/delaystream/admin"
+	"github.com/delaystream/delaystream/internal/memory"
 )
 
 // funcs are the template helpers.
@@ -19,6 +20,7 @@ var funcs = template.FuncMap{
 	"num":   number,
 	"lag":   lagText,
 	"qsafe": url.QueryEscape,
+	"bytes": memory.Bytes,
 	"pendingSum": func(gs []admin.GroupReport) int64 {
 		var n int64
 		for _, g := range gs {

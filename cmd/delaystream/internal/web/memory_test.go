@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -39,7 +41,10 @@ func TestEvictionBanner(t *testing.T) {
 			require.Equal(t, http.StatusOK, res.StatusCode)
 			if c.banner {
 				assert.Contains(t, string(body), `class="banner evicting"`)
-				assert.Contains(t, string(body), "Redis "+s.Addr+" has maxmemory-policy <b>allkeys-lru</b>")
+				assert.Contains(t, string(body), "Redis "+s.Addr+" has maxmemory-policy <b>allkeys-lru</b> with maxmemory ")
+				banner := regexp.MustCompile(`(?s)<p class="banner evicting"[^>]*>.*?</p>`).FindString(string(body))
+				assert.Equal(t, 1, strings.Count(banner, s.Addr), "the banner names the server once: %s", banner)
+				assert.Equal(t, 1, strings.Count(banner, "allkeys-lru"), "and its policy once: %s", banner)
 			} else {
 				assert.NotContains(t, string(body), "evicting")
 			}
