@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/admin"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/stream"
 )
@@ -117,4 +118,44 @@ func TestLocateHandled(t *testing.T) {
 		loc, err := q.Locate(ctx, "ok")
 		return err == nil && len(loc.Groups) == 1 && loc.Groups[0].Group == "billing"
 	}, 20*time.Second, 100*time.Millisecond, "brief's record of ok never expired")
+}
+
+// A queue built WithoutHistory counts nothing in the history: its promote
+// calls and its group's acknowledgements go on without the counts.
+func TestWithoutHistory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t)
+	q, err := delaystream.New(rdb, "quiet", delaystream.WithPrefix(prefix), delaystream.WithoutHistory(),
+		delaystream.WithDrainTimeout(time.Second))
+	require.NoError(t, err)
+	g, err := q.Handle("billing", func(_ context.Context, d *delaystream.Delivery) error {
+		if d.ID == "fail" && d.Attempt == 1 {
+			return delaystream.RetryAfter(time.Millisecond, errors.New("again"))
+		}
+		return nil
+	}, delaystream.WithHandledRecords(time.Hour))
+	require.NoError(t, err)
+	for _, id := range []string{"a", "fail"} {
+		_, err := q.Schedule(ctx, delaystream.Message{ID: id}, delaystream.After(0))
+		require.NoError(t, err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- q.Run(runCtx) }()
+	require.Eventually(t, func() bool { return g.Counters().Acked == 2 }, 20*time.Second, 10*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+
+	in, err := admin.New(rdb, prefix)
+	require.NoError(t, err)
+	h, err := in.HistoryTotals(ctx, "quiet")
+	require.NoError(t, err)
+	assert.Equal(t, admin.HistoryCounts{}, h, "nothing counted")
+	loc, err := q.Locate(ctx, "fail")
+	require.NoError(t, err)
+	require.Len(t, loc.Groups, 1)
+	assert.Equal(t, delaystream.PlaceHandled, loc.Groups[0].Place, "handled records are kept all the same")
+	assert.Equal(t, 2, loc.Groups[0].Attempt)
 }

@@ -26,6 +26,7 @@ type config struct {
 	logger   *slog.Logger
 	drain    time.Duration
 	promote  bool
+	history  bool                    // counted in Redis (not WithoutHistory)
 	prec     time.Duration           // the promotion precision: WithPrecision
 	producer []delay.Option          // scheduling options, after prefix, shards and codec
 	mover    []mover.Option          // promotion options, after prefix, shards and logger
@@ -57,7 +58,7 @@ const (
 )
 
 func newConfig(opts []Option) (config, error) {
-	cfg := config{prefix: DefaultPrefix, shards: 1, codec: codec.Msgpack, drain: DefaultDrain, promote: true, logger: slog.Default(), memEvery: MemoryCheckInterval}
+	cfg := config{prefix: DefaultPrefix, shards: 1, codec: codec.Msgpack, drain: DefaultDrain, promote: true, history: true, logger: slog.Default(), memEvery: MemoryCheckInterval}
 	return cfg, optcheck.Apply(ErrInvalidOption, &cfg, opts)
 }
 
@@ -124,6 +125,22 @@ func WithDrainTimeout(d time.Duration) Option {
 func WithoutPromotion() Option {
 	return func(c *config) error {
 		c.promote = false
+		return nil
+	}
+}
+
+// WithoutHistory makes this process count nothing of its work in the
+// queue's history in Redis (promoted and quarantined, and each group's
+// handled, dropped, retried and dead-lettered), which `delaystream stats`,
+// `history` and `watch`, the web view and the exporter show. Counting
+// costs no round trip: three HINCRBY in the script of each transition;
+// what it costs in Redis CPU per message is in docs/performance.md
+// ("History counters"). Every process of a queue should agree: counts of
+// processes built with it are missing from the history. Handled records
+// (WithHandledRecords) are not affected.
+func WithoutHistory() Option {
+	return func(c *config) error {
+		c.history = false
 		return nil
 	}
 }

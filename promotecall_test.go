@@ -18,10 +18,12 @@ import (
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/internal/margin"
 	"github.com/delaystream/delaystream/internal/redistest"
+	"github.com/delaystream/delaystream/internal/scripts"
 )
 
 // readCount counts the XREADGROUP commands a client sends by group,
-// leaving out those in a promote call's pipeline (with an EVALSHA), and
+// leaving out those in a promote call's pipeline (with the promote
+// script's EVALSHA), and
 // the entries the reads in promote calls' pipelines took for each group.
 type readCount struct{ first, second, inCallFirst, inCallSecond atomic.Int64 }
 
@@ -38,7 +40,7 @@ func (c *readCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (c *readCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if !slices.ContainsFunc(cmds, func(cmd redis.Cmder) bool { return cmd.Name() == "evalsha" }) {
+		if !slices.ContainsFunc(cmds, isPromoteCall) {
 			for _, cmd := range cmds {
 				c.see(cmd)
 			}
@@ -50,6 +52,13 @@ func (c *readCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		}
 		return err
 	}
+}
+
+// isPromoteCall reports whether cmd is a call of the promote script (a
+// pipeline's acknowledgements are a script of their own, scripts.Ack).
+func isPromoteCall(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	return cmd.Name() == "evalsha" && len(args) > 1 && args[1] == scripts.Promote.Hash()
 }
 
 // took counts the entries a promote call's read took.

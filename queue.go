@@ -71,6 +71,9 @@ func New(rdb redis.UniversalClient, name string, opts ...Option) (*Queue, error)
 	q.recur = recur.New(rdb, layout, recur.Config{Horizon: cfg.horizon, Parsers: cfg.parsers, Logger: cfg.logger, Check: q.producer.CheckShards})
 	if cfg.promote {
 		mopts := append([]mover.Option{mover.WithLogger(cfg.logger), mover.WithPrefix(cfg.prefix), mover.WithShards(cfg.shards)}, cfg.mover...)
+		if !cfg.history {
+			mopts = append(mopts, mover.WithoutHistory())
+		}
 		if q.mover, err = mover.New(rdb, name, mopts...); err != nil {
 			return nil, partError("promotion", err)
 		}
@@ -171,6 +174,9 @@ func (q *Queue) handle(name string, h Handler, opts []GroupOption) (*Group, erro
 	gopts := []group.Option{group.WithLogger(q.cfg.logger), group.WithDrainTimeout(q.cfg.drain),
 		group.WithPrefix(q.cfg.prefix), group.WithShards(q.cfg.shards), group.WithoutPromotion(),
 		group.WithPrecision(q.cfg.prec)}
+	if !q.cfg.history {
+		gopts = append(gopts, group.WithoutHistory())
+	}
 	q.mu.Lock()
 	first := len(q.groups) == 0
 	q.mu.Unlock()

@@ -129,7 +129,7 @@ func New(rdb redis.UniversalClient, queue string, opts ...Option) (*Engine, erro
 		}
 		l := m.newLane(keys)
 		l.shard = i
-		if cfg.retryOf == "" {
+		if cfg.retryOf == "" && !cfg.noHistory {
 			l.history = history.NewKeys(layout.Shard(i), l.promoteKeys...)
 		}
 		if !cfg.noLease && m.reg == nil {

@@ -33,6 +33,7 @@ type Config struct {
 	hooks     Hooks
 	callLimit time.Duration
 	retryOf   string // "" = main lane; else the group whose retry lane to promote
+	noHistory bool   // WithoutHistory: promote calls count nothing
 	shards    int    // the queue's shard count; one lane per shard
 	precision int64  // bucket width in ms; 0 or 1 = every due ms its own target
 }
@@ -85,6 +86,16 @@ type Hooks struct {
 	// whenever its calls work again after failing; it also logs the loss at
 	// error level.
 	OnDataLoss func(err error)
+}
+
+// WithoutHistory makes the promote calls count nothing in the queue's
+// history (internal/history): promoted and quarantined are then missing
+// from stats, history, watch, the web view and the exporter.
+func WithoutHistory() Option {
+	return func(c *Config) error {
+		c.noHistory = true
+		return nil
+	}
 }
 
 // WithPrefix sets the key prefix. Default stream.DefaultPrefix ("ds").

@@ -242,7 +242,7 @@ func (g *ackGroup) size() int { return len(g.handled) + len(g.dropped) }
 // (scripts/ack.lua): with the group's handled records when it keeps them.
 func (g *ackGroup) call(c *core, now time.Time) ([]string, []any) {
 	sh := c.shardOf(g.stream)
-	keys := sh.ackKeys(g.stream, now)
+	keys := sh.ackKeys(g.stream, now, !c.cfg.noHistory)
 	n, keep := g.size(), c.cfg.handledRetention > 0
 	args := make([]any, 0, 3+n+2+2*n)
 	args = append(args, c.group, len(g.handled), n)

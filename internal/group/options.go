@@ -49,6 +49,7 @@ type config struct {
 	fromNew          bool
 	deadCap          int64
 	handledRetention time.Duration // how long records of handled messages are kept; 0: none
+	noHistory        bool          // WithoutHistory: nothing counted in the queue's history
 	trimEvery        time.Duration
 	noTrim           bool
 	retention        time.Duration
@@ -386,6 +387,16 @@ func WithDeadLetterCap(n int64) Option {
 			return fmt.Errorf("%w: dead-letter cap must be 1..1e9, got %d", ErrInvalidOption, n)
 		}
 		c.deadCap = n
+		return nil
+	}
+}
+
+// WithoutHistory makes the consumer count nothing in the queue's history
+// (internal/history): its acknowledgements, retries and dead letters are
+// not counted in stats, history, watch, the web view or the exporter.
+func WithoutHistory() Option {
+	return func(c *config) error {
+		c.noHistory = true
 		return nil
 	}
 }

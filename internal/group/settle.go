@@ -82,7 +82,10 @@ func (s *settler) retry(hold context.Context, m *Message, env *codec.Envelope, h
 	next.Attempt = attempt
 	sh := c.shardOf(m.Stream)
 	lane := sh.retry
-	keys := history.Append([]string{m.Stream, lane.Delayed, lane.Envelopes}, sh.keys, time.Now())
+	keys := []string{m.Stream, lane.Delayed, lane.Envelopes}
+	if !c.cfg.noHistory {
+		keys = history.Append(keys, sh.keys, time.Now())
+	}
 	args := []any{c.group, m.EntryID, wire.RetryMember(m.ID, m.EntryID), wire.MarshalEnvelope(&next),
 		wait.Milliseconds(), scripts.Channel(lane.Wake, lane.Sharded)}
 	var due int64
@@ -194,7 +197,10 @@ func (s *settler) deadLetterRaw(hold context.Context, f *flight, cause error) {
 func (s *settler) settleDead(hold context.Context, streamKey, id string, fields []any) Outcome {
 	r, c := s.r, s.r.c
 	sh := c.shardOf(streamKey)
-	keys := history.Append([]string{streamKey, sh.dead}, sh.keys, time.Now())
+	keys := []string{streamKey, sh.dead}
+	if !c.cfg.noHistory {
+		keys = history.Append(keys, sh.keys, time.Now())
+	}
 	args := append([]any{c.group, id, c.cfg.deadCap}, fields...)
 	var v []int64
 	err := s.store(hold, sh, func(ctx context.Context) (err error) {

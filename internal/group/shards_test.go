@@ -152,20 +152,41 @@ func TestShardedFanOutRetryAndDeadLetters(t *testing.T) {
 	// acknowledged by both groups by now), so compare until they agree.
 	// (That every shard got messages is checked above: group a read every
 	// shard's stream.)
-	var st group.Stats
-	waitFor(t, 10*time.Second, func() bool {
-		var err error
-		st, err = b1.Stats(ctx)
-		require.NoError(t, err)
+	// The condition runs on another goroutine: no require in it, and why
+	// it last failed is kept for the message.
+	var (
+		latest group.Stats
+		whyMu  sync.Mutex
+		whyNot string
+	)
+	ok := assert.Eventually(t, func() bool {
+		why := ""
+		defer func() { whyMu.Lock(); whyNot = why; whyMu.Unlock() }()
+		cur, err := b1.Stats(ctx)
+		if err != nil {
+			why = err.Error()
+			return false
+		}
 		per, err := b1.ShardStats(ctx)
-		require.NoError(t, err)
-		require.Len(t, per, shards)
+		if err != nil || len(per) != shards {
+			why = fmt.Sprintf("%d shards' stats: %v", len(per), err)
+			return false
+		}
 		var streamLen int64
 		for _, s := range per {
 			streamLen += s.Queue.StreamLength
 		}
-		return streamLen == st.Queue.StreamLength
-	}, "the shards' stream lengths add up to the total")
+		why = fmt.Sprintf("the shards hold %d entries, the total says %d", streamLen, cur.Queue.StreamLength)
+		whyMu.Lock()
+		latest = cur
+		whyMu.Unlock()
+		return streamLen == cur.Queue.StreamLength
+	}, 10*time.Second, 10*time.Millisecond)
+	whyMu.Lock()
+	st := latest // read under the lock: the condition may still be running
+	why := whyNot
+	whyMu.Unlock()
+	require.True(t, ok, "the shards' stream lengths add up to the total: %s", why)
 	// Consumers is the most any shard's stream knows: both consumers of
 	// b, or one when each read only the shards it owns (affinity) from
 	// the start.

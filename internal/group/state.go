@@ -57,8 +57,11 @@ type shard struct {
 }
 
 // ackKeys returns the Ack script's KEYS for streamKey (one of the shard's
-// streams) at now.
-func (sh *shard) ackKeys(streamKey string, now time.Time) []string {
+// streams) at now, with the history keys unless counting is off.
+func (sh *shard) ackKeys(streamKey string, now time.Time, count bool) []string {
+	if !count {
+		return []string{streamKey}
+	}
 	if streamKey == sh.retry.Stream {
 		return sh.ackRetry.At(now)
 	}

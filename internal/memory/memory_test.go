@@ -19,8 +19,11 @@ import (
 func TestParse(t *testing.T) {
 	t.Parallel()
 	s := memory.Parse("# Memory\r\nused_memory:8493465\r\nused_memory_human:8.10M\r\nmaxmemory:8388608\r\nmaxmemory_policy:allkeys-lru\r\n")
-	assert.Equal(t, memory.Server{Used: 8493465, Max: 8388608, Policy: "allkeys-lru", Known: true}, s)
+	assert.Equal(t, memory.Server{Used: 8493465, Max: 8388608, Policy: "allkeys-lru", Evicted: -1, Known: true}, s,
+		"no stats section: evicted keys not known")
 	assert.True(t, s.Evicts())
+	evicted := memory.Parse("# Memory\r\nused_memory:10\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n# Stats\r\nevicted_keys:63851\r\n")
+	assert.Equal(t, int64(63851), evicted.Evicted)
 	assert.False(t, memory.Parse("# Memory\r\n").Known, "no memory section")
 	for _, c := range []struct {
 		s    memory.Server

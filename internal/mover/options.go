@@ -69,6 +69,9 @@ type Hooks struct {
 // WithPrefix sets the key prefix. Default stream.DefaultPrefix ("ds").
 func WithPrefix(p string) Option { return Option(engine.WithPrefix(p)) }
 
+// WithoutHistory makes the mover count nothing in the queue's history.
+func WithoutHistory() Option { return Option(engine.WithoutHistory()) }
+
 // WithBatchSize sets the most entries one promote call moves (1 to
 // [MaxBatchSize]). Default [DefaultBatchSize]. Larger batches raise
 // throughput and make each call, which blocks Redis, longer.

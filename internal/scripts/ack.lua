@@ -4,20 +4,20 @@
 -- done).
 --
 -- KEYS[1]     STREAM  the stream the entries were read from
--- KEYS[2..4]  HASH    optional: the shard's history keys (totals, minute,
---                     hour; see history.lua)
--- KEYS[5]     HASH    optional (with KEYS[2..4] and KEYS[6]): the group's
---                     handled records, message id -> "<ms>|<attempt>|
---                     <outcome>|<consumer>" (ms by the Redis clock; outcome
---                     "handled" or "dropped")
--- KEYS[6]     ZSET    the same records' message ids -> ms
+-- then, optionally, the shard's history keys (totals, minute, hour; see
+-- history.lua), and, optionally, the group's handled records:
+--             HASH    message id -> "<ms>|<attempt>|<outcome>|<consumer>"
+--                     (ms by the Redis clock; outcome "handled" or
+--                     "dropped")
+--             ZSET    the same records' message ids -> ms
+-- so 1, 3 (records), 4 (history) or 6 (both) keys in all.
 -- ARGV[1]  group name
 -- ARGV[2]  h: how many of the entries are of handlers that succeeded
 --          (counted "handled:<group>"); the rest were dropped by their
 --          handlers (counted "dropped:<group>")
 -- ARGV[3]  n: how many entry ids follow
 -- ARGV[4..3+n] entry ids, those of handlers that succeeded first
--- ARGV[4+n]    with KEYS[5..6]: how long records are kept, in ms; records
+-- ARGV[4+n]    with the records' keys: how long records are kept, in ms; records
 --              older than that are removed, at most 2n + 16 per call
 -- ARGV[5+n]    the consumer's name
 -- ARGV[6+n..]  for each entry, in order: its message id and attempt
@@ -32,6 +32,16 @@
 -- balance. A refusal or a key of another type leaves the records out; the
 -- acknowledgements always go on.
 local h, n = tonumber(ARGV[2]), tonumber(ARGV[3])
+-- Where the history keys and the records' keys start (nil: not given).
+local hist, rec = nil, nil
+if #KEYS == 4 or #KEYS == 6 then
+  hist = 2
+end
+if #KEYS == 3 then
+  rec = 2
+elseif #KEYS == 6 then
+  rec = 5
+end
 local function slices(from, to, step, fn)
   for i = from, to, step do
     fn(i, math.min(i + step - 1, to))
@@ -57,7 +67,7 @@ local function record()
   local failed = false
   slices(1, #fields, 1000, function(a, b)
     if not failed then
-      local r = redis.pcall('HSET', KEYS[5], unpack(fields, a, b))
+      local r = redis.pcall('HSET', KEYS[rec], unpack(fields, a, b))
       failed = type(r) == 'table' and r.err ~= nil
     end
   end)
@@ -65,15 +75,15 @@ local function record()
     return
   end
   slices(1, #scores, 1000, function(a, b)
-    redis.pcall('ZADD', KEYS[6], unpack(scores, a, b))
+    redis.pcall('ZADD', KEYS[rec + 1], unpack(scores, a, b))
   end)
-  local old = redis.pcall('ZRANGEBYSCORE', KEYS[6], '-inf', now - retention, 'LIMIT', 0, 2 * n + 16)
+  local old = redis.pcall('ZRANGEBYSCORE', KEYS[rec + 1], '-inf', now - retention, 'LIMIT', 0, 2 * n + 16)
   if type(old) == 'table' and not old.err and #old > 0 then
-    redis.pcall('HDEL', KEYS[5], unpack(old))
-    redis.pcall('ZREM', KEYS[6], unpack(old))
+    redis.pcall('HDEL', KEYS[rec], unpack(old))
+    redis.pcall('ZREM', KEYS[rec + 1], unpack(old))
   end
 end
-if KEYS[6] and ARGV[5 + n] then
+if rec and ARGV[5 + n] then
   record()
 end
 local function xack(from, to)
@@ -85,6 +95,8 @@ local function xack(from, to)
 end
 local handled = xack(4, 3 + h)
 local dropped = xack(4 + h, 3 + n)
-tally(2, 'handled:' .. ARGV[1], handled)
-tally(2, 'dropped:' .. ARGV[1], dropped)
+if hist then
+  tally(hist, 'handled:' .. ARGV[1], handled)
+  tally(hist, 'dropped:' .. ARGV[1], dropped)
+end
 return handled + dropped
