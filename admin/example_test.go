@@ -88,3 +88,25 @@ func Example() {
 	// waiting: 2 overdue: 0
 	// order:5001:cancel overdue: true
 }
+
+// What each group of queue "orders" did in the last hour and day, as
+// every process of the queue counted it in Redis. Compile-only: it needs a
+// server.
+func ExampleInspector_History() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+	in, err := admin.New(rdb, "")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	h, err := in.History(context.Background(), "orders")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("promoted in the last hour:", h.LastHour.Promoted)
+	for name, g := range h.LastDay.Groups {
+		fmt.Printf("%s, last day: %d handled, %d failed (%d dead-lettered)\n", name, g.Handled, g.Failed(), g.DeadLettered)
+	}
+}
