@@ -372,7 +372,13 @@ func TestRecurringAPI(t *testing.T) {
 	}
 	assert.Empty(t, redistest.Keys(t, rdb, prefix), "nothing written")
 
-	r := delaystream.Recurring{ID: "r", Spec: delaystream.Every(time.Minute), Payload: []byte("p"), Headers: map[string]string{"k": "v"}}
+	// An hourly schedule, defined well before the hour: a pause and a
+	// delete remove only occurrences not yet due, so the one written here
+	// must not fall due while the test runs.
+	require.Eventually(t, func() bool {
+		return time.Hour-time.Duration(redisNow(t, rdb).UnixMilli()%time.Hour.Milliseconds())*time.Millisecond > time.Minute
+	}, 2*time.Minute, 100*time.Millisecond, "clear of the hour's end")
+	r := delaystream.Recurring{ID: "r", Spec: delaystream.Every(time.Hour), Payload: []byte("p"), Headers: map[string]string{"k": "v"}}
 	out, err := q.DefineRecurring(ctx, r)
 	require.NoError(t, err)
 	assert.Equal(t, delaystream.Created, out)
@@ -382,10 +388,10 @@ func TestRecurringAPI(t *testing.T) {
 	st, err := q.GetRecurring(ctx, "r")
 	require.NoError(t, err)
 	now := redisNow(t, rdb)
-	assert.Zero(t, st.Next.UnixMilli()%time.Minute.Milliseconds(), "at a whole minute")
-	assert.WithinRange(t, st.Next, now.Add(-time.Second), now.Add(time.Minute), "the next minute")
+	assert.Zero(t, st.Next.UnixMilli()%time.Hour.Milliseconds(), "at a whole hour")
+	assert.WithinRange(t, st.Next, now.Add(time.Minute-time.Second), now.Add(time.Hour), "the next hour")
 	assert.Equal(t, "every", st.SpecKind)
-	assert.Equal(t, "1m0s", st.Spec.String())
+	assert.Equal(t, "1h0m0s", st.Spec.String())
 	assert.Equal(t, int64(1), st.Revision)
 	assert.False(t, st.Paused)
 	stats, err := q.Stats(ctx)

@@ -24,24 +24,10 @@ import (
 func TestAckerSendsABatchWithoutWaiting(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	layout, err := stream.NewLayout(redistest.Prefix(t), "q", 1)
-	require.NoError(t, err)
-	main := layout.Shard(0).Main().Stream
-	require.NoError(t, rdb.XGroupCreateMkStream(ctx, main, "g", "0").Err())
 	const n = 16
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i], err = rdb.XAdd(ctx, &redis.XAddArgs{Stream: main, Values: []string{"n", fmt.Sprint(i)}}).Result()
-		require.NoError(t, err)
-	}
-	_, err = rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "c", Streams: []string{main, ">"}, Count: n}).Result()
-	require.NoError(t, err)
-
-	c := &core{}
-	c.init(rdb, layout, "g", nil, defaultConfig())
-	r := &runState{c: c, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	a := newAcker(r, newTrimmer(r))
+	rdb, layout, ids := readEntries(t, n)
+	main := layout.Shard(0).Main().Stream
+	c, _, a := newAckerRun(rdb, layout)
 	a.delay = time.Hour
 	done := make(chan struct{})
 	go func() { defer close(done); a.run() }()
@@ -55,4 +41,34 @@ func TestAckerSendsABatchWithoutWaiting(t *testing.T) {
 	assert.Zero(t, p.Count, "nothing left pending")
 	a.close()
 	<-done
+}
+
+// readEntries adds n entries to the main stream of queue "q" (a test
+// prefix) and reads them as consumer "c" of group "g": they are pending.
+// It returns the client, the queue's layout and the entries' ids.
+func readEntries(t *testing.T, n int) (*redis.Client, *stream.Layout, []string) {
+	t.Helper()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	layout, err := stream.NewLayout(redistest.Prefix(t), "q", 1)
+	require.NoError(t, err)
+	main := layout.Shard(0).Main().Stream
+	require.NoError(t, rdb.XGroupCreateMkStream(ctx, main, "g", "0").Err())
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i], err = rdb.XAdd(ctx, &redis.XAddArgs{Stream: main, Values: []string{"n", fmt.Sprint(i)}}).Result()
+		require.NoError(t, err)
+	}
+	_, err = rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "c", Streams: []string{main, ">"}, Count: int64(n)}).Result()
+	require.NoError(t, err)
+	return rdb, layout, ids
+}
+
+// newAckerRun returns the core of group "g" of the queue of layout, a
+// run state of it and its acker (not running).
+func newAckerRun(rdb *redis.Client, layout *stream.Layout) (*core, *runState, *acker) {
+	c := &core{}
+	c.init(rdb, layout, "g", nil, defaultConfig())
+	r := &runState{c: c, log: slog.New(slog.NewTextHandler(io.Discard, nil)), opCtx: context.Background()}
+	return c, r, newAcker(r, newTrimmer(r))
 }

@@ -151,6 +151,7 @@ func TestRunTwiceIsErrRunning(t *testing.T) {
 	waitFor(t, 10*time.Second, func() bool { return rec.total() == 2 })
 	r2.stop(t)
 	assert.EqualValues(t, 2, c.Counters().Acked)
+	assert.Zero(t, h.pending(h.mainStream(), "g"), "both acknowledged by the time Run returned")
 }
 
 // Entries read ahead and still queued when Run is cancelled are not started:
@@ -162,6 +163,8 @@ func TestStopHandsBackQueuedEntries(t *testing.T) {
 	const n = 10
 	h.startMover()
 	client, claims := clientCountingClaims(t, h)
+	trace := &commandTrace{}
+	client.AddHook(trace)
 
 	started := make(chan string, n)
 	release := make(chan struct{})
@@ -201,13 +204,19 @@ func TestStopHandsBackQueuedEntries(t *testing.T) {
 	ra.stop(t)
 	x := a.Counters()
 	assert.EqualValues(t, 1, x.Acked)
-	assert.EqualValues(t, queued, x.HandedBack, "held %d", k)
+	// A reclaim pass of a's that made its last check of the stop just
+	// before it may reach Redis after a's hand-back (its goroutine was
+	// descheduled in between) and claim an entry a has just handed back:
+	// a hands that back again, so it counts as reclaimed and handed back
+	// once more (seen under load, about 1 run in 300).
+	assert.LessOrEqual(t, x.Reclaimed, uint64(queued))
+	assert.EqualValues(t, queued, x.HandedBack-x.Reclaimed, "held %d; consumer a's commands:\n%s", k, trace)
 	assert.EqualValues(t, 1, x.Delivered, "queued entries are not started after the stop")
 	// XPENDING counts the entries once the read returned, a little before
 	// the reader has queued them all: an entry it was still queuing at the
 	// cancel is handed back by the reader, in a call of its own (1 in 13
 	// under -race). Never one call per entry.
-	assert.LessOrEqual(t, claims.n.Load(), int64(2), "the queue is handed back in one XCLAIM (two if the cancel came while the read was being queued)")
+	assert.LessOrEqual(t, claims.n.Load(), 2+int64(x.Reclaimed), "the queue is handed back in one XCLAIM (two if the cancel came while the read was being queued; one more for what a reclaimed after it)")
 	assert.Positive(t, claims.n.Load())
 	assert.Len(t, started, 0)
 

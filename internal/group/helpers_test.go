@@ -703,3 +703,52 @@ func (g *readGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 		return next(ctx, cmds)
 	}
 }
+
+// commandTrace records a client's stream commands with their replies
+// (pipelined ones too), for the message of a failed assertion.
+type commandTrace struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (c *commandTrace) record(cmd redis.Cmder) {
+	switch strings.ToLower(cmd.Name()) {
+	case "xreadgroup", "xclaim", "xautoclaim", "evalsha", "eval":
+	default:
+		return
+	}
+	s := cmd.String()
+	if len(s) > 400 {
+		s = s[:400] + "…"
+	}
+	c.mu.Lock()
+	c.lines = append(c.lines, time.Now().Format("15:04:05.000000 ")+s)
+	c.mu.Unlock()
+}
+
+// String returns the commands recorded, one per line.
+func (c *commandTrace) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.lines, "\n")
+}
+
+func (c *commandTrace) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *commandTrace) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		c.record(cmd)
+		return err
+	}
+}
+
+func (c *commandTrace) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			c.record(cmd)
+		}
+		return err
+	}
+}

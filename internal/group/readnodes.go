@@ -120,7 +120,9 @@ func (rd *reader) exec(ctx context.Context, nr *nodeRead, streams []string) {
 func (l *readLoop) consume(ctx context.Context, nr *nodeRead) (int, error) {
 	rd, streams := l.rd, l.streams
 	if nr.acks.cmds != nil {
-		rd.settle.ack.settled(ctx, nr.acks)
+		// Not tied to ctx either: a call sent again (NOSCRIPT) after Run
+		// was cancelled must still go through.
+		rd.settle.ack.settled(rd.r.opCtx, nr.acks)
 	}
 	var failed error
 	failedAt := 0
