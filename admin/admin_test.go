@@ -246,6 +246,27 @@ func TestDeadLetters(t *testing.T) {
 	ds2, err = in.DeadLetters(ctx, "jobs", "billing", admin.ListOptions{IDs: []string{ds[2].EntryID}})
 	require.NoError(t, err)
 	assert.Equal(t, ds[2:], ds2)
+
+	// Newest first: the same entries in reverse, paged towards older
+	// ones, whole or cut.
+	newest, err := in.DeadLetters(ctx, "jobs", "billing", admin.ListOptions{Newest: true})
+	require.NoError(t, err)
+	assert.Equal(t, []admin.DeadLetterEntry{ds[2], ds[1], ds[0]}, newest)
+	ds2, err = in.DeadLetters(ctx, "jobs", "billing", admin.ListOptions{Newest: true, After: ds[2].EntryID, Limit: 1})
+	require.NoError(t, err)
+	assert.Equal(t, ds[1:2], ds2)
+	cut, err := in.DeadLetters(ctx, "jobs", "billing", admin.ListOptions{Newest: true, MaxPayloadBytes: 3})
+	require.NoError(t, err)
+	require.Len(t, cut, 3)
+	for i, d := range cut {
+		assert.Equal(t, newest[i].EntryID, d.EntryID)
+		assert.Equal(t, newest[i].Payload[:3], d.Payload, "cut")
+		assert.Equal(t, newest[i].Size, d.Size, "the whole size")
+	}
+	_, err = in.DeadLetters(ctx, "jobs", "billing", admin.ListOptions{Newest: true, IDs: []string{ds[0].EntryID}})
+	assert.ErrorIs(t, err, delaystream.ErrInvalidOption, "Newest with IDs")
+	_, err = in.Peek(ctx, "jobs", admin.ListOptions{Newest: true})
+	assert.ErrorIs(t, err, delaystream.ErrInvalidOption, "Peek takes no Newest")
 	_, err = in.DeadLetters(ctx, "jobs", "billing", admin.ListOptions{IDs: []string{"1-1"}})
 	assert.ErrorIs(t, err, delaystream.ErrNotFound)
 	_, err = in.DeadLetters(ctx, "jobs", "billing", admin.ListOptions{IDs: []string{"bogus"}})

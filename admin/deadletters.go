@@ -54,7 +54,8 @@ type ActionResult struct {
 	Unrecoverable []string `json:"unrecoverable,omitempty"`
 }
 
-// DeadLetters lists the dead letters of group g on queue, oldest first:
+// DeadLetters lists the dead letters of group g on queue, oldest first
+// (newest first with opts.Newest):
 // those opts.IDs names, or up to opts.Limit (0 means 100) after opts.After
 // that opts.From, opts.To and opts.Reason match, with opts.MaxPayloadBytes
 // of each payload at most (see [ListOptions]). It returns an error
@@ -80,10 +81,12 @@ func (in *Inspector) DeadLetters(ctx context.Context, queue, g string, opts List
 		return out, nil
 	}
 	f, limit := opts.filter(), opts.limit()
-	each := eachDeadLetter
+	each := func(ctx context.Context, dl *group.DeadLetters, after string, fn func(DeadLetterEntry) bool) error {
+		return eachDeadLetter(ctx, dl, after, opts.Newest, fn)
+	}
 	if opts.MaxPayloadBytes > 0 {
 		each = func(ctx context.Context, dl *group.DeadLetters, after string, fn func(DeadLetterEntry) bool) error {
-			return eachCutDeadLetter(ctx, dl, after, opts.MaxPayloadBytes, fn)
+			return eachCutDeadLetter(ctx, dl, after, opts.MaxPayloadBytes, opts.Newest, fn)
 		}
 	}
 	err = each(ctx, dl, opts.After, func(d DeadLetterEntry) bool {
@@ -218,7 +221,7 @@ func selectDeadLetters(ctx context.Context, dl *group.DeadLetters, opts ActionOp
 	var ids []string
 	if opts.All {
 		f := opts.filter()
-		err := eachDeadLetter(ctx, dl, "", func(d DeadLetterEntry) bool {
+		err := eachDeadLetter(ctx, dl, "", false, func(d DeadLetterEntry) bool {
 			if f.match(d) {
 				ids = append(ids, d.EntryID)
 			}
@@ -244,10 +247,15 @@ func selectDeadLetters(ctx context.Context, dl *group.DeadLetters, opts ActionOp
 const deadPage = 500
 
 // eachDeadLetter calls fn with the dead letters after entry id after,
-// oldest first, until fn returns false or none is left.
-func eachDeadLetter(ctx context.Context, dl *group.DeadLetters, after string, fn func(DeadLetterEntry) bool) error {
+// oldest first (newest first when newest), until fn returns false or none
+// is left.
+func eachDeadLetter(ctx context.Context, dl *group.DeadLetters, after string, newest bool, fn func(DeadLetterEntry) bool) error {
+	list := dl.List
+	if newest {
+		list = dl.ListNewest
+	}
 	for {
-		page, err := dl.List(ctx, after, deadPage)
+		page, err := list(ctx, after, deadPage)
 		if err != nil {
 			return err
 		}
@@ -265,9 +273,9 @@ func eachDeadLetter(ctx context.Context, dl *group.DeadLetters, after string, fn
 
 // eachCutDeadLetter is eachDeadLetter reading at most maxPayload bytes of
 // each payload (group.DeadLetters.ListCut).
-func eachCutDeadLetter(ctx context.Context, dl *group.DeadLetters, after string, maxPayload int, fn func(DeadLetterEntry) bool) error {
+func eachCutDeadLetter(ctx context.Context, dl *group.DeadLetters, after string, maxPayload int, newest bool, fn func(DeadLetterEntry) bool) error {
 	for {
-		page, err := dl.ListCut(ctx, after, deadPage, maxPayload)
+		page, err := dl.ListCut(ctx, after, deadPage, maxPayload, newest)
 		if err != nil {
 			return err
 		}

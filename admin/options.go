@@ -26,8 +26,11 @@ type ListOptions struct {
 	// [MaxPeek].
 	Limit int
 	// After starts the listing after this entry id, as listed ("" for the
-	// oldest), to page through dead letters.
+	// oldest, or with Newest the newest), to page through dead letters.
 	After string
+	// Newest lists dead letters newest first (After then pages towards
+	// older ones). Default false: oldest first.
+	Newest bool
 	// From and To narrow dead letters down to those dead-lettered at or
 	// after From and before To; a zero time is no bound.
 	From, To time.Time
@@ -117,10 +120,10 @@ func (o ListOptions) check(what string, byID, paged bool, maxLimit int) error {
 	switch {
 	case len(o.IDs) > 0 && !byID:
 		bad = "no IDs"
-	case len(o.IDs) > 0 && (o.Limit != 0 || o.After != "" || !o.filter().empty() || o.MaxPayloadBytes != 0):
-		bad = "IDs alone, without Limit, After, a filter or MaxPayloadBytes"
-	case !paged && (o.After != "" || !o.filter().empty()):
-		bad = "no After or filter (From, To, Reason)"
+	case len(o.IDs) > 0 && (o.Limit != 0 || o.After != "" || !o.filter().empty() || o.MaxPayloadBytes != 0 || o.Newest):
+		bad = "IDs alone, without Limit, After, Newest, a filter or MaxPayloadBytes"
+	case !paged && (o.After != "" || !o.filter().empty() || o.Newest):
+		bad = "no After, Newest or filter (From, To, Reason)"
 	case o.Limit < 0:
 		bad = fmt.Sprintf("no negative limit (%d)", o.Limit)
 	case o.Limit > maxLimit:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -203,6 +204,13 @@ func TestGroupsAndDeadLetters(t *testing.T) {
 	assert.Equal(t, exitUsage, tg.run(t, "dlq", "purge", "jobs", "billing", "--all", "--reason", "declined", "--yes").code)
 	tg.json(t, &ds, "dlq", "ls", "jobs", "billing", "--since", "1h", "-n", "2")
 	require.Len(t, ds, 2)
+	var all, newest []deadRow
+	tg.json(t, &all, "dlq", "ls", "jobs", "billing")
+	tg.json(t, &newest, "dlq", "ls", "jobs", "billing", "--newest")
+	slices.Reverse(all)
+	assert.Equal(t, all, newest, "--newest: newest first")
+	tg.json(t, &newest, "dlq", "ls", "jobs", "billing", "--newest", "--after", all[0].EntryID, "-n", "1")
+	assert.Equal(t, all[1:2], newest, "--after pages towards older ones")
 	assert.Equal(t, exitNotFound, tg.run(t, "dlq", "ls", "jobs", "nosuchgroup").code)
 	// Every group's, with the group named and the totals.
 	tg.json(t, &ds, "dlq", "ls", "jobs")

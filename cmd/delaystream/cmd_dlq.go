@@ -66,20 +66,21 @@ func (a *app) dlqCmd() *cobra.Command {
 
 func (a *app) dlqLsCmd() *cobra.Command {
 	var (
-		limit int
-		after string
-		ff    filterFlags
+		limit  int
+		after  string
+		newest bool
+		ff     filterFlags
 	)
 	c := &cobra.Command{
 		Use:   "ls <queue> [group]",
-		Short: "List dead letters, oldest first: a group's, or every group's with their totals",
+		Short: "List dead letters, oldest first (--newest: newest first): a group's, or every group's with their totals",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts, err := ff.filter()
 			if err != nil {
 				return err
 			}
-			opts.Limit, opts.After = limit, after
+			opts.Limit, opts.After, opts.Newest = limit, after, newest
 			if opts.Limit < 1 {
 				return usagef("--limit must be at least 1")
 			}
@@ -134,6 +135,7 @@ func (a *app) dlqLsCmd() *cobra.Command {
 	}
 	c.Flags().IntVarP(&limit, "limit", "n", 50, "most entries listed per group")
 	c.Flags().StringVar(&after, "after", "", "list after this entry id (paging one group)")
+	c.Flags().BoolVar(&newest, "newest", false, "newest first (--after then pages towards older ones)")
 	ff.add(c)
 	a.addJSON(c)
 	return c

@@ -36,7 +36,8 @@ scrape (on a single server or every master of a Cluster), under the delaystream_
 waiting, overdue and how long, stream entries, quarantine, Redis servers that may evict, and per
 consumer group consumers, pending, oldest pending age, lag, retry lane and dead letters, each
 Redis server's used and maximum memory and whether it can evict, and delaystream_up (0 when a
-scrape could not read Redis: the series it could not read are then absent). It needs no code in
+scrape could not read Redis: the series it could not read then repeat the last figures read, and
+delaystream_queue_figures_age_seconds says how old they are). It needs no code in
 the application (whose own process may also export the hook-fed counters with
 contrib/prometheus).
 

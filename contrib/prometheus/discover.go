@@ -39,25 +39,42 @@ func (m *Metrics) WatchAll(rdb redis.UniversalClient, prefix string) error {
 
 // discovered returns the queues the WatchAll prefixes hold now that are
 // not in ws, each counted in stats_errors_total from now on, and whether
-// every prefix could be read.
+// every prefix could be read. A prefix that cannot be read gives the
+// queues of its last discovery, so that their series stay.
 func (m *Metrics) discovered(ctx context.Context, all, ws []watch) ([]watch, bool) {
 	var out []watch
 	ok := true
 	for _, a := range all {
-		qs, err := a.in.Queues(ctx)
-		if err != nil {
+		found := m.discover(ctx, a)
+		if found == nil {
 			m.discoveryErrors.Inc()
 			ok = false
-			continue
+			found = m.kept.lastDiscovered(a.prefix)
+		} else {
+			m.kept.discovered(a.prefix, found)
 		}
-		for _, q := range qs {
-			known := func(w watch) bool { return w.queue == q.Name }
+		for _, w := range found {
+			known := func(x watch) bool { return x.queue == w.queue }
 			if slices.ContainsFunc(ws, known) || slices.ContainsFunc(out, known) {
 				continue // watched by name, or found under an earlier prefix
 			}
-			m.statsErrors.WithLabelValues(q.Name)
-			out = append(out, watch{in: a.in, prefix: a.prefix, queue: q.Name})
+			m.statsErrors.WithLabelValues(w.queue)
+			out = append(out, w)
 		}
 	}
 	return out, ok
+}
+
+// discover returns the queues under a's prefix (non-nil), nil when they
+// cannot be read.
+func (m *Metrics) discover(ctx context.Context, a watch) []watch {
+	qs, err := a.in.Queues(ctx)
+	if err != nil {
+		return nil
+	}
+	found := make([]watch, 0, len(qs))
+	for _, q := range qs {
+		found = append(found, watch{in: a.in, prefix: a.prefix, queue: q.Name})
+	}
+	return found
 }

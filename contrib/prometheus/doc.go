@@ -79,6 +79,7 @@
 //	redis_memory_used_bytes         gauge      server                 scrape: the server's used_memory
 //	redis_memory_max_bytes          gauge      server                 scrape: the server's maxmemory (0: no limit)
 //	redis_memory_evicts             gauge      server                 scrape: 1 when its maxmemory-policy can evict keys
+//	queue_figures_age_seconds       gauge      queue                  scrape: since the queue's figures were read (0: this scrape)
 //	up                              gauge      -                      scrape: 1 when every read from Redis succeeded, else 0
 //
 // The four recurring_* series labelled by schedule exist for a queue with
@@ -106,10 +107,13 @@
 // skew shows in it, and a negative value (skew only) is observed as 0.
 //
 // A scrape that cannot read Redis (a server down, a timeout) still
-// answers: up is 0, the gauges it could not read are absent, and the
-// counters and histograms are there as ever, so alert on up == 0 rather
-// than on a series that went missing. The server label is the address
-// the client reaches the server at (each master of a Cluster).
+// answers with every series: up is 0, the series it could not read repeat
+// the last figures read (queue_figures_age_seconds says how old they are,
+// per queue), and the counters and histograms are there as ever. An alert
+// on a queue's gauge (overdue, say) neither goes quiet nor fires anew
+// while Redis is down; alert on up == 0 for that. A queue or server never
+// read has no series until it is. The server label is the address the
+// client reaches the server at (each master of a Cluster).
 //
 // The scrape gauges report the shared state of Redis: every process that
 // watches a queue reports the same values, so aggregate them with max, not

@@ -2,6 +2,7 @@ package dsprom_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,8 +56,8 @@ func TestEvictingServers(t *testing.T) {
 
 // Each server's memory is reported at each scrape (used, maxmemory and
 // whether its policy can evict), and up says whether Redis could be
-// read: when the server stops, a scrape still answers, with up 0 and the
-// gauges it could not read absent.
+// read: when the server stops, a scrape still answers, with up 0 and
+// every series there, repeating the last figures read, whose age grows.
 func TestMemoryAndUp(t *testing.T) {
 	t.Parallel()
 	s, rdb, prefix := ordersOn(t, "64mb", "allkeys-lru")
@@ -74,14 +75,31 @@ func TestMemoryAndUp(t *testing.T) {
 	assert.Less(t, got["delaystream_redis_memory_used_bytes"+server], float64(64<<20))
 	assert.Equal(t, 1.0, got["delaystream_redis_memory_evicts"+server], "allkeys-lru can evict")
 	assert.Equal(t, 1.0, got["delaystream_queue_waiting_messages{queue=orders}"])
+	assert.Equal(t, 0.0, got["delaystream_queue_figures_age_seconds{queue=orders}"], "read by this scrape")
 
 	require.NoError(t, rdb.ConfigSet(context.Background(), "maxmemory-policy", "noeviction").Err())
-	assert.Equal(t, 0.0, scrape(t, reg)["delaystream_redis_memory_evicts"+server], "noeviction does not")
+	before := scrape(t, reg)
+	assert.Equal(t, 0.0, before["delaystream_redis_memory_evicts"+server], "noeviction does not")
+	read := time.Now()
 
 	s.Stop()
 	got = scrape(t, reg)
 	assert.Equal(t, 0.0, got["delaystream_up{}"], "Redis down")
-	assert.NotContains(t, got, "delaystream_redis_memory_used_bytes"+server)
-	assert.NotContains(t, got, "delaystream_queue_waiting_messages{queue=orders}")
 	assert.Equal(t, 1.0, got["delaystream_discovery_errors_total{}"])
+	assert.Equal(t, 1.0, got["delaystream_stats_errors_total{queue=orders}"], "the queue, kept from the last discovery, was tried")
+	for k, v := range before {
+		if k == "delaystream_up{}" || k == "delaystream_queue_figures_age_seconds{queue=orders}" ||
+			strings.HasPrefix(k, "delaystream_discovery_errors_total") || strings.HasPrefix(k, "delaystream_stats_errors_total") {
+			continue
+		}
+		if assert.Contains(t, got, k, "a series of the last scrape that read Redis") {
+			assert.Equal(t, v, got[k], "%s: the last figure read", k)
+		}
+	}
+	age := got["delaystream_queue_figures_age_seconds{queue=orders}"]
+	assert.Positive(t, age, "the figures are from an earlier scrape")
+	assert.LessOrEqual(t, age, time.Since(read).Seconds())
+	require.Eventually(t, func() bool {
+		return scrape(t, reg)["delaystream_queue_figures_age_seconds{queue=orders}"] > age
+	}, 10*time.Second, 50*time.Millisecond, "the age grows while Redis is down")
 }

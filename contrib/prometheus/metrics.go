@@ -44,6 +44,8 @@ type Metrics struct {
 	mu      sync.Mutex
 	watched []watch // in the order of Watch
 	all     []watch // the prefixes of WatchAll (queue "")
+
+	kept keptFigures // for the scrapes that cannot read Redis
 }
 
 // New returns Metrics with the given options (errors wrap

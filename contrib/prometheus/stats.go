@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +32,7 @@ type statDescs struct {
 	memUsed, memMax, memEvicts, memEvicted                     *prometheus.Desc // server
 	histPromoted, histQuarantined                              *prometheus.Desc // queue
 	histHandled, histDropped, histRetried, histDead            *prometheus.Desc // queue, group
+	figuresAge                                                 *prometheus.Desc // queue
 	up                                                         *prometheus.Desc // none
 	flowDescs                                                                   // flow.go
 }
@@ -72,8 +74,11 @@ func newStatDescs(ns string) statDescs {
 		histDropped:     d("history_dropped_total", "Entries the group acknowledged after their handler dropped them, as counted in Redis.", g),
 		histRetried:     d("history_retried_total", "Failures the group scheduled for a retry, as counted in Redis.", g),
 		histDead:        d("history_dead_lettered_total", "Entries appended to the group's dead letters (any reason), as counted in Redis; purging them does not lower it.", g),
+		figuresAge: d("queue_figures_age_seconds", "Seconds since the queue's figures were read from Redis: 0 when this scrape read them. "+
+			"While they cannot be read, every series of the queue repeats the last figures read and this grows.", q),
 		up: d("up", "1 when the scrape read every watched queue's figures and every server's memory from Redis, "+
-			"0 when any read failed or timed out: the other scrape gauges of what could not be read are absent.", nil),
+			"0 when any read failed or timed out: the series of what could not be read then repeat the last figures read "+
+			"(see queue_figures_age_seconds).", nil),
 		flowDescs: newFlowDescs(d),
 	}
 }
@@ -82,17 +87,20 @@ func (s statDescs) describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{s.waiting, s.overdue, s.overdueAge, s.streamLen, s.quarantined, s.evicting,
 		s.consumers, s.pending, s.oldest, s.lag, s.retryWaiting, s.deadLetters,
 		s.recurring, s.recPausedCount, s.recMaxLate, s.recNext, s.recLast, s.recLate, s.recPaused,
-		s.memUsed, s.memMax, s.memEvicts, s.memEvicted, s.up,
+		s.memUsed, s.memMax, s.memEvicts, s.memEvicted, s.figuresAge, s.up,
 		s.histPromoted, s.histQuarantined, s.histHandled, s.histDropped, s.histRetried, s.histDead} {
 		ch <- d
 	}
 	s.flowDescs.describe(ch)
 }
 
+// emit takes one metric of a scrape.
+type emit func(prometheus.Metric)
+
 // send sends the gauges of report r.
-func (s statDescs) send(ch chan<- prometheus.Metric, r admin.QueueReport) {
+func (s statDescs) send(ch emit, r admin.QueueReport) {
 	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+		ch(prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...))
 	}
 	q := r.Queue
 	gauge(s.waiting, float64(r.Waiting), q)
@@ -117,9 +125,9 @@ func (s statDescs) send(ch chan<- prometheus.Metric, r admin.QueueReport) {
 
 // sendHistory sends the counters Redis keeps of queue's work (h: the
 // totals).
-func (s statDescs) sendHistory(ch chan<- prometheus.Metric, queue string, h admin.HistoryCounts) {
+func (s statDescs) sendHistory(ch emit, queue string, h admin.HistoryCounts) {
 	counter := func(desc *prometheus.Desc, v int64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
+		ch(prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...))
 	}
 	counter(s.histPromoted, h.Promoted, queue)
 	counter(s.histQuarantined, h.Quarantined, queue)
@@ -134,9 +142,9 @@ func (s statDescs) sendHistory(ch chan<- prometheus.Metric, queue string, h admi
 // sendRecurring sends the gauges of queue's recurring schedules: the
 // per-queue aggregates, and each schedule's own when there are at most
 // perSchedule of them (see WithMaxScheduleSeries).
-func (s statDescs) sendRecurring(ch chan<- prometheus.Metric, queue string, list []delaystream.RecurringStatus, perSchedule int) {
+func (s statDescs) sendRecurring(ch emit, queue string, list []delaystream.RecurringStatus, perSchedule int) {
 	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+		ch(prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...))
 	}
 	paused, maxLate, lateKnown := 0, time.Duration(0), false
 	for _, r := range list {
@@ -273,8 +281,36 @@ func (m *Metrics) collectStats(ch chan<- prometheus.Metric) {
 }
 
 // collectQueue reads and sends the figures of w's queue and its recurring
-// schedules, and reports whether it could read them.
+// schedules, with their age, and reports whether it could read them. When
+// it cannot, it sends the last figures read again (none if never read).
 func (m *Metrics) collectQueue(ctx context.Context, ch chan<- prometheus.Metric, w watch) bool {
+	var got []prometheus.Metric
+	ok := m.readQueue(ctx, func(x prometheus.Metric) { got = append(got, x) }, w)
+	var at time.Time
+	if ok {
+		at = time.Now()
+		m.kept.queue(w.queue, got, at)
+	} else if got, at = m.kept.lastQueue(w.queue); at.IsZero() {
+		return false
+	}
+	for _, x := range got {
+		ch <- x
+	}
+	ch <- prometheus.MustNewConstMetric(m.stats.figuresAge, prometheus.GaugeValue, time.Since(at).Seconds()*boolTo01(!ok), w.queue)
+	return ok
+}
+
+// boolTo01 returns 1 for true, 0 for false.
+func boolTo01(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// readQueue reads w's figures and sends them to ch, and reports whether
+// it read them all.
+func (m *Metrics) readQueue(ctx context.Context, ch emit, w watch) bool {
 	r, err := w.read(ctx)
 	if err != nil {
 		return false
@@ -300,14 +336,13 @@ func (m *Metrics) collectQueue(ctx context.Context, ch chan<- prometheus.Metric,
 
 // collectMemory reads and sends the memory of every server the watches'
 // clients write to, each server once, and reports whether every client's
-// servers answered.
+// servers answered. For a client whose servers do not answer, it sends
+// the last figures read of each (those no other client's answer sent).
 func (m *Metrics) collectMemory(ctx context.Context, ch chan<- prometheus.Metric, ws []watch) bool {
 	ok := true
 	seen := map[*admin.Inspector]bool{}
-	servers := map[string]bool{}
-	gauge := func(desc *prometheus.Desc, v float64, server string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, server)
-	}
+	sent := map[string]bool{}
+	var stale []serverFigures
 	for _, w := range ws {
 		if seen[w.in] {
 			continue
@@ -316,26 +351,116 @@ func (m *Metrics) collectMemory(ctx context.Context, ch chan<- prometheus.Metric
 		list, err := w.in.Memory(ctx)
 		if err != nil {
 			ok = false
+			stale = append(stale, m.kept.lastMemory(w.in)...)
 			continue
 		}
+		var read []serverFigures
 		for _, s := range list {
-			if !s.Known || servers[s.Addr] {
-				continue
-			}
-			servers[s.Addr] = true
-			gauge(m.stats.memUsed, float64(s.Used), s.Addr)
-			gauge(m.stats.memMax, float64(s.Max), s.Addr)
-			evicts := 0.0
-			if s.Evicts() {
-				evicts = 1
-			}
-			gauge(m.stats.memEvicts, evicts, s.Addr)
-			if s.Evicted >= 0 {
-				ch <- prometheus.MustNewConstMetric(m.stats.memEvicted, prometheus.CounterValue, float64(s.Evicted), s.Addr)
+			if s.Known {
+				read = append(read, m.stats.memory(s))
 			}
 		}
+		m.kept.memory(w.in, read)
+		for _, f := range read {
+			f.send(ch, sent)
+		}
+	}
+	for _, f := range stale {
+		f.send(ch, sent)
 	}
 	return ok
+}
+
+// serverFigures is the memory series of one server.
+type serverFigures struct {
+	addr    string
+	metrics []prometheus.Metric
+}
+
+// send sends f's series unless sent has its server, and records it.
+func (f serverFigures) send(ch chan<- prometheus.Metric, sent map[string]bool) {
+	if sent[f.addr] {
+		return
+	}
+	sent[f.addr] = true
+	for _, x := range f.metrics {
+		ch <- x
+	}
+}
+
+// memory returns the series of server s.
+func (s statDescs) memory(srv admin.ServerMemory) serverFigures {
+	f := serverFigures{addr: srv.Addr}
+	gauge := func(desc *prometheus.Desc, v float64) {
+		f.metrics = append(f.metrics, prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, srv.Addr))
+	}
+	gauge(s.memUsed, float64(srv.Used))
+	gauge(s.memMax, float64(srv.Max))
+	gauge(s.memEvicts, boolTo01(srv.Evicts()))
+	if srv.Evicted >= 0 {
+		f.metrics = append(f.metrics, prometheus.MustNewConstMetric(s.memEvicted, prometheus.CounterValue, float64(srv.Evicted), srv.Addr))
+	}
+	return f
+}
+
+// keptFigures holds the series of the last scrape that could read each
+// queue and each client's servers, for the scrapes that cannot.
+type keptFigures struct {
+	mu       sync.Mutex
+	queues   map[string]keptQueue
+	servers  map[*admin.Inspector][]serverFigures
+	prefixes map[string][]watch // WatchAll's last discovery by prefix
+}
+
+type keptQueue struct {
+	metrics []prometheus.Metric
+	at      time.Time
+}
+
+func (k *keptFigures) queue(q string, ms []prometheus.Metric, at time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.queues == nil {
+		k.queues = map[string]keptQueue{}
+	}
+	k.queues[q] = keptQueue{metrics: ms, at: at}
+}
+
+func (k *keptFigures) lastQueue(q string) ([]prometheus.Metric, time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	kq := k.queues[q]
+	return kq.metrics, kq.at
+}
+
+func (k *keptFigures) memory(in *admin.Inspector, fs []serverFigures) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.servers == nil {
+		k.servers = map[*admin.Inspector][]serverFigures{}
+	}
+	k.servers[in] = fs
+}
+
+func (k *keptFigures) lastMemory(in *admin.Inspector) []serverFigures {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.servers[in]
+}
+
+func (k *keptFigures) discovered(prefix string, ws []watch) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.prefixes == nil {
+		k.prefixes = map[string][]watch{}
+	}
+	k.prefixes[prefix] = ws
+}
+
+func (k *keptFigures) lastDiscovered(prefix string) []watch {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.prefixes[prefix]
 }
 
 // read returns the figures of w's queue: zeros for a queue not in Redis.

@@ -136,14 +136,29 @@ func (d *DeadLetters) Len(ctx context.Context) (int64, error) {
 // ("" for the start). Pass the last EntryID returned to get the next page.
 // On a sharded queue the shards are merged in (entry id, shard) order.
 func (d *DeadLetters) List(ctx context.Context, after string, count int64) ([]DeadEntry, error) {
-	starts, err := d.starts(after, count)
+	return d.list(ctx, after, count, false)
+}
+
+// ListNewest is [DeadLetters.List] newest first: up to count dead letters
+// older than entry id before ("" for the newest). Pass the last EntryID
+// returned to get the next (older) page.
+func (d *DeadLetters) ListNewest(ctx context.Context, before string, count int64) ([]DeadEntry, error) {
+	return d.list(ctx, before, count, true)
+}
+
+func (d *DeadLetters) list(ctx context.Context, after string, count int64, newest bool) ([]DeadEntry, error) {
+	firsts, last, err := d.bounds(after, count, newest)
 	if err != nil {
 		return nil, err
 	}
 	pipe := d.rdb.Pipeline()
 	cmds := make([]*redis.XMessageSliceCmd, len(d.shards))
 	for i, sh := range d.shards {
-		cmds[i] = pipe.XRangeN(ctx, sh.key, starts[i], "+", count)
+		if newest {
+			cmds[i] = pipe.XRevRangeN(ctx, sh.key, firsts[i], last, count)
+		} else {
+			cmds[i] = pipe.XRangeN(ctx, sh.key, firsts[i], last, count)
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("dead letters %s: %w", d.group, d.explain(ctx, err))
@@ -154,28 +169,32 @@ func (d *DeadLetters) List(ctx context.Context, after string, count int64) ([]De
 			out = append(out, d.parse(i, m))
 		}
 	}
-	return mergeShards(out, len(d.shards) > 1, count, func(e *DeadEntry) *DeadEntry { return e }), nil
+	return mergeShards(out, len(d.shards) > 1, count, newest, func(e *DeadEntry) *DeadEntry { return e }), nil
 }
 
-// ListCut is [DeadLetters.List] for listings that show a preview of each
+// ListCut is [DeadLetters.List] (with newest, [DeadLetters.ListNewest])
+// for listings that show a preview of each
 // payload: each entry's Raw holds at most its envelope's headers and the
 // first maxPayload bytes of its payload (at most maxPayload bytes when it
 // is no envelope), and so does Envelope.Payload; RawSize and
 // [CutDeadEntry.PayloadSize] say how long they are. The cut is made in Redis
-// by a read-only script (xrange_cut.lua: XRANGE, per shard, in one
+// by a read-only script (xrange_cut.lua: XRANGE or XREVRANGE, per shard, in one
 // pipeline), so neither the network nor this process ever carries a whole
 // payload. maxPayload must be at least 1.
-func (d *DeadLetters) ListCut(ctx context.Context, after string, count int64, maxPayload int) ([]CutDeadEntry, error) {
+func (d *DeadLetters) ListCut(ctx context.Context, after string, count int64, maxPayload int, newest bool) ([]CutDeadEntry, error) {
 	if maxPayload < 1 {
 		return nil, fmt.Errorf("%w: max payload bytes must be >= 1, got %d", ErrInvalidOption, maxPayload)
 	}
-	starts, err := d.starts(after, count)
+	firsts, last, err := d.bounds(after, count, newest)
 	if err != nil {
 		return nil, err
 	}
 	calls := make([]scripts.Call, len(d.shards))
 	for i, sh := range d.shards {
-		calls[i] = scripts.Call{Keys: []string{sh.key}, Args: []any{starts[i], "+", count, maxPayload}}
+		calls[i] = scripts.Call{Keys: []string{sh.key}, Args: []any{firsts[i], last, count, maxPayload}}
+		if newest {
+			calls[i].Args = append(calls[i].Args, "rev")
+		}
 	}
 	cmds, err := scripts.RunPipelined(ctx, d.rdb, scripts.XRangeCut, calls)
 	if err != nil {
@@ -200,48 +219,60 @@ func (d *DeadLetters) ListCut(ctx context.Context, after string, count int64, ma
 			out = append(out, dl)
 		}
 	}
-	return mergeShards(out, len(d.shards) > 1, count, func(e *CutDeadEntry) *DeadEntry { return &e.DeadEntry }), nil
+	return mergeShards(out, len(d.shards) > 1, count, newest, func(e *CutDeadEntry) *DeadEntry { return &e.DeadEntry }), nil
 }
 
-// starts returns where List reads each shard's dead letters from, after
-// entry id after ("" for the start).
-func (d *DeadLetters) starts(after string, count int64) ([]string, error) {
+// bounds returns where a listing reads each shard's dead letters from,
+// after entry id after ("" for the start) in the listing's order ((entry
+// id, shard), descending when newest), and where it reads to: the first
+// and last bounds of each shard's XRANGE, or XREVRANGE when newest.
+func (d *DeadLetters) bounds(after string, count int64, newest bool) ([]string, string, error) {
 	if count < 1 {
-		return nil, fmt.Errorf("%w: count must be >= 1, got %d", ErrInvalidOption, count)
+		return nil, "", fmt.Errorf("%w: count must be >= 1, got %d", ErrInvalidOption, count)
 	}
 	afterID, afterShard := "", -1
 	if after != "" {
 		ref, err := d.parseRef(after)
 		if err != nil {
-			return nil, fmt.Errorf("dead letters %s: %w", d.group, err)
+			return nil, "", fmt.Errorf("dead letters %s: %w", d.group, err)
 		}
 		afterID, afterShard = ref.id, ref.shard
 	}
-	starts := make([]string, len(d.shards))
+	first, last := "-", "+"
+	if newest {
+		first, last = "+", "-"
+	}
+	firsts := make([]string, len(d.shards))
 	for i := range d.shards {
-		starts[i] = "-"
+		firsts[i] = first
 		switch {
 		case afterID == "":
-		case i <= afterShard:
-			starts[i] = "(" + afterID
-		default: // a later shard's entry with the same id comes after
-			starts[i] = afterID
+		case i == afterShard, (i < afterShard) != newest:
+			// The entry's own shard, or one whose entry with the same id
+			// comes before it in the listing's order: strictly after.
+			firsts[i] = "(" + afterID
+		default: // a shard whose entry with the same id comes after it
+			firsts[i] = afterID
 		}
 	}
-	return starts, nil
+	return firsts, last, nil
 }
 
 // mergeShards orders the dead letters read from every shard (of a
-// sharded queue) in (entry id, shard) order and keeps the first count;
-// entry returns the dead letter of an item of out.
-func mergeShards[T any](out []T, sharded bool, count int64, entry func(*T) *DeadEntry) []T {
+// sharded queue) in (entry id, shard) order, descending when newest, and
+// keeps the first count; entry returns the dead letter of an item of out.
+func mergeShards[T any](out []T, sharded bool, count int64, newest bool, entry func(*T) *DeadEntry) []T {
 	if sharded {
 		slices.SortStableFunc(out, func(a, b T) int {
 			ea, eb := entry(&a), entry(&b)
-			if c := compareIDs(ea.EntryID, eb.EntryID); c != 0 {
-				return c
+			c := compareIDs(ea.EntryID, eb.EntryID)
+			if c == 0 {
+				c = ea.Shard - eb.Shard
 			}
-			return ea.Shard - eb.Shard
+			if newest {
+				return -c
+			}
+			return c
 		})
 	}
 	if int64(len(out)) > count {

@@ -47,7 +47,7 @@ func TestDeadLettersListCut(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, whole, 8)
 	for _, max := range []int{1, 10, 100000} {
-		cut, err := dl.ListCut(ctx, "", 100, max)
+		cut, err := dl.ListCut(ctx, "", 100, max, false)
 		require.NoError(t, err)
 		require.Len(t, cut, len(whole), max)
 		for i, w := range whole {
@@ -88,18 +88,18 @@ func TestDeadLettersListCut(t *testing.T) {
 	assert.Equal(t, 6, decoded, "plain, packed and empty on each shard")
 
 	// Paged as List is.
-	first, err := dl.ListCut(ctx, "", 3, 5)
+	first, err := dl.ListCut(ctx, "", 3, 5, false)
 	require.NoError(t, err)
 	require.Len(t, first, 3)
-	second, err := dl.ListCut(ctx, first[2].EntryID, 3, 5)
+	second, err := dl.ListCut(ctx, first[2].EntryID, 3, 5, false)
 	require.NoError(t, err)
 	require.Len(t, second, 3)
 	for i, c := range append(first, second...) {
 		assert.Equal(t, whole[i].EntryID, c.EntryID, i)
 	}
 
-	_, err = dl.ListCut(ctx, "", 1, 0)
+	_, err = dl.ListCut(ctx, "", 1, 0, false)
 	require.ErrorIs(t, err, group.ErrInvalidOption)
-	_, err = dl.ListCut(ctx, "", 0, 10)
+	_, err = dl.ListCut(ctx, "", 0, 10, false)
 	require.ErrorIs(t, err, group.ErrInvalidOption)
 }

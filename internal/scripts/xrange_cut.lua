@@ -6,12 +6,16 @@
 -- 16 whole entries at once, and returns at most ARGV[3] cut ones.
 --
 -- KEYS[1]  STREAM  the stream
--- ARGV[1]  start: "-", an entry id, or "(" and an entry id (exclusive)
--- ARGV[2]  end: "+" or an entry id
+-- ARGV[1]  start: "-", an entry id, or "(" and an entry id (exclusive);
+--          with ARGV[5] "rev", the end: "+", an entry id, or "(" and one
+-- ARGV[2]  end: "+" or an entry id; with ARGV[5] "rev", the start: "-"
+--          or an entry id
 -- ARGV[3]  count: the most entries returned (>= 1)
 -- ARGV[4]  max payload bytes (>= 1)
+-- ARGV[5]  optional: "rev" reads newest first (XREVRANGE)
 --
--- Returns a list of {entry id, fields, lengths}, oldest first: fields as
+-- Returns a list of {entry id, fields, lengths}, oldest first (newest
+-- first with "rev"): fields as
 -- XRANGE returns them (a flat list of names and values), with the value
 -- of "e" (an envelope) cut by envcut, of "p" (a packed member, whose
 -- envelope starts at its 18th byte) likewise, and of "m" (a delayed-set
@@ -23,9 +27,13 @@ local max = tonumber(ARGV[4])
 local CHUNK = 16
 local out = {}
 local start = ARGV[1]
+local cmd = 'XRANGE'
+if ARGV[5] == 'rev' then
+  cmd = 'XREVRANGE'
+end
 while #out < count do
   local n = math.min(CHUNK, count - #out)
-  local page = redis.call('XRANGE', KEYS[1], start, ARGV[2], 'COUNT', n)
+  local page = redis.call(cmd, KEYS[1], start, ARGV[2], 'COUNT', n)
   for _, entry in ipairs(page) do
     local fields, lens = entry[2], {}
     for k = 1, #fields, 2 do
