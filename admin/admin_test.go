@@ -178,40 +178,52 @@ func TestPeek(t *testing.T) {
 	}
 }
 
+// Cancel takes waiting messages by id and by id prefix, reports those
+// not waiting, and refuses the fields of other actions; Queue gives the
+// queue's own Cancel and Reschedule.
 func TestCancelAndReschedule(t *testing.T) {
 	t.Parallel()
-	in, _ := seed(t)
+	in, rdb := seed(t)
 	ctx := context.Background()
 
-	require.NoError(t, in.Cancel(ctx, "orders", "soon"))
-	assert.ErrorIs(t, in.Cancel(ctx, "orders", "soon"), delaystream.ErrNotFound)
-
-	at := time.Now().Add(3 * time.Hour).Truncate(time.Millisecond)
-	due, err := in.Reschedule(ctx, "orders", "later", admin.ActionOptions{At: at})
+	before := redistest.Keys(t, rdb, prefixOf(t, in))
+	res, err := in.Cancel(ctx, "orders", admin.ActionOptions{IDs: []string{"soon", "nope"}, DryRun: true})
 	require.NoError(t, err)
-	assert.True(t, at.Equal(due), "due %s, want %s", due, at)
-	due, err = in.Reschedule(ctx, "orders", "later", admin.ActionOptions{Delay: time.Minute})
-	require.NoError(t, err)
-	assert.WithinDuration(t, time.Now().Add(time.Minute), due, 10*time.Second)
-	_, err = in.Reschedule(ctx, "orders", "later", admin.ActionOptions{})
-	require.NoError(t, err)
-	// Due at once: rounded up to the next millisecond of the Redis clock.
-	require.Eventually(t, func() bool {
-		ms, err := in.Peek(ctx, "orders", admin.ListOptions{IDs: []string{"later"}})
-		return err == nil && ms[0].Overdue
-	}, 5*time.Second, time.Millisecond, "rescheduled at once")
-
-	_, err = in.Reschedule(ctx, "orders", "gone", admin.ActionOptions{Delay: time.Minute})
-	assert.ErrorIs(t, err, delaystream.ErrNotFound)
+	assert.Equal(t, admin.ActionResult{Queue: "orders", Action: "cancel", DryRun: true, Matched: 1, IDs: []string{"soon"},
+		NotFound: []string{"nope"}}, res)
 	for name, o := range map[string]admin.ActionOptions{
-		"both":     {At: at, Delay: time.Minute},
-		"negative": {Delay: -time.Second},
-		"ids":      {IDs: []string{"x"}},
-		"dry run":  {DryRun: true},
+		"neither":  {},
+		"all":      {IDs: []string{"soon"}, All: true},
+		"delay":    {IDs: []string{"soon"}, Delay: time.Minute},
+		"force":    {IDs: []string{"soon"}, Force: true},
+		"filter":   {IDs: []string{"soon"}, Reason: group.ReasonExpired},
+		"bad id":   {IDs: []string{""}},
+		"prefix *": {IDPrefix: "x", All: true},
 	} {
-		_, err := in.Reschedule(ctx, "orders", "later", o)
+		_, err := in.Cancel(ctx, "orders", o)
 		assert.ErrorIs(t, err, delaystream.ErrInvalidOption, name)
 	}
+	assert.Equal(t, before, redistest.Keys(t, rdb, prefixOf(t, in)), "a dry run or a refusal wrote something")
+	res, err = in.Cancel(ctx, "orders", admin.ActionOptions{IDs: []string{"soon"}})
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Done)
+	res, err = in.Cancel(ctx, "orders", admin.ActionOptions{IDs: []string{"soon"}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"soon"}, res.NotFound, "cancelled already")
+
+	q, err := in.Queue(ctx, "orders")
+	require.NoError(t, err)
+	at := time.Now().Add(3 * time.Hour).Truncate(time.Millisecond)
+	due, err := q.Reschedule(ctx, "later", delaystream.At(at))
+	require.NoError(t, err)
+	assert.True(t, at.Equal(due), "due %s, want %s", due, at)
+	ms, err := in.Peek(ctx, "orders", admin.ListOptions{IDs: []string{"later"}})
+	require.NoError(t, err)
+	assert.True(t, at.Equal(ms[0].Due), "the operator's view agrees")
+	_, err = q.Reschedule(ctx, "gone", delaystream.After(time.Minute))
+	assert.ErrorIs(t, err, delaystream.ErrNotFound)
+	_, err = in.Queue(ctx, "nosuch")
+	assert.ErrorIs(t, err, delaystream.ErrNotFound)
 }
 
 func TestGroups(t *testing.T) {
@@ -317,7 +329,8 @@ func TestRedriveAndPurge(t *testing.T) {
 		"both":              {All: true, IDs: []string{ds[0].EntryID}},
 		"filter by id":      {IDs: []string{ds[0].EntryID}, Reason: group.ReasonHandler},
 		"unknown reason":    {All: true, Reason: "declined"},
-		"at":                {All: true, At: time.Now()},
+		"force":             {All: true, Force: true},
+		"prefix":            {All: true, IDPrefix: "x"},
 		"purge with delay":  {All: true, Delay: time.Second},
 		"negative delay":    {All: true, Delay: -time.Second},
 		"malformed entryid": {IDs: []string{"bogus"}},

@@ -10,37 +10,21 @@ import (
 	"github.com/delaystream/delaystream/internal/stream"
 )
 
-// CancelOptions selects the waiting messages of [Inspector.CancelMany]:
-// the ids given, and every waiting message whose id starts with IDPrefix.
-type CancelOptions struct {
-	IDs      []string
-	IDPrefix string // messages with their own ids only: generated ids have no prefix of the caller's
-	DryRun   bool   // find them, cancel nothing
-}
-
-// CancelResult reports what [Inspector.CancelMany] did, or would do.
-type CancelResult struct {
-	Queue   string `json:"queue"`
-	DryRun  bool   `json:"dry_run"`
-	Matched int    `json:"matched"` // waiting messages selected
-	Done    int    `json:"done"`    // cancelled (0 on a dry run)
-	// IDs are the ids matched (at most MaxReportedIDs; see IDsTruncated).
-	IDs          []string `json:"ids"`
-	IDsTruncated bool     `json:"ids_truncated,omitempty"`
-	// NotWaiting are requested ids that were not waiting (already due,
-	// cancelled, or unknown), and prefix matches that stopped waiting
-	// before they were cancelled.
-	NotWaiting []string `json:"not_waiting,omitempty"`
-}
-
-// CancelMany cancels the waiting messages of queue that opts selects: the
-// ids given, and those whose id starts with opts.IDPrefix (found with
-// HSCAN over each shard's envelopes: messages with their own ids). At
-// least one of the two is required, else the error wraps
-// delaystream.ErrInvalidOption, as does an invalid id; nothing is written
-// then, nor on a dry run.
-func (in *Inspector) CancelMany(ctx context.Context, queue string, opts CancelOptions) (CancelResult, error) {
-	res := CancelResult{Queue: queue, DryRun: opts.DryRun, IDs: []string{}}
+// Cancel cancels the waiting messages of queue that opts selects: the
+// ids opts.IDs gives, and those whose id starts with opts.IDPrefix (found
+// with HSCAN over each shard's envelopes: messages with their own ids).
+// At least one of the two is required, else the error wraps
+// delaystream.ErrInvalidOption, as does an invalid id or a field Cancel
+// does not take (it takes IDs, IDPrefix and DryRun); nothing is written
+// then, nor on a dry run. Requested ids that are not waiting (already
+// due, cancelled, or unknown), and prefix matches that stopped waiting
+// before they were cancelled, are reported in NotFound, which is not an
+// error.
+func (in *Inspector) Cancel(ctx context.Context, queue string, opts ActionOptions) (ActionResult, error) {
+	res := ActionResult{Queue: queue, Action: "cancel", DryRun: opts.DryRun, IDs: []string{}}
+	if err := opts.only("Cancel", "ids", "prefix", "dry"); err != nil {
+		return res, err
+	}
 	if len(opts.IDs) == 0 && opts.IDPrefix == "" {
 		return res, fmt.Errorf("%w: cancel: give ids or an id prefix", delaystream.ErrInvalidOption)
 	}
@@ -62,23 +46,15 @@ func (in *Inspector) CancelMany(ctx context.Context, queue string, opts CancelOp
 			continue
 		}
 		seen[id] = true
-		if opts.DryRun {
-			if _, err := h.producer.Get(ctx, id); err != nil {
-				if !errorsIsNotFound(err) {
-					return res, invalidMessage(err)
-				}
-				res.NotWaiting = append(res.NotWaiting, id)
-				continue
-			}
-		} else {
-			ok, err := h.producer.Cancel(ctx, id)
-			if err != nil {
-				return res, invalidMessage(err)
-			}
-			if !ok {
-				res.NotWaiting = append(res.NotWaiting, id)
-				continue
-			}
+		waiting, err := cancelOne(ctx, h, id, opts.DryRun)
+		if err != nil {
+			return res, err
+		}
+		if !waiting {
+			res.NotFound = append(res.NotFound, id)
+			continue
+		}
+		if !opts.DryRun {
 			res.Done++
 		}
 		res.Matched++
@@ -89,6 +65,25 @@ func (in *Inspector) CancelMany(ctx context.Context, queue string, opts CancelOp
 		}
 	}
 	return res, nil
+}
+
+// cancelOne cancels the waiting message id of h (dry: only looks for it)
+// and reports whether it was waiting.
+func cancelOne(ctx context.Context, h *handle, id string, dry bool) (bool, error) {
+	if dry {
+		if _, err := h.producer.Get(ctx, id); err != nil {
+			if !errors.Is(err, delaystream.ErrNotFound) {
+				return false, invalidMessage(err)
+			}
+			return false, nil
+		}
+		return true, nil
+	}
+	ok, err := h.producer.Cancel(ctx, id)
+	if err != nil {
+		return false, invalidMessage(err)
+	}
+	return ok, nil
 }
 
 // idsWithPrefix returns the ids of the waiting messages of h with their
@@ -110,5 +105,3 @@ func (in *Inspector) idsWithPrefix(ctx context.Context, h *handle, prefix string
 	slices.Sort(out)
 	return out, nil
 }
-
-func errorsIsNotFound(err error) bool { return errors.Is(err, delaystream.ErrNotFound) }

@@ -35,22 +35,30 @@ type DeadLetterEntry struct {
 	Payload    []byte            `json:"payload"` // base64 in JSON; the raw stored bytes when undecodable
 }
 
-// ActionResult reports what a Redrive or Purge did (or, dry, would do).
+// ActionResult reports what an action did (or, dry, would do): Redrive
+// or Purge of dead letters, Cancel of waiting messages, DeleteQuarantined
+// or RestoreQuarantined of quarantined entries.
 type ActionResult struct {
-	Queue   string `json:"queue"`
-	Group   string `json:"group"`
-	Action  string `json:"action"` // "redrive" or "purge"
-	DryRun  bool   `json:"dry_run"`
-	Matched int    `json:"matched"` // dead letters the selection found
-	Done    int    `json:"done"`    // redriven or purged (0 on a dry run)
-	// IDs are the entry ids matched (at most MaxReportedIDs; see
-	// IDsTruncated).
-	IDs          []string `json:"ids"`
+	Queue  string `json:"queue"`
+	Group  string `json:"group,omitempty"` // Redrive, Purge: the group whose dead letters
+	Action string `json:"action"`          // "redrive", "purge", "cancel", "delete" or "restore"
+	DryRun bool   `json:"dry_run"`
+	// Matched is how many entries the selection found (Redrive, Purge,
+	// Cancel).
+	Matched int `json:"matched"`
+	Done    int `json:"done"` // redriven, purged, cancelled, deleted or restored (0 on a dry run)
+	// IDs are the ids matched (at most MaxReportedIDs; see IDsTruncated):
+	// entry ids, or message ids for Cancel.
+	IDs          []string `json:"ids,omitempty"`
 	IDsTruncated bool     `json:"ids_truncated,omitempty"`
-	// NotFound are requested ids that are no dead letters (any more).
+	// NotFound are requested ids that name nothing to act on (any more):
+	// no such dead letter or quarantined entry, or a message not waiting
+	// (already due, cancelled or unknown; or, found by prefix, no longer
+	// waiting when it was to be cancelled).
 	NotFound []string `json:"not_found,omitempty"`
-	// Unrecoverable are dead letters Redrive left in place: no valid
-	// envelope to deliver again (purge them instead).
+	// Unrecoverable are entries Redrive or RestoreQuarantined left in
+	// place: no valid envelope (or no message id) to deliver again;
+	// purge or delete them instead.
 	Unrecoverable []string `json:"unrecoverable,omitempty"`
 }
 
@@ -174,7 +182,7 @@ const actChunk = 200
 // chunk by chunk.
 func (in *Inspector) act(ctx context.Context, queue, g, action string, opts ActionOptions,
 	do func(dl *group.DeadLetters, ids []string, res *ActionResult) error) (ActionResult, error) {
-	if err := opts.checkSelection(); err != nil {
+	if err := opts.checkSelection(action); err != nil {
 		return ActionResult{}, err
 	}
 	dl, err := in.deadLetters(ctx, queue, g)
@@ -201,16 +209,17 @@ func (in *Inspector) act(ctx context.Context, queue, g, action string, opts Acti
 }
 
 // checkSelection refuses a selection of dead letters that is not IDs
-// alone or All with a filter, and a Reschedule field.
-func (o ActionOptions) checkSelection() error {
+// alone or All with a filter, and a field of another action.
+func (o ActionOptions) checkSelection(action string) error {
+	if err := o.only(action, "ids", "all", "filter", "dry", "delay"); err != nil {
+		return err
+	}
 	switch {
 	case o.All == (len(o.IDs) > 0):
 		return fmt.Errorf("%w: select dead letters by id or all of them (with a filter), not both or neither",
 			delaystream.ErrInvalidOption)
 	case !o.All && !o.filter().empty():
 		return fmt.Errorf("%w: a filter (time range, reason) selects with All only", delaystream.ErrInvalidOption)
-	case !o.At.IsZero():
-		return fmt.Errorf("%w: At is for Reschedule only", delaystream.ErrInvalidOption)
 	}
 	return o.filter().check()
 }

@@ -15,14 +15,6 @@ import (
 	"github.com/delaystream/delaystream/internal/stream"
 )
 
-// DeleteQueueOptions are the options of [Inspector.DeleteQueue].
-type DeleteQueueOptions struct {
-	// Force deletes the queue even while it is in use (live consumers, a
-	// promoting process): they recreate some keys and fail on others.
-	Force  bool
-	DryRun bool // find the keys and the users, delete nothing
-}
-
 // DeleteQueueResult reports what [Inspector.DeleteQueue] did, or would
 // do.
 type DeleteQueueResult struct {
@@ -41,11 +33,15 @@ type DeleteQueueResult struct {
 // delaystream.ErrRunning and nothing deleted, while the queue is in use
 // (a live consumer of any group, see [ConsumerInfo].Live, or a process
 // holding a promotion lease or registered as a mover) unless opts.Force.
+// It takes Force and DryRun of opts, and refuses any other field.
 // The keys are found with SCAN on the node of each shard's slot (SCAN
 // MATCH on the shard's hash tag) and deleted one by one, so a queue being
 // written meanwhile may keep keys created after the scan.
-func (in *Inspector) DeleteQueue(ctx context.Context, queue string, opts DeleteQueueOptions) (DeleteQueueResult, error) {
+func (in *Inspector) DeleteQueue(ctx context.Context, queue string, opts ActionOptions) (DeleteQueueResult, error) {
 	res := DeleteQueueResult{Queue: queue, DryRun: opts.DryRun, Groups: []string{}}
+	if err := opts.only("DeleteQueue", "force", "dry"); err != nil {
+		return res, err
+	}
 	h, err := in.open(ctx, queue)
 	if err != nil {
 		return res, err

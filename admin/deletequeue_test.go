@@ -38,17 +38,17 @@ func TestDeleteQueueInUse(t *testing.T) {
 	require.NoError(t, err)
 	var res admin.DeleteQueueResult
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		res, err = in.DeleteQueue(ctx, "orders", admin.DeleteQueueOptions{DryRun: true})
+		res, err = in.DeleteQueue(ctx, "orders", admin.ActionOptions{DryRun: true})
 		assert.NoError(c, err)
 		assert.Equal(c, []string{"billing/w1", "mover"}, res.InUse)
 	}, 30*time.Second, 50*time.Millisecond)
 	before := redistest.Keys(t, rdb, prefix)
-	_, err = in.DeleteQueue(ctx, "orders", admin.DeleteQueueOptions{})
+	_, err = in.DeleteQueue(ctx, "orders", admin.ActionOptions{})
 	require.ErrorIs(t, err, delaystream.ErrRunning)
 	assert.Contains(t, err.Error(), "billing/w1, mover")
 	assert.Equal(t, before, redistest.Keys(t, rdb, prefix), "refused: nothing deleted")
 
-	res, err = in.DeleteQueue(ctx, "orders", admin.DeleteQueueOptions{Force: true})
+	res, err = in.DeleteQueue(ctx, "orders", admin.ActionOptions{Force: true})
 	require.NoError(t, err)
 	assert.Equal(t, len(before), res.Keys)
 	n, err := q.Len(ctx)

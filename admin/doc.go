@@ -14,13 +14,19 @@
 // its consumer groups are those of its streams. Reads use plain commands
 // and are not one atomic snapshot across keys or shards, and never write.
 // The writes are the actions, each method's doc saying what it writes:
-// messages (Cancel, CancelMany, Reschedule), dead letters (Redrive, Purge),
-// quarantine (DeleteQuarantined, RestoreQuarantined), pauses (PauseQueue,
-// ResumeQueue, Pause, Resume), recurring schedules (DefineRecurring,
-// PauseRecurring, ResumeRecurring, DeleteRecurring), and a queue's groups
-// and keys (ForgetGroup, DeleteQueue). What moves messages and dead
-// letters goes through the queue's own atomic scripts, as a Queue's calls
-// do. CancelMany, Redrive, Purge and DeleteQueue with DryRun write nothing.
+// waiting messages (Cancel), dead letters (Redrive, Purge), quarantine
+// (DeleteQuarantined, RestoreQuarantined), pauses (PauseQueue,
+// ResumeQueue, Pause, Resume), and a queue's groups and keys
+// (ForgetGroup, DeleteQueue). What moves messages and dead letters goes
+// through the queue's own atomic scripts, as a Queue's calls do. Cancel,
+// Redrive, Purge and DeleteQueue with DryRun write nothing. What the
+// queue's own API does for one message or schedule (Locate, Get,
+// Reschedule, the recurring schedules) is done through the Queue that
+// [Inspector.Queue] returns:
+//
+//	q, err := in.Queue(ctx, "orders", cron.Option()) // cron: the schedules' spec kind
+//	loc, err := q.Locate(ctx, "order:5001:cancel")
+//	list, err := q.ListRecurring(ctx)
 //
 // Dead-letter reasons are one vocabulary (delaystream.Reasons): listings
 // show "attempts exhausted", "max deliveries exceeded", "handler asked to

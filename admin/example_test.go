@@ -67,11 +67,16 @@ func Example() {
 
 	// Make the first one overdue (no promotion runs here), cancel the
 	// second.
-	if _, err := in.Reschedule(ctx, "orders", "order:5001:cancel", admin.ActionOptions{At: time.Now().Add(-time.Minute)}); err != nil {
+	orders, err := in.Queue(ctx, "orders")
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	if err := in.Cancel(ctx, "orders", "order:5002:cancel"); err != nil {
+	if _, err := orders.Reschedule(ctx, "order:5001:cancel", delaystream.At(time.Now().Add(-time.Minute))); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := in.Cancel(ctx, "orders", admin.ActionOptions{IDs: []string{"order:5002:cancel"}}); err != nil {
 		fmt.Println(err)
 		return
 	}

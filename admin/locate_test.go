@@ -19,24 +19,24 @@ import (
 func TestLocate(t *testing.T) {
 	t.Parallel()
 	in, _ := seed(t)
-	ctx := context.Background()
-	loc, err := in.Locate(ctx, "jobs", "job-3")
+	loc, err := locate(t, in, "jobs", "job-3")
 	require.NoError(t, err)
 	require.Len(t, loc.Groups, 1)
 	assert.Equal(t, "billing", loc.Groups[0].Group)
 	assert.Equal(t, delaystream.PlaceDeadLettered, loc.Groups[0].Place)
 	assert.Equal(t, delaystream.ReasonHandler, loc.Groups[0].Reason)
 
-	loc, err = in.Locate(ctx, "orders", "later")
+	loc, err = locate(t, in, "orders", "later")
 	require.NoError(t, err)
 	require.NotNil(t, loc.Waiting)
 
-	_, err = in.Locate(ctx, "nosuch", "x")
+	_, err = locate(t, in, "nosuch", "x")
 	require.ErrorIs(t, err, delaystream.ErrNotFound)
 }
 
-// Once the Inspector knows a queue's groups, Locate reads the queue's
-// record and searches the message's shard in one script, nothing more.
+// Once the Inspector's Queue knows a queue's groups, Locate reads the
+// queue's record and searches the message's shard in one script, nothing
+// more: the Inspector keeps the Queue between calls.
 func TestLocateCalls(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
@@ -48,15 +48,25 @@ func TestLocateCalls(t *testing.T) {
 	counted.AddHook(&log)
 	in, err := admin.New(counted, prefix)
 	require.NoError(t, err)
-	ctx := context.Background()
-	_, err = in.Locate(ctx, "jobs", "job-3") // learns the groups
+	_, err = locate(t, in, "jobs", "job-3") // learns the groups
 	require.NoError(t, err)
 	for range 2 {
 		log.Take()
-		loc, err := in.Locate(ctx, "jobs", "job-3")
+		loc, err := locate(t, in, "jobs", "job-3")
 		require.NoError(t, err)
-		assert.Equal(t, []string{"hget", "evalsha"}, log.Take())
+		assert.Equal(t, []string{"hget", "evalsha"}, log.Take(), "the kept Queue knows the groups")
 		require.Len(t, loc.Groups, 1)
 		assert.Equal(t, delaystream.PlaceDeadLettered, loc.Groups[0].Place)
 	}
+}
+
+// locate locates message id in queue through in's Queue.
+func locate(t *testing.T, in *admin.Inspector, queue, id string) (delaystream.Location, error) {
+	t.Helper()
+	ctx := context.Background()
+	q, err := in.Queue(ctx, queue)
+	if err != nil {
+		return delaystream.Location{}, err
+	}
+	return q.Locate(ctx, id)
 }

@@ -31,7 +31,7 @@ func (in *Inspector) Memory(ctx context.Context) ([]ServerMemory, error) {
 	}
 	out := make([]ServerMemory, len(list))
 	for i, s := range list {
-		out[i] = ServerMemory{RedisMemory: delaystream.RedisMemory{Addr: s.Addr, Used: s.Used, Max: s.Max, Policy: s.Policy},
+		out[i] = ServerMemory{RedisMemory: delaystream.RedisMemory{Addr: s.Addr, Used: s.Used, Max: s.Max, Policy: s.Policy, Evicted: s.Evicted},
 			Known: s.Known, Why: s.Why}
 	}
 	return out, nil

@@ -2,6 +2,8 @@ package admin_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,7 +46,7 @@ func TestMemory(t *testing.T) {
 			assert.Equal(t, c.policy, mem[0].Policy)
 			assert.Equal(t, int64(8<<20), mem[0].Max)
 			assert.Equal(t, c.evicting, mem[0].Evicts())
-
+			assert.Zero(t, mem[0].Evicted, "nothing evicted yet (and known: not -1)")
 			reps, err := in.Stats(ctx)
 			require.NoError(t, err)
 			require.Len(t, reps, 1)
@@ -54,6 +56,21 @@ func TestMemory(t *testing.T) {
 			} else {
 				assert.Empty(t, reps[0].Evicting)
 			}
+			if c.evicting {
+				// Fill the server past maxmemory: it evicts (the queue's
+				// keys too), and Memory reports the server's count.
+				big := strings.Repeat("x", 100<<10)
+				for i := 0; i < 200; i++ {
+					require.NoError(t, rdb.Set(ctx, prefix+":filler:"+strconv.Itoa(i), big, 0).Err())
+				}
+				mem, err = in.Memory(ctx)
+				require.NoError(t, err)
+				info, err := rdb.Info(ctx, "stats").Result()
+				require.NoError(t, err)
+				assert.Positive(t, mem[0].Evicted)
+				assert.Contains(t, info, "evicted_keys:"+strconv.FormatInt(mem[0].Evicted, 10)+"\r\n")
+			}
+
 		})
 	}
 }

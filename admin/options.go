@@ -2,6 +2,7 @@ package admin
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/delaystream/delaystream"
@@ -53,12 +54,15 @@ type ListOptions struct {
 // ActionOptions say what an action takes and how. [Inspector.Redrive] and
 // [Inspector.Purge] take the dead letters IDs names, or with All every one
 // that From, To and Reason match (with those zero: all of them), and
-// DryRun; Redrive also takes Delay. [Inspector.Reschedule] takes Delay or
-// At. A field the action does not take fails the call with an error
-// wrapping delaystream.ErrInvalidOption.
+// DryRun; Redrive also takes Delay. [Inspector.Cancel] takes the waiting
+// messages IDs names and those whose id starts with IDPrefix, and DryRun.
+// [Inspector.DeleteQueue] takes Force and DryRun. A field the action does
+// not take fails the call with an error wrapping
+// delaystream.ErrInvalidOption.
 type ActionOptions struct {
-	// IDs are the dead letters' entry ids, as listed. Exactly one of IDs
-	// and All must be given.
+	// IDs are the dead letters' entry ids, as listed (Redrive, Purge:
+	// exactly one of IDs and All must be given), or the waiting messages'
+	// ids (Cancel).
 	IDs []string
 	// All takes every dead letter present when the action starts that
 	// From, To and Reason match.
@@ -66,16 +70,37 @@ type ActionOptions struct {
 	// From, To and Reason narrow All down as in [ListOptions].
 	From, To time.Time
 	Reason   string
+	// IDPrefix takes every waiting message whose id starts with it
+	// (Cancel): messages with ids of their own, as generated ids have no
+	// prefix of the caller's.
+	IDPrefix string
 	// DryRun resolves the selection and reports it, writing nothing.
 	DryRun bool
-	// Delay makes the message due this long after the call, by the Redis
-	// clock (Redrive: each redriven message; Reschedule). Default 0: at
-	// once. It must not be negative.
+	// Delay makes each redriven message due this long after the call, by
+	// the Redis clock. Default 0: at once. It must not be negative.
 	Delay time.Duration
-	// At makes the message due at this time (Reschedule only; not with
-	// Delay). Zero: use Delay.
-	At time.Time
+	// Force deletes the queue even while it is in use (DeleteQueue): its
+	// live consumers and promoting processes recreate some keys and fail
+	// on others.
+	Force bool
 }
+
+// only refuses the fields of o that action does not take: any beyond
+// those takes names ("ids", "all", "filter", "prefix", "dry", "delay",
+// "force").
+func (o ActionOptions) only(action string, takes ...string) error {
+	given := map[string]bool{"ids": len(o.IDs) > 0, "all": o.All, "filter": !o.filter().empty(), "prefix": o.IDPrefix != "",
+		"dry": o.DryRun, "delay": o.Delay != 0, "force": o.Force}
+	for _, name := range []string{"ids", "all", "filter", "prefix", "dry", "delay", "force"} {
+		if given[name] && !slices.Contains(takes, name) {
+			return fmt.Errorf("%w: %s takes no %s", delaystream.ErrInvalidOption, action, optionNames[name])
+		}
+	}
+	return nil
+}
+
+var optionNames = map[string]string{"ids": "IDs", "all": "All", "filter": "From, To or Reason", "prefix": "IDPrefix",
+	"dry": "DryRun", "delay": "Delay", "force": "Force"}
 
 // filter narrows dead letters down; the zero filter takes every one.
 type filter struct {
@@ -120,9 +145,9 @@ func (o ListOptions) check(what string, byID, paged bool, maxLimit int) error {
 	switch {
 	case len(o.IDs) > 0 && !byID:
 		bad = "no IDs"
-	case len(o.IDs) > 0 && (o.Limit != 0 || o.After != "" || !o.filter().empty() || o.MaxPayloadBytes != 0 || o.Newest):
+	case len(o.IDs) > 0 && (o.Limit != 0 || o.MaxPayloadBytes != 0 || o.paging()):
 		bad = "IDs alone, without Limit, After, Newest, a filter or MaxPayloadBytes"
-	case !paged && (o.After != "" || !o.filter().empty() || o.Newest):
+	case !paged && o.paging():
 		bad = "no After, Newest or filter (From, To, Reason)"
 	case o.Limit < 0:
 		bad = fmt.Sprintf("no negative limit (%d)", o.Limit)
@@ -136,6 +161,9 @@ func (o ListOptions) check(what string, byID, paged bool, maxLimit int) error {
 	}
 	return o.filter().check()
 }
+
+// paging reports whether o sets After, Newest or a filter.
+func (o ListOptions) paging() bool { return o.After != "" || o.Newest || !o.filter().empty() }
 
 // limit returns o.Limit, or the default for 0.
 func (o ListOptions) limit() int {

@@ -17,20 +17,6 @@ import (
 	"github.com/delaystream/delaystream/internal/wire"
 )
 
-// QuarantineResult reports what [Inspector.DeleteQuarantined] or
-// [Inspector.RestoreQuarantined] did.
-type QuarantineResult struct {
-	Queue  string `json:"queue"`
-	Action string `json:"action"` // "delete" or "restore"
-	Done   int    `json:"done"`
-	// NotFound are entry ids found in no quarantine of the queue (any
-	// more).
-	NotFound []string `json:"not_found,omitempty"`
-	// Unrecoverable are entries Restore left in place: no message id or
-	// no readable envelope to schedule again (delete them instead).
-	Unrecoverable []string `json:"unrecoverable,omitempty"`
-}
-
 // quarantined is one quarantine entry found by id.
 type quarantined struct {
 	id   string // as given
@@ -43,8 +29,8 @@ type quarantined struct {
 // id (as [Inspector.Quarantine] lists them: "<ms>-<seq>", with "@<shard>"
 // on a sharded queue), from whichever lane's quarantine holds them. A
 // malformed id wraps delaystream.ErrInvalidOption and nothing is deleted.
-func (in *Inspector) DeleteQuarantined(ctx context.Context, queue string, entryIDs ...string) (QuarantineResult, error) {
-	res := QuarantineResult{Queue: queue, Action: "delete"}
+func (in *Inspector) DeleteQuarantined(ctx context.Context, queue string, entryIDs ...string) (ActionResult, error) {
+	res := ActionResult{Queue: queue, Action: "delete"}
 	found, err := in.findQuarantined(ctx, queue, entryIDs, &res)
 	if err != nil {
 		return res, err
@@ -74,8 +60,8 @@ func (in *Inspector) DeleteQuarantined(ctx context.Context, queue string, entryI
 // reported Unrecoverable. Scheduling and deleting are two calls: a
 // restore cut between them leaves the entry quarantined while its
 // message waits; restoring it again keeps the waiting one.
-func (in *Inspector) RestoreQuarantined(ctx context.Context, queue string, delay time.Duration, entryIDs ...string) (QuarantineResult, error) {
-	res := QuarantineResult{Queue: queue, Action: "restore"}
+func (in *Inspector) RestoreQuarantined(ctx context.Context, queue string, delay time.Duration, entryIDs ...string) (ActionResult, error) {
+	res := ActionResult{Queue: queue, Action: "restore"}
 	if delay < 0 {
 		return res, fmt.Errorf("%w: negative restore delay %s", delaystream.ErrInvalidOption, delay)
 	}
@@ -141,7 +127,7 @@ func (in *Inspector) restore(ctx context.Context, h *handle, q quarantined, wait
 // findQuarantined finds each entry id in the quarantines of its shard
 // (the queue's lane, then each group's retry lane), one pipeline per id.
 // Ids found nowhere go to res.NotFound.
-func (in *Inspector) findQuarantined(ctx context.Context, queue string, entryIDs []string, res *QuarantineResult) ([]quarantined, error) {
+func (in *Inspector) findQuarantined(ctx context.Context, queue string, entryIDs []string, res *ActionResult) ([]quarantined, error) {
 	h, err := in.open(ctx, queue)
 	if err != nil {
 		return nil, err

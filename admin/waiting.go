@@ -85,51 +85,6 @@ func (in *Inspector) get(ctx context.Context, h *handle, ids []string) ([]Waitin
 	return out, nil
 }
 
-// Cancel removes the waiting message id of queue. It returns an error
-// wrapping delaystream.ErrNotFound when the message was not waiting.
-func (in *Inspector) Cancel(ctx context.Context, queue, id string) error {
-	h, err := in.open(ctx, queue)
-	if err != nil {
-		return err
-	}
-	ok, err := h.producer.Cancel(ctx, id)
-	if err != nil {
-		return invalidMessage(err)
-	}
-	if !ok {
-		return fmt.Errorf("cancel %s: message not waiting: %w", id, delaystream.ErrNotFound)
-	}
-	return nil
-}
-
-// Reschedule moves the due time of the waiting message id of queue to
-// opts.At, or when that is zero to opts.Delay after the call by the Redis
-// clock (0: at once), and returns the new due time. It takes no other
-// field of opts. It returns an error wrapping delaystream.ErrNotFound when
-// the message is not waiting.
-func (in *Inspector) Reschedule(ctx context.Context, queue, id string, opts ActionOptions) (time.Time, error) {
-	when := delay.After(opts.Delay)
-	switch {
-	case len(opts.IDs) > 0 || opts.All || !opts.filter().empty() || opts.DryRun:
-		return time.Time{}, fmt.Errorf("%w: Reschedule takes only Delay or At", delaystream.ErrInvalidOption)
-	case !opts.At.IsZero() && opts.Delay != 0:
-		return time.Time{}, fmt.Errorf("%w: Reschedule takes Delay or At, not both", delaystream.ErrInvalidOption)
-	case opts.Delay < 0:
-		return time.Time{}, fmt.Errorf("%w: negative delay %s", delaystream.ErrInvalidOption, opts.Delay)
-	case !opts.At.IsZero():
-		when = delay.At(opts.At)
-	}
-	h, err := in.open(ctx, queue)
-	if err != nil {
-		return time.Time{}, err
-	}
-	due, err := h.producer.Reschedule(ctx, id, when)
-	if err != nil {
-		return time.Time{}, invalidMessage(err)
-	}
-	return due, nil
-}
-
 // invalidMessage adds delaystream.ErrInvalidOption to the producer's
 // complaint about a message id.
 func invalidMessage(err error) error {

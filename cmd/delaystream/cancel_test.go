@@ -28,7 +28,7 @@ func TestCancelMany(t *testing.T) {
 	}
 	before := redistest.Keys(t, rdb, tg.prefix)
 
-	var res admin.CancelResult
+	var res admin.ActionResult
 	tg.json(t, &res, "cancel", "orders", "--id-prefix", "order:1:", "--dry-run")
 	assert.True(t, res.DryRun)
 	assert.Equal(t, 2, res.Matched)

@@ -25,7 +25,7 @@ first, or they recreate part of it.`,
 			if err != nil {
 				return err
 			}
-			res, err := in.DeleteQueue(ctxOf(c), queue, admin.DeleteQueueOptions{DryRun: true})
+			res, err := in.DeleteQueue(ctxOf(c), queue, admin.ActionOptions{DryRun: true})
 			if err != nil {
 				return err
 			}
@@ -38,7 +38,7 @@ first, or they recreate part of it.`,
 				if err := a.confirm(what); err != nil {
 					return err
 				}
-				if res, err = in.DeleteQueue(ctxOf(c), queue, admin.DeleteQueueOptions{Force: force}); err != nil {
+				if res, err = in.DeleteQueue(ctxOf(c), queue, admin.ActionOptions{Force: force}); err != nil {
 					return err
 				}
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"time"
@@ -413,7 +414,7 @@ func (a *app) quarantineActCmd(action string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var res admin.QuarantineResult
+			var res admin.ActionResult
 			if action == "rm" {
 				res, err = in.DeleteQuarantined(ctxOf(c), queue, ids...)
 			} else {
@@ -494,11 +495,39 @@ func (a *app) deadEntryIDs(c *cobra.Command, in *admin.Inspector, queue, group s
 			out = append(out, id)
 			continue
 		}
-		found, err := in.DeadLetterIDs(ctxOf(c), queue, group, id)
+		found, err := deadLetterIDs(ctxOf(c), in, queue, group, id)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, found...)
+	}
+	return out, nil
+}
+
+// deadLetterIDs returns the entry ids of the dead letters of message id
+// in group of queue, found with Locate. None found wraps
+// delaystream.ErrNotFound.
+func deadLetterIDs(ctx context.Context, in *admin.Inspector, queue, group, id string) ([]string, error) {
+	q, err := in.Queue(ctx, queue)
+	if err != nil {
+		return nil, err
+	}
+	loc, err := q.Locate(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range loc.Groups {
+		if p.Group == group && p.Place == delaystream.PlaceDeadLettered {
+			out = append(out, p.EntryID)
+		}
+	}
+	if len(out) == 0 {
+		partial := ""
+		if loc.Partial {
+			partial = fmt.Sprintf(" within the first %d entries", delaystream.LocateScanLimit)
+		}
+		return nil, fmt.Errorf("no dead letter of message %s in group %s of queue %s%s: %w", id, group, queue, partial, delaystream.ErrNotFound)
 	}
 	return out, nil
 }

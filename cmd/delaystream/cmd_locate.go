@@ -31,7 +31,11 @@ func (a *app) locate(c *cobra.Command, queue, id string) error {
 	if err != nil {
 		return err
 	}
-	loc, err := in.Locate(ctxOf(c), queue, id)
+	q, err := in.Queue(ctxOf(c), queue)
+	if err != nil {
+		return err
+	}
+	loc, err := q.Locate(ctxOf(c), id)
 	if err != nil {
 		return err
 	}

@@ -366,7 +366,7 @@ func (a *app) cancelCmd() *cobra.Command {
 				return err
 			}
 			// Resolve first (a dry run), so the question names a count.
-			res, err := in.CancelMany(ctxOf(c), queue, admin.CancelOptions{IDs: ids, IDPrefix: prefix, DryRun: true})
+			res, err := in.Cancel(ctxOf(c), queue, admin.ActionOptions{IDs: ids, IDPrefix: prefix, DryRun: true})
 			if err != nil {
 				return err
 			}
@@ -378,22 +378,22 @@ func (a *app) cancelCmd() *cobra.Command {
 				if err := a.confirm(what); err != nil {
 					return err
 				}
-				sel := admin.CancelOptions{IDs: ids, IDPrefix: prefix}
+				sel := admin.ActionOptions{IDs: ids, IDPrefix: prefix}
 				if !res.IDsTruncated {
-					sel = admin.CancelOptions{IDs: res.IDs} // act on exactly what was found
+					sel = admin.ActionOptions{IDs: res.IDs} // act on exactly what was found
 				}
-				notWaiting := res.NotWaiting
-				if res, err = in.CancelMany(ctxOf(c), queue, sel); err != nil {
+				notWaiting := res.NotFound
+				if res, err = in.Cancel(ctxOf(c), queue, sel); err != nil {
 					return err
 				}
-				res.NotWaiting = append(notWaiting, res.NotWaiting...)
+				res.NotFound = append(notWaiting, res.NotFound...)
 			}
 			if err := a.printCancel(res); err != nil {
 				return err
 			}
-			if len(res.NotWaiting) > 0 {
+			if len(res.NotFound) > 0 {
 				return fmt.Errorf("%d of the messages given not waiting (already due, cancelled or unknown): %w",
-					len(res.NotWaiting), delaystream.ErrNotFound)
+					len(res.NotFound), delaystream.ErrNotFound)
 			}
 			return nil
 		},
@@ -406,7 +406,7 @@ func (a *app) cancelCmd() *cobra.Command {
 }
 
 // printCancel prints what cancel did, or would do.
-func (a *app) printCancel(res admin.CancelResult) error {
+func (a *app) printCancel(res admin.ActionResult) error {
 	if a.jsonOut {
 		return a.printJSON(res)
 	}
@@ -421,7 +421,7 @@ func (a *app) printCancel(res admin.CancelResult) error {
 	if res.IDsTruncated {
 		fmt.Fprintf(a.stdout, "  (first %d shown)\n", len(res.IDs))
 	}
-	for _, id := range res.NotWaiting {
+	for _, id := range res.NotFound {
 		fmt.Fprintf(a.stdout, "  not waiting: %s\n", id)
 	}
 	return nil
@@ -479,8 +479,8 @@ func (a *app) rescheduleCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			var (
-				opts admin.ActionOptions
-				to   string // the new due time, for the question
+				due delaystream.When
+				to  string // the new due time, for the question
 			)
 			switch {
 			case c.Flags().Changed("in") == (at != ""):
@@ -490,24 +490,28 @@ func (a *app) rescheduleCmd() *cobra.Command {
 				if err != nil {
 					return usagef("--at: %w", err)
 				}
-				opts.At, to = t, "at "+t.Format(time.RFC3339Nano)
+				due, to = delaystream.At(t), "at "+t.Format(time.RFC3339Nano)
 			case in < 0:
 				return usagef("--in must not be negative")
 			default:
-				opts.Delay, to = in, "after "+in.String()
+				due, to = delaystream.After(in), "after "+in.String()
 			}
 			insp, err := a.confirmOn(c, args[0], fmt.Sprintf("reschedule message %s of queue %s to %s", args[1], args[0], to))
 			if err != nil {
 				return err
 			}
-			due, err := insp.Reschedule(ctxOf(c), args[0], args[1], opts)
+			q, err := insp.Queue(ctxOf(c), args[0])
+			if err != nil {
+				return err
+			}
+			at, err := q.Reschedule(ctxOf(c), args[1], due)
 			if err != nil {
 				return err
 			}
 			if a.jsonOut {
-				return a.printJSON(map[string]any{"id": args[1], "due": due})
+				return a.printJSON(map[string]any{"id": args[1], "due": at})
 			}
-			fmt.Fprintf(a.stdout, "rescheduled %s: due %s\n", args[1], when(due, time.Now()))
+			fmt.Fprintf(a.stdout, "rescheduled %s: due %s\n", args[1], when(at, time.Now()))
 			return nil
 		},
 	}

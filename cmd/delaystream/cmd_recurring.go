@@ -62,7 +62,11 @@ func (a *app) recurringLsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			list, err := in.Recurring(ctxOf(c), args[0], cron.Option())
+			q, err := in.Queue(ctxOf(c), args[0], cron.Option())
+			if err != nil {
+				return err
+			}
+			list, err := q.ListRecurring(ctxOf(c))
 			if err != nil {
 				return err
 			}
@@ -163,7 +167,11 @@ func (a *app) recurringDefineCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out, err := in.DefineRecurring(ctxOf(c), args[0], r, cron.Option())
+			q, err := in.Queue(ctxOf(c), args[0], cron.Option())
+			if err != nil {
+				return err
+			}
+			out, err := q.DefineRecurring(ctxOf(c), r)
 			if errors.Is(err, delaystream.ErrInvalidMessage) {
 				return usageError{err} // a bad definition is a bad command line
 			}
@@ -204,13 +212,17 @@ func (a *app) recurringChangeCmd(verb, short string) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			q, err := in.Queue(ctxOf(c), queue)
+			if err != nil {
+				return err
+			}
 			switch verb {
 			case "pause":
-				err = in.PauseRecurring(ctxOf(c), queue, id)
+				err = q.PauseRecurring(ctxOf(c), id)
 			case "resume":
-				err = in.ResumeRecurring(ctxOf(c), queue, id)
+				err = q.ResumeRecurring(ctxOf(c), id)
 			default:
-				err = in.DeleteRecurring(ctxOf(c), queue, id)
+				err = q.DeleteRecurring(ctxOf(c), id)
 			}
 			if err != nil {
 				return err

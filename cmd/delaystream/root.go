@@ -83,6 +83,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	var ue usageError
 	switch {
 	case errors.As(err, &ue), errors.Is(err, delaystream.ErrInvalidOption), errors.Is(err, delaystream.ErrInvalidName),
+		errors.Is(err, delaystream.ErrInvalidMessage),
 		strings.HasPrefix(err.Error(), "unknown command "): // cobra has no sentinel for it
 		return exitUsage
 	case errors.Is(err, delaystream.ErrNotFound):

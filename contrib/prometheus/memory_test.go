@@ -78,9 +78,9 @@ func TestMemoryAndUp(t *testing.T) {
 	assert.Equal(t, 0.0, got["delaystream_queue_figures_age_seconds{queue=orders}"], "read by this scrape")
 
 	require.NoError(t, rdb.ConfigSet(context.Background(), "maxmemory-policy", "noeviction").Err())
+	read := time.Now() // before the last scrape that reads Redis
 	before := scrape(t, reg)
 	assert.Equal(t, 0.0, before["delaystream_redis_memory_evicts"+server], "noeviction does not")
-	read := time.Now()
 
 	s.Stop()
 	got = scrape(t, reg)

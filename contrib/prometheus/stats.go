@@ -326,7 +326,11 @@ func (m *Metrics) readQueue(ctx context.Context, ch emit, w watch) bool {
 	if r.Recurring == 0 {
 		return true
 	}
-	list, err := w.in.Recurring(ctx, w.queue)
+	q, err := w.in.Queue(ctx, w.queue)
+	if err != nil {
+		return false
+	}
+	list, err := q.ListRecurring(ctx)
 	if err != nil {
 		return false
 	}

@@ -1,13 +1,15 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"time"
 
 	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/admin"
 )
 
-// locatePage is the places of one message id in a queue (admin.Locate).
+// locatePage is the places of one message id in a queue (delaystream.Queue.Locate).
 type locatePage struct {
 	base
 	ID  string
@@ -27,7 +29,7 @@ func (s *Server) handleLocate(w http.ResponseWriter, r *http.Request) {
 	if p.ID != "" {
 		ctx, cancel := reqCtx(r)
 		defer cancel()
-		loc, err := in.Locate(ctx, r.PathValue("queue"), p.ID)
+		loc, err := locate(ctx, in, r.PathValue("queue"), p.ID)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -50,10 +52,19 @@ func (s *Server) apiLocate(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	loc, err := in.Locate(ctx, r.PathValue("queue"), id)
+	loc, err := locate(ctx, in, r.PathValue("queue"), id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, loc)
+}
+
+// locate returns every place of message id in queue.
+func locate(ctx context.Context, in *admin.Inspector, queue, id string) (delaystream.Location, error) {
+	q, err := in.Queue(ctx, queue)
+	if err != nil {
+		return delaystream.Location{}, err
+	}
+	return q.Locate(ctx, id)
 }

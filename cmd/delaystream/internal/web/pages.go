@@ -653,7 +653,7 @@ func (s *Server) handleQuarantineAction(w http.ResponseWriter, r *http.Request) 
 	queue, ids := r.PathValue("queue"), r.PostForm["id"]
 	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 	defer cancel()
-	var res admin.QuarantineResult
+	var res admin.ActionResult
 	var err error
 	if action == "restore" {
 		res, err = in.RestoreQuarantined(ctx, queue, 0, ids...)

@@ -40,9 +40,13 @@ func recurringAfter(ctx context.Context, in *admin.Inspector, queue, after strin
 		ids = ids[:limit]
 		next = ids[limit-1]
 	}
+	q, err := in.Queue(ctx, queue, cron.Option())
+	if err != nil {
+		return nil, "", err
+	}
 	rows := make([]recurringRow, 0, len(ids))
 	for _, id := range ids {
-		st, err := in.GetRecurring(ctx, queue, id, cron.Option())
+		st, err := q.GetRecurring(ctx, id)
 		if errors.Is(err, delaystream.ErrNotFound) {
 			continue
 		}
@@ -90,9 +94,12 @@ func (s *Server) handleRecurringAction(w http.ResponseWriter, r *http.Request) {
 	queue, id := r.PathValue("queue"), r.PathValue("id")
 	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 	defer cancel()
-	do := map[string]func(context.Context, string, string) error{
-		"pause": in.PauseRecurring, "resume": in.ResumeRecurring, "delete": in.DeleteRecurring}[action]
-	err := do(ctx, queue, id)
+	q, err := in.Queue(ctx, queue)
+	if err == nil {
+		do := map[string]func(context.Context, string) error{
+			"pause": q.PauseRecurring, "resume": q.ResumeRecurring, "delete": q.DeleteRecurring}[action]
+		err = do(ctx, id)
+	}
 	s.logAction(r, "recurring "+action, err, slog.String("prefix", prefix), slog.String("queue", queue),
 		slog.String("schedule", id))
 	if err != nil {
