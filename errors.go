@@ -20,7 +20,7 @@ var (
 	// dead letter that does not exist (any more).
 	ErrNotFound = errs.ErrNotFound
 	// ErrDuplicate is wrapped by a schedule result's error when the id is
-	// already waiting and the duplicate policy is [Reject].
+	// already waiting and the duplicate policy is [PolicyReject].
 	ErrDuplicate = errs.ErrDuplicate
 	// ErrNotReplicated is wrapped by the error of a write made with
 	// [WithReplicaAck] that fewer replicas than asked confirmed in time. The

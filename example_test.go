@@ -276,7 +276,7 @@ func ExampleGroup_Redrive() {
 		return
 	}
 	for _, d := range dead {
-		fmt.Println(d.Envelope.ID, "|", d.Reason, "|", d.LastError, "| attempt", d.Attempt)
+		fmt.Println(d.ID, "|", d.Reason, "|", d.LastError, "| attempt", d.Attempt)
 	}
 	n, err := billing.Redrive(context.Background(), 0)
 	fmt.Println("redriven", n, err)

@@ -211,11 +211,11 @@ func (g *Group) Stats(ctx context.Context) (GroupStats, error) {
 
 // DeadLetters returns up to count of the group's dead letters, oldest
 // first, after entry id after ("" for the beginning).
-func (g *Group) DeadLetters(ctx context.Context, after string, count int64) ([]DeadEntry, error) {
+func (g *Group) DeadLetters(ctx context.Context, after string, count int64) ([]DeadLetterEntry, error) {
 	es, err := g.c.DeadLetters().List(ctx, after, count)
-	out := make([]DeadEntry, len(es))
+	out := make([]DeadLetterEntry, len(es))
 	for i, e := range es {
-		out[i] = DeadEntry(e)
+		out[i] = DeadLetterEntry(e.Letter())
 	}
 	return out, err
 }

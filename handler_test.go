@@ -18,12 +18,12 @@ import (
 
 // runUntilDead runs q until group g has dead-lettered want entries, then
 // returns g's dead letters.
-func runUntilDead(t *testing.T, q *delaystream.Queue, g *delaystream.Group, want int) []delaystream.DeadEntry {
+func runUntilDead(t *testing.T, q *delaystream.Queue, g *delaystream.Group, want int) []delaystream.DeadLetterEntry {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- q.Run(ctx) }()
-	var dead []delaystream.DeadEntry
+	var dead []delaystream.DeadLetterEntry
 	require.Eventually(t, func() bool {
 		var err error
 		dead, err = g.DeadLetters(context.Background(), "", 100)

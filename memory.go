@@ -14,7 +14,7 @@ import (
 )
 
 // RedisMemory is the memory state of one Redis server a queue writes to
-// (each master of a Cluster), from INFO memory.
+// (each master of a Cluster), from INFO memory and INFO stats.
 type RedisMemory struct {
 	Addr   string `json:"addr"`   // host:port
 	Used   int64  `json:"used"`   // used_memory, in bytes
@@ -23,25 +23,25 @@ type RedisMemory struct {
 	// Evicted is the keys the server evicted since it started
 	// (evicted_keys); -1 when not known.
 	Evicted int64 `json:"evicted"`
+	// Known says whether the server reported its memory settings (a
+	// server that refuses INFO, or has no memory section, does not);
+	// Why says why not.
+	Known bool   `json:"known"`
+	Why   string `json:"why,omitempty"`
 }
 
-// Evicts reports whether the server may evict keys: a memory limit is set
-// and its policy is not noeviction. allkeys-* policies evict any key (a
-// message's envelope, a stream: the message is lost); volatile-* policies
-// evict keys with a TTL (leases, call tokens). See docs/operations.md.
-func (m RedisMemory) Evicts() bool { return m.internal().Evicts() }
+// Evicts reports whether the server may evict keys: its settings are
+// known, a memory limit is set and its policy is not noeviction.
+// allkeys-* policies evict any key (a message's envelope, a stream: the
+// message is lost); volatile-* policies evict keys with a TTL (leases,
+// call tokens). See docs/operations.md.
+func (m RedisMemory) Evicts() bool { return memory.Server(m).Evicts() }
 
 // String describes m: "127.0.0.1:6379: used 8.1 MiB, maxmemory 8.0 MiB,
 // maxmemory-policy allkeys-lru".
-func (m RedisMemory) String() string { return m.internal().String() }
+func (m RedisMemory) String() string { return memory.Server(m).String() }
 
-func (m RedisMemory) internal() memory.Server {
-	return memory.Server{Addr: m.Addr, Used: m.Used, Max: m.Max, Policy: m.Policy, Evicted: m.Evicted, Known: true}
-}
-
-func redisMemory(s memory.Server) RedisMemory {
-	return RedisMemory{Addr: s.Addr, Used: s.Used, Max: s.Max, Policy: s.Policy, Evicted: s.Evicted}
-}
+func redisMemory(s memory.Server) RedisMemory { return RedisMemory(s) }
 
 func redisMemories(list []memory.Server) []RedisMemory {
 	var out []RedisMemory

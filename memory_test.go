@@ -167,7 +167,7 @@ func fill(ctx context.Context, t *testing.T, q *delaystream.Queue, due time.Time
 		}
 		rs, err := q.ScheduleBatch(ctx, items)
 		for _, r := range rs {
-			if r.Outcome == delaystream.Created {
+			if r.Outcome == delaystream.OutcomeCreated {
 				ids = append(ids, r.ID)
 			}
 		}
@@ -298,7 +298,7 @@ func TestRetryOverMemoryLimit(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			outcomes = append(outcomes, o)
-			if o == delaystream.Acked {
+			if o == delaystream.HandlerAcked {
 				close(handled)
 			}
 		},
@@ -323,7 +323,7 @@ func TestRetryOverMemoryLimit(t *testing.T) {
 	require.ErrorIs(t, err, delaystream.ErrOutOfMemory, "the server still refuses writes that add data")
 	mu.Lock()
 	defer mu.Unlock()
-	assert.Equal(t, []delaystream.HandlerOutcome{delaystream.Retried, delaystream.Acked}, outcomes)
+	assert.Equal(t, []delaystream.HandlerOutcome{delaystream.HandlerRetried, delaystream.HandlerAcked}, outcomes)
 	assert.Equal(t, 2, calls)
 	assert.NotContains(t, logs.String(), "scheduling retry failed")
 	assert.NotContains(t, logs.String(), "Redis refuses writes for memory")
@@ -433,9 +433,9 @@ func testConsumersSettleOverMemoryLimit(t *testing.T, attempts int) {
 	require.NoError(t, rdb.ConfigSet(ctx, "maxmemory", "1").Err())
 	close(full)
 
-	want := delaystream.Retried
+	want := delaystream.HandlerRetried
 	if attempts == 1 {
-		want = delaystream.DeadLettered
+		want = delaystream.HandlerDeadLettered
 	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		mu.Lock()
@@ -447,7 +447,7 @@ func testConsumersSettleOverMemoryLimit(t *testing.T, attempts int) {
 			} else {
 				// Hooks run concurrently: the retry's outcome may be
 				// reported before the failure's.
-				assert.ElementsMatch(c, []delaystream.HandlerOutcome{want, delaystream.Acked}, outcomes[id], id)
+				assert.ElementsMatch(c, []delaystream.HandlerOutcome{want, delaystream.HandlerAcked}, outcomes[id], id)
 			}
 		}
 	}, 60*time.Second, 50*time.Millisecond, "every message settled over the limit")

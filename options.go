@@ -146,7 +146,7 @@ func WithoutHistory() Option {
 }
 
 // WithDuplicatePolicy sets what scheduling does when a message with the
-// same id is already waiting. Default [Keep]. A message's own
+// same id is already waiting. Default [PolicyKeep]. A message's own
 // OnDuplicate overrides it.
 func WithDuplicatePolicy(p Policy) Option {
 	return producerOption(delay.WithDuplicatePolicy(delay.Policy(p)))

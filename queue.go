@@ -126,10 +126,7 @@ func (q *Queue) Quarantine(ctx context.Context, after string, count int64) ([]Qu
 			return out, err
 		}
 		for _, e := range page {
-			if n > 1 {
-				e.EntryID += "@" + strconv.Itoa(shard)
-			}
-			out = append(out, Quarantined(e))
+			out = append(out, Quarantined(e.Whole().Entry(shard, "main", n > 1)))
 		}
 	}
 	return out, nil

@@ -203,7 +203,7 @@ func TestNewRefuses(t *testing.T) {
 	require.ErrorIs(t, err, delaystream.ErrInvalidOption)
 
 	// Group options are checked when the group is added.
-	q, err := delaystream.New(rdb, "q", delaystream.WithDuplicatePolicy(delaystream.Replace))
+	q, err := delaystream.New(rdb, "q", delaystream.WithDuplicatePolicy(delaystream.PolicyReplace))
 	require.NoError(t, err)
 	nop := func(context.Context, *delaystream.Delivery) error { return nil }
 	for _, tc := range []struct {
@@ -296,7 +296,7 @@ func TestQueueInspection(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond)
 	cancel()
 	require.NoError(t, <-done)
-	assert.Equal(t, "orphan", qs[0].MessageID)
+	assert.Equal(t, "orphan", qs[0].ID)
 	assert.Equal(t, stream.ReasonMissingEnvelope, qs[0].Reason)
 }
 

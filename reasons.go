@@ -11,7 +11,7 @@ import (
 const ReasonOther = "other"
 
 // reasonTable is the one table of dead-letter reasons: the stored reason
-// ([DeadEntry].Reason, what listings show) and its short label (what
+// ([DeadLetterEntry].Reason, what listings show) and its short label (what
 // metrics label it with). Filters take either.
 var reasonTable = []struct{ reason, label string }{
 	{ReasonAttempts, "attempts"},

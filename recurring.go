@@ -100,7 +100,7 @@ type Recurring struct {
 	// Version orders the schedule's definitions, e.g. the build number of
 	// the program defining it: [Queue.DefineRecurring] with a lower
 	// Version than the stored definition's writes nothing and returns
-	// [Kept], so a process of an older build that (re)starts during or
+	// [OutcomeKept], so a process of an older build that (re)starts during or
 	// after a rollout cannot bring its definition back. With the same
 	// Version, definitions compare by content as they do without one. 0,
 	// the default, is the lowest: once a schedule is stored with a
@@ -201,11 +201,11 @@ func WithRecurringHorizon(d time.Duration) Option {
 const maxScheduleID = 200
 
 // DefineRecurring creates or updates the recurring schedule r.ID and
-// writes its first occurrences. It returns [Created] for a new schedule,
-// [Kept] when the same definition (spec, payload, headers, missed policy,
+// writes its first occurrences. It returns [OutcomeCreated] for a new schedule,
+// [OutcomeKept] when the same definition (spec, payload, headers, missed policy,
 // version) is already stored, or one with a higher [Recurring].Version
 // (nothing changes, whoever defined it), and
-// [Replaced] for an update: it takes effect at once, as a new revision
+// [OutcomeReplaced] for an update: it takes effect at once, as a new revision
 // (its occurrences come after the call; waiting occurrences of the old
 // definition due after it are removed). A paused schedule stays paused
 // when updated. Any number of processes may define the same schedule
@@ -222,11 +222,11 @@ func (q *Queue) DefineRecurring(ctx context.Context, r Recurring) (Outcome, erro
 	}
 	switch code {
 	case recur.Created:
-		return Created, nil
+		return OutcomeCreated, nil
 	case recur.Unchanged, recur.Older:
-		return Kept, nil
+		return OutcomeKept, nil
 	}
-	return Replaced, nil
+	return OutcomeReplaced, nil
 }
 
 func (q *Queue) recurringDef(r Recurring) (recur.Def, error) {

@@ -127,7 +127,7 @@ func TestRecurringTwoProcesses(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			assert.ElementsMatch(t, []delaystream.Outcome{delaystream.Created, delaystream.Kept}, outcomes)
+			assert.ElementsMatch(t, []delaystream.Outcome{delaystream.OutcomeCreated, delaystream.OutcomeKept}, outcomes)
 			for _, p := range procs {
 				p.start(t)
 			}
@@ -282,7 +282,7 @@ func TestRecurringConcurrentDefiners(t *testing.T) {
 	for _, o := range outcomes {
 		count[o]++
 	}
-	assert.Equal(t, map[delaystream.Outcome]int{delaystream.Created: 1, delaystream.Kept: 9}, count)
+	assert.Equal(t, map[delaystream.Outcome]int{delaystream.OutcomeCreated: 1, delaystream.OutcomeKept: 9}, count)
 
 	neu := delaystream.Recurring{ID: "digest", Spec: delaystream.Every(2 * time.Second), Payload: []byte("new")}
 	start = make(chan struct{})
@@ -381,10 +381,10 @@ func TestRecurringAPI(t *testing.T) {
 	r := delaystream.Recurring{ID: "r", Spec: delaystream.Every(time.Hour), Payload: []byte("p"), Headers: map[string]string{"k": "v"}}
 	out, err := q.DefineRecurring(ctx, r)
 	require.NoError(t, err)
-	assert.Equal(t, delaystream.Created, out)
+	assert.Equal(t, delaystream.OutcomeCreated, out)
 	out, err = q.DefineRecurring(ctx, r)
 	require.NoError(t, err)
-	assert.Equal(t, delaystream.Kept, out)
+	assert.Equal(t, delaystream.OutcomeKept, out)
 	st, err := q.GetRecurring(ctx, "r")
 	require.NoError(t, err)
 	now := redisNow(t, rdb)
@@ -432,7 +432,7 @@ func TestRecurringAPI(t *testing.T) {
 	// Defined again, it starts anew (a later revision).
 	out, err = q.DefineRecurring(ctx, r)
 	require.NoError(t, err)
-	assert.Equal(t, delaystream.Created, out)
+	assert.Equal(t, delaystream.OutcomeCreated, out)
 	st, err = q.GetRecurring(ctx, "r")
 	require.NoError(t, err)
 	assert.Greater(t, st.Revision, int64(4))
@@ -467,27 +467,27 @@ func TestRecurringVersion(t *testing.T) {
 		assert.Equal(t, rev, st.Revision)
 	}
 
-	assert.Equal(t, delaystream.Created, define(0, time.Minute, "a"))
+	assert.Equal(t, delaystream.OutcomeCreated, define(0, time.Minute, "a"))
 	body, err := rdb.HGet(ctx, l.Recurring(), "r").Result()
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(body, `{"k":`), "no version stored: %s", body)
-	assert.Equal(t, delaystream.Replaced, define(2, 2*time.Minute, "b"))
+	assert.Equal(t, delaystream.OutcomeReplaced, define(2, 2*time.Minute, "b"))
 	stored(2, 2*time.Minute, "b", 2)
-	assert.Equal(t, delaystream.Kept, define(1, time.Minute, "a"), "an older version")
-	assert.Equal(t, delaystream.Kept, define(0, time.Minute, "a"), "no version, after one")
+	assert.Equal(t, delaystream.OutcomeKept, define(1, time.Minute, "a"), "an older version")
+	assert.Equal(t, delaystream.OutcomeKept, define(0, time.Minute, "a"), "no version, after one")
 	stored(2, 2*time.Minute, "b", 2)
-	assert.Equal(t, delaystream.Kept, define(2, 2*time.Minute, "b"), "the same definition")
-	assert.Equal(t, delaystream.Replaced, define(2, 2*time.Minute, "c"), "the same version, another content")
+	assert.Equal(t, delaystream.OutcomeKept, define(2, 2*time.Minute, "b"), "the same definition")
+	assert.Equal(t, delaystream.OutcomeReplaced, define(2, 2*time.Minute, "c"), "the same version, another content")
 	stored(2, 2*time.Minute, "c", 3)
 
-	assert.Equal(t, delaystream.Replaced, define(10, time.Minute, "d"))
-	assert.Equal(t, delaystream.Kept, define(9, 2*time.Minute, "e"), "9 < 10")
-	assert.Equal(t, delaystream.Replaced, define(math.MaxUint64, time.Minute, "f"))
-	assert.Equal(t, delaystream.Kept, define(math.MaxUint64-1, 2*time.Minute, "g"), "beyond a float's precision")
+	assert.Equal(t, delaystream.OutcomeReplaced, define(10, time.Minute, "d"))
+	assert.Equal(t, delaystream.OutcomeKept, define(9, 2*time.Minute, "e"), "9 < 10")
+	assert.Equal(t, delaystream.OutcomeReplaced, define(math.MaxUint64, time.Minute, "f"))
+	assert.Equal(t, delaystream.OutcomeKept, define(math.MaxUint64-1, 2*time.Minute, "g"), "beyond a float's precision")
 	stored(math.MaxUint64, time.Minute, "f", 5)
 
 	require.NoError(t, q.DeleteRecurring(ctx, "r"))
-	assert.Equal(t, delaystream.Created, define(1, time.Minute, "h"), "a delete forgets the version")
+	assert.Equal(t, delaystream.OutcomeCreated, define(1, time.Minute, "h"), "a delete forgets the version")
 	stored(1, time.Minute, "h", 7)
 }
 

@@ -3,7 +3,6 @@ package delaystream
 import (
 	"time"
 
-	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/group"
 )
 
@@ -21,7 +20,7 @@ type Hooks struct {
 	// [DeadLetter] error, a payload that could not be decoded) retryIn is
 	// 0 and OnDeadLettered follows with the reason. So one hook can log
 	// every failure's error, the final one included; OnHandled's outcome
-	// ([Retried] or [DeadLettered]) tells them apart.
+	// ([HandlerRetried] or [HandlerDeadLettered]) tells them apart.
 	OnFailed       func(d *Delivery, err error, retryIn time.Duration)
 	OnDeadLettered func(d *Delivery, reason string)    // d is nil for entries that could not be read
 	OnDropped      func(d *Delivery, err error)        // the handler returned a [Drop] error
@@ -87,30 +86,30 @@ type HandlerOutcome int
 
 // The handler outcomes.
 const (
-	// Acked: the handler returned nil; the entry is acknowledged.
-	Acked HandlerOutcome = iota + 1
-	// Retried: the handler failed; the next attempt is scheduled.
-	Retried
-	// DeadLettered: the handler failed its last attempt or asked for it;
-	// the message is in the dead letters.
-	DeadLettered
-	// Dropped: the handler returned a [Drop] error.
-	Dropped
-	// Reclaimed: another consumer took the entry over before this one
-	// settled it; the other one handles it.
-	Reclaimed
-	// HandedBack: the drain timeout cancelled the handler at shutdown; the
-	// entry was handed back to the group.
-	HandedBack
-	// Unsettled: settling a failure failed in Redis (logged); the entry is
-	// taken over after the visibility timeout.
-	Unsettled
+	// HandlerAcked: the handler returned nil; the entry is acknowledged.
+	HandlerAcked HandlerOutcome = iota + 1
+	// HandlerRetried: the handler failed; the next attempt is scheduled.
+	HandlerRetried
+	// HandlerDeadLettered: the handler failed its last attempt or asked
+	// for it; the message is in the dead letters.
+	HandlerDeadLettered
+	// HandlerDropped: the handler returned a [Drop] error.
+	HandlerDropped
+	// HandlerReclaimed: another consumer took the entry over before this
+	// one settled it; the other one handles it.
+	HandlerReclaimed
+	// HandlerHandedBack: the drain timeout cancelled the handler at
+	// shutdown; the entry was handed back to the group.
+	HandlerHandedBack
+	// HandlerUnsettled: settling a failure failed in Redis (logged); the
+	// entry is taken over after the visibility timeout.
+	HandlerUnsettled
 )
 
 // String returns the outcome's name ("acked", ...), as metrics label it.
 func (o HandlerOutcome) String() string { return group.Outcome(o).String() }
 
-// The reasons of dead letters ([DeadEntry].Reason).
+// The reasons of dead letters ([DeadLetterEntry].Reason).
 const (
 	ReasonAttempts    = group.ReasonAttempts    // the last allowed attempt failed
 	ReasonDeliveries  = group.ReasonDeliveries  // delivered too often: its consumers crashed
@@ -184,28 +183,75 @@ func groupStats(s group.Stats) GroupStats {
 		Lag: s.Lag, RetryWaiting: s.RetryWaiting, DeadLetters: s.DeadLetters}
 }
 
-// DeadEntry is one entry of a group's dead letters.
-type DeadEntry struct {
-	EntryID    string         // its id in the dead letters ("<ms>-<seq>", with "@<shard>" on a sharded queue)
-	Shard      int            // the queue shard whose dead letters hold it
-	Envelope   codec.Envelope // the message (ID, Due, Payload, Headers, Attempt); zero if undecodable
-	Decoded    bool           // whether Envelope could be decoded
-	Reason     string         // one of the Reason constants
-	LastError  string         // the handler's (or decoder's) error text
-	Attempt    int            // the attempt that failed
-	Deliveries int64          // deliveries of the failed entry
-	Source     string         // the stream it was read from
-	SourceID   string         // its entry id there
-	Raw        []byte         // the stored envelope bytes, if any
+// DeadLetterEntry is one entry of a group's dead letters ([Group.DeadLetters],
+// and the operator's listings).
+type DeadLetterEntry struct {
+	// EntryID identifies the dead letter: "<ms>-<seq>", whose time is when
+	// it was dead-lettered, followed by "@<shard>" on a sharded queue.
+	EntryID    string    `json:"entry_id"`
+	Shard      int       `json:"shard"`      // the queue shard whose dead letters hold it
+	At         time.Time `json:"at"`         // when it was dead-lettered (Redis clock)
+	ID         string    `json:"id"`         // the message id; "" when undecodable
+	Reason     string    `json:"reason"`     // one of the Reason constants
+	LastError  string    `json:"last_error"` // the handler's (or decoder's) error text
+	Attempt    int       `json:"attempt"`    // the attempt that failed
+	Deliveries int64     `json:"deliveries"` // deliveries of the failed entry
+	Source     string    `json:"source"`     // the stream it was read from
+	SourceID   string    `json:"source_id"`  // its entry id there
+	// Decoded says whether its envelope could be decoded: undecodable
+	// ones cannot be redriven, and have no ID, Due, Created, Deadline or
+	// Headers.
+	Decoded  bool              `json:"decoded"`
+	Due      time.Time         `json:"due,omitzero"`
+	Created  time.Time         `json:"created,omitzero"`
+	Deadline time.Time         `json:"deadline,omitzero"`
+	Headers  map[string]string `json:"headers,omitempty"`
+	// Size is the payload's length in bytes: whole, also when a listing
+	// cut Payload (admin.ListOptions.MaxPayloadBytes).
+	Size int `json:"size"`
+	// Payload is the message's payload, or the stored bytes when
+	// undecodable (base64 in JSON).
+	Payload []byte `json:"payload"`
 }
 
-// Quarantined is one entry of a queue's quarantine: a waiting message that
-// promotion could not read, set aside with a reason ([Queue.Quarantine]).
+// Quarantined is one entry of a quarantine: a waiting message that
+// promotion could not read, set aside in its lane's quarantine with a
+// reason ([Queue.Quarantine], and the operator's listings).
 type Quarantined struct {
-	EntryID   string    // quarantine entry id (its time is when it was set aside)
-	MessageID string    // the message id; "" when unknown
-	Due       time.Time // when it was due; zero when unknown
-	Reason    string    // why it was set aside
-	Raw       []byte    // the envelope bytes found, if any
-	Member    []byte    // the raw waiting-set member, when it was not a plain id
+	// EntryID is the quarantine stream's entry id, "<ms>-<seq>" (its time
+	// is when it was quarantined), followed by "@<shard>" on a sharded
+	// queue.
+	EntryID string    `json:"entry_id"`
+	Shard   int       `json:"shard"`
+	Lane    string    `json:"lane"` // "main", or "retry:<group>" for a group's retry lane
+	At      time.Time `json:"at"`   // when it was set aside (Redis clock)
+	ID      string    `json:"id"`   // the message id, "" when unknown
+	// Due is when it was due (the member's score); zero when the score
+	// was not a due time.
+	Due time.Time `json:"due,omitzero"`
+	// Reason says why: "unknown member format", "malformed packed member",
+	// "unknown envelope format", "missing envelope" or "invalid due time".
+	Reason string `json:"reason"`
+	Raw    []byte `json:"raw"` // the envelope bytes found, if any (base64 in JSON)
+	// Payload is the message's payload when Raw decodes as an envelope
+	// (cut as Raw is in an operator's listing with MaxPayloadBytes); nil
+	// otherwise.
+	Payload []byte `json:"payload,omitempty"`
+	// Member is the raw waiting-set member, when it was not a plain id.
+	Member []byte `json:"member,omitempty"`
+	// Size is the length in bytes of Raw as stored, or of Member when
+	// there is no Raw: whole, also when a listing cut them.
+	Size int `json:"size"`
+}
+
+// Content returns what a preview of q shows: its payload when its
+// envelope decodes, else the raw envelope, else the member.
+func (q Quarantined) Content() []byte {
+	switch {
+	case q.Payload != nil:
+		return q.Payload
+	case len(q.Raw) > 0:
+		return q.Raw
+	}
+	return q.Member
 }

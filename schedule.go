@@ -66,17 +66,18 @@ type Policy int
 
 // The duplicate policies.
 const (
-	// QueueDefault defers to the queue's [WithDuplicatePolicy] (by
-	// default Keep).
-	QueueDefault Policy = iota
-	// Keep leaves the waiting message as it is and reports [Kept].
-	Keep
-	// Replace overwrites the waiting message (payload, headers, due time)
-	// and reports [Replaced].
-	Replace
-	// Reject refuses the new message: Schedule returns an error wrapping
-	// [ErrDuplicate], ScheduleBatch reports [Rejected].
-	Reject
+	// PolicyDefault defers to the queue's [WithDuplicatePolicy] (by
+	// default PolicyKeep).
+	PolicyDefault Policy = iota
+	// PolicyKeep leaves the waiting message as it is and reports
+	// [OutcomeKept].
+	PolicyKeep
+	// PolicyReplace overwrites the waiting message (payload, headers, due
+	// time) and reports [OutcomeReplaced].
+	PolicyReplace
+	// PolicyReject refuses the new message: Schedule returns an error
+	// wrapping [ErrDuplicate], ScheduleBatch reports [OutcomeRejected].
+	PolicyReject
 )
 
 // String returns the policy's name ("keep", ...).
@@ -89,14 +90,16 @@ type Outcome int
 const (
 	// OutcomeUnknown: the call failed before the outcome was known.
 	OutcomeUnknown Outcome = iota
-	// Created: the message is new and now waits.
-	Created
-	// Replaced: a waiting message with the id was overwritten.
-	Replaced
-	// Kept: a waiting message with the id was kept, the new one dropped.
-	Kept
-	// Rejected: a waiting message with the id was kept, the new one refused.
-	Rejected
+	// OutcomeCreated: the message is new and now waits.
+	OutcomeCreated
+	// OutcomeReplaced: a waiting message with the id was overwritten.
+	OutcomeReplaced
+	// OutcomeKept: a waiting message with the id was kept, the new one
+	// dropped.
+	OutcomeKept
+	// OutcomeRejected: a waiting message with the id was kept, the new one
+	// refused.
+	OutcomeRejected
 )
 
 // String returns the outcome's name ("created", ...).

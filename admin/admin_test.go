@@ -263,7 +263,7 @@ func TestDeadLetters(t *testing.T) {
 	// ones, whole or cut.
 	newest, err := in.DeadLetters(ctx, "jobs", "billing", admin.ListOptions{Newest: true})
 	require.NoError(t, err)
-	assert.Equal(t, []admin.DeadLetterEntry{ds[2], ds[1], ds[0]}, newest)
+	assert.Equal(t, []delaystream.DeadLetterEntry{ds[2], ds[1], ds[0]}, newest)
 	ds2, err = in.DeadLetters(ctx, "jobs", "billing", admin.ListOptions{Newest: true, After: ds[2].EntryID, Limit: 1})
 	require.NoError(t, err)
 	assert.Equal(t, ds[1:2], ds2)

@@ -6,34 +6,10 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"time"
 
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/internal/group"
 )
-
-// DeadLetterEntry is one entry of a group's dead letters.
-type DeadLetterEntry struct {
-	// EntryID identifies the dead letter: "<ms>-<seq>", whose time is when
-	// it was dead-lettered, followed by "@<shard>" on a sharded queue.
-	EntryID    string            `json:"entry_id"`
-	Shard      int               `json:"shard"`
-	At         time.Time         `json:"at"` // when it was dead-lettered (Redis clock)
-	ID         string            `json:"id"` // the message id; "" when undecodable
-	Reason     string            `json:"reason"`
-	LastError  string            `json:"last_error"`
-	Attempt    int               `json:"attempt"`
-	Deliveries int64             `json:"deliveries"`
-	Source     string            `json:"source"`    // the stream it was read from
-	SourceID   string            `json:"source_id"` // its entry id there
-	Decoded    bool              `json:"decoded"`   // whether its envelope could be decoded (undecodable ones cannot be redriven)
-	Due        time.Time         `json:"due,omitzero"`
-	Created    time.Time         `json:"created,omitzero"`
-	Deadline   time.Time         `json:"deadline,omitzero"`
-	Headers    map[string]string `json:"headers,omitempty"`
-	Size       int               `json:"size"`    // payload bytes (whole, also when Payload is cut by MaxPayloadBytes)
-	Payload    []byte            `json:"payload"` // base64 in JSON; the raw stored bytes when undecodable
-}
 
 // ActionResult reports what an action did (or, dry, would do): Redrive
 // or Purge of dead letters, Cancel of waiting messages, DeleteQuarantined
@@ -69,7 +45,7 @@ type ActionResult struct {
 // of each payload at most (see [ListOptions]). It returns an error
 // wrapping delaystream.ErrNotFound when the queue has no such group (and
 // the group no dead letters), or an id names no dead letter.
-func (in *Inspector) DeadLetters(ctx context.Context, queue, g string, opts ListOptions) ([]DeadLetterEntry, error) {
+func (in *Inspector) DeadLetters(ctx context.Context, queue, g string, opts ListOptions) ([]delaystream.DeadLetterEntry, error) {
 	if err := opts.check("DeadLetters", true, true, math.MaxInt); err != nil {
 		return nil, err
 	}
@@ -77,7 +53,7 @@ func (in *Inspector) DeadLetters(ctx context.Context, queue, g string, opts List
 	if err != nil {
 		return nil, err
 	}
-	out := []DeadLetterEntry{}
+	out := []delaystream.DeadLetterEntry{}
 	for _, id := range opts.IDs {
 		e, err := dl.Get(ctx, id)
 		if err != nil {
@@ -89,15 +65,15 @@ func (in *Inspector) DeadLetters(ctx context.Context, queue, g string, opts List
 		return out, nil
 	}
 	f, limit := opts.filter(), opts.limit()
-	each := func(ctx context.Context, dl *group.DeadLetters, after string, fn func(DeadLetterEntry) bool) error {
+	each := func(ctx context.Context, dl *group.DeadLetters, after string, fn func(delaystream.DeadLetterEntry) bool) error {
 		return eachDeadLetter(ctx, dl, after, opts.Newest, fn)
 	}
 	if opts.MaxPayloadBytes > 0 {
-		each = func(ctx context.Context, dl *group.DeadLetters, after string, fn func(DeadLetterEntry) bool) error {
+		each = func(ctx context.Context, dl *group.DeadLetters, after string, fn func(delaystream.DeadLetterEntry) bool) error {
 			return eachCutDeadLetter(ctx, dl, after, opts.MaxPayloadBytes, opts.Newest, fn)
 		}
 	}
-	err = each(ctx, dl, opts.After, func(d DeadLetterEntry) bool {
+	err = each(ctx, dl, opts.After, func(d delaystream.DeadLetterEntry) bool {
 		if f.match(d) {
 			out = append(out, d)
 		}
@@ -230,7 +206,7 @@ func selectDeadLetters(ctx context.Context, dl *group.DeadLetters, opts ActionOp
 	var ids []string
 	if opts.All {
 		f := opts.filter()
-		err := eachDeadLetter(ctx, dl, "", false, func(d DeadLetterEntry) bool {
+		err := eachDeadLetter(ctx, dl, "", false, func(d delaystream.DeadLetterEntry) bool {
 			if f.match(d) {
 				ids = append(ids, d.EntryID)
 			}
@@ -258,7 +234,7 @@ const deadPage = 500
 // eachDeadLetter calls fn with the dead letters after entry id after,
 // oldest first (newest first when newest), until fn returns false or none
 // is left.
-func eachDeadLetter(ctx context.Context, dl *group.DeadLetters, after string, newest bool, fn func(DeadLetterEntry) bool) error {
+func eachDeadLetter(ctx context.Context, dl *group.DeadLetters, after string, newest bool, fn func(delaystream.DeadLetterEntry) bool) error {
 	list := dl.List
 	if newest {
 		list = dl.ListNewest
@@ -282,7 +258,7 @@ func eachDeadLetter(ctx context.Context, dl *group.DeadLetters, after string, ne
 
 // eachCutDeadLetter is eachDeadLetter reading at most maxPayload bytes of
 // each payload (group.DeadLetters.ListCut).
-func eachCutDeadLetter(ctx context.Context, dl *group.DeadLetters, after string, maxPayload int, newest bool, fn func(DeadLetterEntry) bool) error {
+func eachCutDeadLetter(ctx context.Context, dl *group.DeadLetters, after string, maxPayload int, newest bool, fn func(delaystream.DeadLetterEntry) bool) error {
 	for {
 		page, err := dl.ListCut(ctx, after, deadPage, maxPayload, newest)
 		if err != nil {
@@ -302,16 +278,6 @@ func eachCutDeadLetter(ctx context.Context, dl *group.DeadLetters, after string,
 	}
 }
 
-func fromDeadEntry(e group.DeadEntry) DeadLetterEntry {
-	d := DeadLetterEntry{EntryID: e.EntryID, Shard: e.Shard, At: e.At(), ID: e.Envelope.ID, Reason: e.Reason,
-		LastError: e.LastError, Attempt: e.Attempt, Deliveries: e.Deliveries, Source: e.Source,
-		SourceID: e.SourceID, Decoded: e.Decoded}
-	payload := e.Envelope.Payload
-	if e.Decoded {
-		d.Due, d.Created, d.Deadline, d.Headers = e.Envelope.Due, e.Envelope.Created, e.Envelope.Deadline, e.Envelope.Headers
-	} else {
-		payload = e.Raw
-	}
-	d.Size, d.Payload = len(payload), payload
-	return d
+func fromDeadEntry(e group.DeadEntry) delaystream.DeadLetterEntry {
+	return delaystream.DeadLetterEntry(e.Letter())
 }

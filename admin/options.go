@@ -108,7 +108,7 @@ type filter struct {
 	reason   string
 }
 
-func (f filter) match(d DeadLetterEntry) bool {
+func (f filter) match(d delaystream.DeadLetterEntry) bool {
 	return (f.from.IsZero() || !d.At.Before(f.from)) && (f.to.IsZero() || d.At.Before(f.to)) &&
 		(f.reason == "" || d.Reason == f.reason)
 }

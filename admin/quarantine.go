@@ -5,52 +5,12 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/delaystream/delaystream/codec"
+	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/internal/stream"
-	"github.com/delaystream/delaystream/internal/wire"
 )
-
-// QuarantineEntry is a delayed-set member the mover could not promote,
-// kept in a lane's quarantine stream with a reason.
-type QuarantineEntry struct {
-	// EntryID is the quarantine stream's entry id, "<ms>-<seq>" (its time
-	// is when it was quarantined), followed by "@<shard>" on a sharded
-	// queue.
-	EntryID string    `json:"entry_id"`
-	Shard   int       `json:"shard"`
-	Lane    string    `json:"lane"` // "main", or "retry:<group>" for a group's retry lane
-	At      time.Time `json:"at"`
-	ID      string    `json:"id"`           // the message id, "" when unknown
-	Due     time.Time `json:"due,omitzero"` // the member's score, when it was a due time
-	// Reason says why: "unknown member format", "malformed packed member",
-	// "unknown envelope format", "missing envelope" or "invalid due time".
-	Reason string `json:"reason"`
-	Raw    []byte `json:"raw"` // the envelope bytes found, if any (base64 in JSON)
-	// Payload is the message's payload when Raw decodes as an envelope
-	// (cut as Raw is by MaxPayloadBytes), for previews; nil otherwise.
-	Payload []byte `json:"payload,omitempty"`
-	Member  []byte `json:"member,omitempty"`
-	// Size is the length in bytes of Raw as stored, or of Member when
-	// there is no Raw: whole, also when MaxPayloadBytes cut them.
-	Size int `json:"size"`
-}
-
-// Content returns what a preview of q shows: its payload when its
-// envelope decodes, else the raw envelope, else the member.
-func (q QuarantineEntry) Content() []byte {
-	switch {
-	case q.Payload != nil:
-		return q.Payload
-	case len(q.Raw) > 0:
-		return q.Raw
-	}
-	return q.Member
-}
 
 // lane is one quarantine stream of a queue.
 type lane struct {
@@ -62,7 +22,7 @@ type lane struct {
 // field but MaxPayloadBytes, see [ListOptions]) quarantined entries of
 // queue, oldest first: those of its main lanes, then of the retry lanes
 // of its groups.
-func (in *Inspector) Quarantine(ctx context.Context, queue string, opts ListOptions) ([]QuarantineEntry, error) {
+func (in *Inspector) Quarantine(ctx context.Context, queue string, opts ListOptions) ([]delaystream.Quarantined, error) {
 	if err := opts.check("Quarantine", false, false, math.MaxInt); err != nil {
 		return nil, err
 	}
@@ -86,7 +46,7 @@ func (in *Inspector) Quarantine(ctx context.Context, queue string, opts ListOpti
 			lanes = append(lanes, lane{"retry:" + g, h.layout.Shard(i).Retry(g).Quarantine, i})
 		}
 	}
-	out := []QuarantineEntry{}
+	out := []delaystream.Quarantined{}
 	limit := opts.limit()
 	for _, l := range lanes {
 		if len(out) >= limit {
@@ -97,22 +57,10 @@ func (in *Inspector) Quarantine(ctx context.Context, queue string, opts ListOpti
 			return nil, fmt.Errorf("quarantine of %s: %w", queue, err)
 		}
 		for _, q := range qs {
-			e := QuarantineEntry{EntryID: q.EntryID, Shard: l.shard, Lane: l.name, At: stream.EntryTime(q.EntryID),
-				ID: q.MessageID, Due: q.Due, Reason: q.Reason, Raw: q.Raw, Member: q.Member, Size: q.MemberSize}
-			if len(q.Raw) > 0 {
-				e.Size = q.RawSize
-				var env codec.Envelope
-				if wire.UnmarshalEnvelope(q.Raw, &env) == nil {
-					e.Payload = env.Payload
-				}
-			}
-			if h.layout.Shards() > 1 {
-				e.EntryID += "@" + strconv.Itoa(l.shard)
-			}
-			out = append(out, e)
+			out = append(out, delaystream.Quarantined(q.Entry(l.shard, l.name, h.layout.Shards() > 1)))
 		}
 	}
-	slices.SortStableFunc(out, func(a, b QuarantineEntry) int { return a.At.Compare(b.At) })
+	slices.SortStableFunc(out, func(a, b delaystream.Quarantined) int { return a.At.Compare(b.At) })
 	return out, nil
 }
 
@@ -125,7 +73,7 @@ func readQuarantine(ctx context.Context, rdb redis.UniversalClient, key string, 
 	qs, err := stream.ReadQuarantine(ctx, rdb, key, "", count)
 	out := make([]stream.CutQuarantined, len(qs))
 	for i, q := range qs {
-		out[i] = stream.CutQuarantined{Quarantined: q, RawSize: len(q.Raw), MemberSize: len(q.Member)}
+		out[i] = q.Whole()
 	}
 	return out, err
 }

@@ -50,7 +50,7 @@ func testQuarantineActions(t *testing.T, shards int) {
 
 	in, err := admin.New(rdb, prefix)
 	require.NoError(t, err)
-	var qs []admin.QuarantineEntry
+	var qs []delaystream.Quarantined
 	require.Eventually(t, func() bool {
 		qs, err = in.Quarantine(ctx, "orders", admin.ListOptions{})
 		return err == nil && len(qs) == 2

@@ -273,7 +273,7 @@ func (s *dsSystem) scheduleWithIDs(ctx context.Context, ps [][]byte, ws []when) 
 			return created, err
 		}
 		for _, r := range res {
-			if r.Outcome == delaystream.Created {
+			if r.Outcome == delaystream.OutcomeCreated {
 				created++
 			}
 		}

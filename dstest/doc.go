@@ -31,7 +31,7 @@
 //		q.Advance(30 * time.Minute)
 //		done, err := q.Work(ctx, "billing", shop.CancelUnpaid)
 //		require.NoError(t, err)
-//		assert.Equal(t, delaystream.Acked, done[0].Outcome)
+//		assert.Equal(t, delaystream.HandlerAcked, done[0].Outcome)
 //	}
 //
 // Work runs the group as [delaystream.Queue.Handle] and Run would, with

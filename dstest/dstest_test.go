@@ -174,28 +174,28 @@ func TestWorkOutcomes(t *testing.T) {
 		reason  string
 		err     string // in Err; "": none
 	}{
-		{name: "ack", h: ack, want: delaystream.Acked},
+		{name: "ack", h: ack, want: delaystream.HandlerAcked},
 		{name: "error", h: func(context.Context, *delaystream.Delivery) error { return boom },
 			opts: []delaystream.GroupOption{delaystream.WithBackoff(delaystream.ConstantBackoff(time.Second))},
-			want: delaystream.Retried, retryIn: time.Second, err: "boom"},
+			want: delaystream.HandlerRetried, retryIn: time.Second, err: "boom"},
 		{name: "retry after", h: func(context.Context, *delaystream.Delivery) error { return delaystream.RetryAfter(5*time.Second, boom) },
-			want: delaystream.Retried, retryIn: 5 * time.Second, err: "boom"},
+			want: delaystream.HandlerRetried, retryIn: 5 * time.Second, err: "boom"},
 		{name: "snooze", h: func(context.Context, *delaystream.Delivery) error { return delaystream.Snooze(time.Minute) },
-			want: delaystream.Retried, retryIn: time.Minute, err: "snooze"},
+			want: delaystream.HandlerRetried, retryIn: time.Minute, err: "snooze"},
 		{name: "dead letter", h: func(context.Context, *delaystream.Delivery) error { return delaystream.DeadLetter(boom) },
-			want: delaystream.DeadLettered, reason: delaystream.ReasonHandler, err: "boom"},
+			want: delaystream.HandlerDeadLettered, reason: delaystream.ReasonHandler, err: "boom"},
 		{name: "drop", h: func(context.Context, *delaystream.Delivery) error { return delaystream.Drop(boom) },
-			want: delaystream.Dropped, err: "boom"},
+			want: delaystream.HandlerDropped, err: "boom"},
 		{name: "panic", h: func(context.Context, *delaystream.Delivery) error { panic("oops") },
 			opts: []delaystream.GroupOption{delaystream.WithBackoff(delaystream.ConstantBackoff(time.Second))},
-			want: delaystream.Retried, retryIn: time.Second, err: "panic"},
+			want: delaystream.HandlerRetried, retryIn: time.Second, err: "panic"},
 		{name: "timeout", h: func(ctx context.Context, _ *delaystream.Delivery) error { <-ctx.Done(); return nil },
 			opts: []delaystream.GroupOption{delaystream.WithHandlerTimeout(time.Millisecond),
 				delaystream.WithBackoff(delaystream.ConstantBackoff(time.Second))},
-			want: delaystream.Retried, retryIn: time.Second, err: "timed out"},
+			want: delaystream.HandlerRetried, retryIn: time.Second, err: "timed out"},
 		{name: "last attempt", h: func(context.Context, *delaystream.Delivery) error { return boom },
 			opts: []delaystream.GroupOption{delaystream.WithMaxAttempts(1)},
-			want: delaystream.DeadLettered, reason: delaystream.ReasonAttempts, err: "boom"},
+			want: delaystream.HandlerDeadLettered, reason: delaystream.ReasonAttempts, err: "boom"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -239,9 +239,9 @@ func TestWorkAttempts(t *testing.T) {
 	for i, h := range done {
 		assert.Equal(t, i+1, h.Attempt)
 	}
-	assert.Equal(t, delaystream.Retried, done[0].Outcome)
-	assert.Equal(t, delaystream.Retried, done[1].Outcome)
-	assert.Equal(t, delaystream.DeadLettered, done[2].Outcome)
+	assert.Equal(t, delaystream.HandlerRetried, done[0].Outcome)
+	assert.Equal(t, delaystream.HandlerRetried, done[1].Outcome)
+	assert.Equal(t, delaystream.HandlerDeadLettered, done[2].Outcome)
 	assert.Equal(t, delaystream.ReasonAttempts, done[2].Reason)
 
 	billing, err := q.Handle("billing", fail)
@@ -249,7 +249,7 @@ func TestWorkAttempts(t *testing.T) {
 	dead, err := billing.DeadLetters(ctx, "", 10)
 	require.NoError(t, err)
 	require.Len(t, dead, 1)
-	assert.Equal(t, "m", dead[0].Envelope.ID)
+	assert.Equal(t, "m", dead[0].ID)
 	assert.Equal(t, "boom", dead[0].LastError)
 }
 
@@ -277,7 +277,7 @@ func TestWorkSnoozeKeepsAttempt(t *testing.T) {
 	done, err := q.Work(ctx, "g", h)
 	require.NoError(t, err)
 	require.Len(t, done, 1)
-	assert.Equal(t, delaystream.Acked, done[0].Outcome)
+	assert.Equal(t, delaystream.HandlerAcked, done[0].Outcome)
 	assert.Equal(t, []int{1, 1}, attempts)
 }
 
@@ -296,7 +296,7 @@ func TestWorkExpired(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Len(t, done, 1)
-	assert.Equal(t, dstest.Handled{ID: "m", Attempt: 1, Outcome: delaystream.DeadLettered, Reason: delaystream.ReasonExpired}, done[0])
+	assert.Equal(t, dstest.Handled{ID: "m", Attempt: 1, Outcome: delaystream.HandlerDeadLettered, Reason: delaystream.ReasonExpired}, done[0])
 }
 
 func TestWorkTyped(t *testing.T) {
@@ -317,9 +317,9 @@ func TestWorkTyped(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []int{7}, got)
 	require.Len(t, done, 2)
-	assert.Equal(t, delaystream.Acked, done[0].Outcome)
+	assert.Equal(t, delaystream.HandlerAcked, done[0].Outcome)
 	assert.Equal(t, "bad", done[1].ID)
-	assert.Equal(t, delaystream.DeadLettered, done[1].Outcome)
+	assert.Equal(t, delaystream.HandlerDeadLettered, done[1].Outcome)
 	assert.Equal(t, delaystream.ReasonUndecodable, done[1].Reason)
 	assert.Error(t, done[1].Err)
 }
@@ -441,7 +441,7 @@ func TestWorkCancelled(t *testing.T) {
 	})
 	require.ErrorIs(t, err, context.Canceled)
 	require.Len(t, done, 1)
-	assert.Equal(t, delaystream.HandedBack, done[0].Outcome)
+	assert.Equal(t, delaystream.HandlerHandedBack, done[0].Outcome)
 
 	var deliveries int64
 	done, err = q.Work(context.Background(), "g", func(_ context.Context, d *delaystream.Delivery) error {

@@ -106,9 +106,9 @@ func ExampleQueue_Work() {
 		for _, h := range done {
 			fmt.Printf("%s attempt %d: %s", h.ID, h.Attempt, h.Outcome)
 			switch h.Outcome {
-			case delaystream.Retried:
+			case delaystream.HandlerRetried:
 				fmt.Printf(" in %s (%v)", h.RetryAt.Sub(q.Now()), h.Err)
-			case delaystream.DeadLettered:
+			case delaystream.HandlerDeadLettered:
 				fmt.Printf(": %s (%v)", h.Reason, h.Err)
 			}
 			fmt.Println()

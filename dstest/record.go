@@ -69,7 +69,7 @@ func (r *recorder) hooks() delaystream.Hooks {
 				r.reasons[d.EntryID] = reason // OnHandled follows
 				return
 			}
-			h := Handled{Outcome: delaystream.DeadLettered, Reason: reason}
+			h := Handled{Outcome: delaystream.HandlerDeadLettered, Reason: reason}
 			if d != nil {
 				h.ID, h.Attempt = d.ID, d.Attempt
 			}
@@ -80,7 +80,7 @@ func (r *recorder) hooks() delaystream.Hooks {
 			defer r.mu.Unlock()
 			e := d.EntryID
 			h := Handled{ID: d.ID, Attempt: d.Attempt, Outcome: o, Err: r.errs[e], Reason: r.reasons[e]}
-			if in, ok := r.retryIn[e]; ok && o == delaystream.Retried {
+			if in, ok := r.retryIn[e]; ok && o == delaystream.HandlerRetried {
 				h.RetryAt = retryDue(r.now, in)
 			}
 			r.out = append(r.out, h)

@@ -928,7 +928,7 @@ func (e *aclEnv) recurring(t *testing.T, queue string, shards int) {
 	require.NoError(t, err)
 	out, err := prod.DefineRecurring(ctx, delaystream.Recurring{ID: "tick", Spec: delaystream.Every(time.Second)})
 	require.NoError(t, err)
-	require.Equal(t, delaystream.Created, out)
+	require.Equal(t, delaystream.OutcomeCreated, out)
 	mov, err := delaystream.New(e.client(t, aclMover), queue, delaystream.WithShards(shards),
 		delaystream.WithRecurringHorizon(time.Second))
 	require.NoError(t, err)

@@ -180,9 +180,9 @@ func TestRecurringRollout(t *testing.T) {
 	require.NoError(t, err)
 
 	old := startProc(t, "old-1", oldSpec)
-	requireLine(t, old, lineDefined+" "+delaystream.Created.String())
+	requireLine(t, old, lineDefined+" "+delaystream.OutcomeCreated.String())
 	newer := startProc(t, "new-1", newSpec)
-	requireLine(t, newer, lineDefined+" "+delaystream.Replaced.String())
+	requireLine(t, newer, lineDefined+" "+delaystream.OutcomeReplaced.String())
 	st, err := q.GetRecurring(ctx, recurSchedule)
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), st.Version)
@@ -191,7 +191,7 @@ func TestRecurringRollout(t *testing.T) {
 	// The old process crashes and comes back after the new one defined.
 	old.kill()
 	old = startProc(t, "old-2", oldSpec)
-	requireLine(t, old, lineDefined+" "+delaystream.Kept.String())
+	requireLine(t, old, lineDefined+" "+delaystream.OutcomeKept.String())
 	restarted := redisNow(ctx, t, rdb)
 	// The new process goes: the old one serves the schedule alone.
 	newer.kill()

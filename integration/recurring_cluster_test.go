@@ -62,7 +62,7 @@ func TestRecurringCluster(t *testing.T) {
 	require.Eventually(t, func() bool { return count() >= 6 }, 30*time.Second, 50*time.Millisecond)
 	out, err := queues[1].DefineRecurring(ctx, delaystream.Recurring{ID: "tick", Spec: delaystream.Every(2 * time.Second)})
 	require.NoError(t, err)
-	require.Equal(t, delaystream.Replaced, out)
+	require.Equal(t, delaystream.OutcomeReplaced, out)
 	changed := redisNowCluster(ctx, t, queues[1])
 	n := count()
 	require.Eventually(t, func() bool { return count() >= n+4 }, 30*time.Second, 50*time.Millisecond)

@@ -114,7 +114,7 @@ func TestShardedClusterSuite(t *testing.T) {
 	waiting := map[string]time.Time{} // id -> due, of those still waiting at the end
 	var generated []string
 	for i, r := range res {
-		require.Equal(t, delaystream.Created, r.Outcome, r.ID)
+		require.Equal(t, delaystream.OutcomeCreated, r.Outcome, r.ID)
 		switch id := items[i].Message.ID; {
 		case id == "":
 			generated = append(generated, r.ID)

@@ -207,7 +207,7 @@ func (a *app) dlqShowCmd() *cobra.Command {
 }
 
 // printDead prints one dead letter in full.
-func (a *app) printDead(d admin.DeadLetterEntry) {
+func (a *app) printDead(d delaystream.DeadLetterEntry) {
 	now := time.Now()
 	w := a.table()
 	fmt.Fprintf(w, "entry id\t%s\n", d.EntryID)

@@ -58,7 +58,7 @@ func (a *app) memoryCmd() *cobra.Command {
 	return c
 }
 
-func (a *app) printMemory(list []admin.ServerMemory) {
+func (a *app) printMemory(list []delaystream.RedisMemory) {
 	w := a.table()
 	fmt.Fprintln(w, "SERVER\tUSED\tMAXMEMORY\tPOLICY\tEVICTED KEYS\tEVICTS")
 	for _, s := range list {
@@ -85,7 +85,7 @@ func (a *app) printMemory(list []admin.ServerMemory) {
 
 // isFull reports whether s evicts nothing and has reached its maxmemory:
 // every write that adds memory is refused (Schedule among them).
-func isFull(s admin.ServerMemory) bool {
+func isFull(s delaystream.RedisMemory) bool {
 	return s.Known && !s.Evicts() && s.Max > 0 && s.Used >= s.Max
 }
 
@@ -100,7 +100,7 @@ func (a *app) warnMemory(ctx context.Context, in *admin.Inspector) {
 	var evicting []delaystream.RedisMemory
 	for _, s := range list {
 		if s.Evicts() {
-			evicting = append(evicting, s.RedisMemory)
+			evicting = append(evicting, s)
 		}
 		if isFull(s) {
 			fmt.Fprintf(a.stderr, "WARNING: Redis %s is full (used %s of maxmemory %s, maxmemory-policy %s): Schedule is refused until the groups drain it or maxmemory is raised\n",

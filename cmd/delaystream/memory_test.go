@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/delaystream/delaystream/admin"
+	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/seedtest"
 )
@@ -33,7 +33,7 @@ func TestMemoryCommand(t *testing.T) {
 
 			r = tg.run(t, "memory", "--json")
 			require.Equal(t, c.code, r.code)
-			var list []admin.ServerMemory
+			var list []delaystream.RedisMemory
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &list))
 			require.Len(t, list, 1)
 			assert.Equal(t, c.policy, list[0].Policy)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/admin"
 	"github.com/delaystream/delaystream/cmd/delaystream/internal/cli"
 )
@@ -17,7 +18,7 @@ type waitingRow struct {
 // deadRow is a dead letter.
 type deadRow struct {
 	Group string `json:"group,omitempty"` // in listings of every group's
-	admin.DeadLetterEntry
+	delaystream.DeadLetterEntry
 	Preview string `json:"preview"`
 }
 
@@ -25,7 +26,7 @@ type deadRow struct {
 // when its envelope decodes, else of its raw envelope, or of its member
 // when it has none.
 type quarantineRow struct {
-	admin.QuarantineEntry
+	delaystream.Quarantined
 	Preview string `json:"preview"`
 }
 
@@ -37,7 +38,7 @@ func waitingRows(ms []admin.WaitingMessage) []waitingRow {
 	return out
 }
 
-func deadRows(ds []admin.DeadLetterEntry) []deadRow {
+func deadRows(ds []delaystream.DeadLetterEntry) []deadRow {
 	out := make([]deadRow, len(ds))
 	for i, d := range ds {
 		out[i] = deadRow{DeadLetterEntry: d, Preview: cli.Preview(d.Payload, cli.PreviewLen)}
@@ -45,7 +46,7 @@ func deadRows(ds []admin.DeadLetterEntry) []deadRow {
 	return out
 }
 
-func quarantineRows(qs []admin.QuarantineEntry) []quarantineRow {
+func quarantineRows(qs []delaystream.Quarantined) []quarantineRow {
 	out := make([]quarantineRow, len(qs))
 	for i, q := range qs {
 		out[i] = quarantineRow{q, cli.Preview(q.Content(), cli.PreviewLen)}

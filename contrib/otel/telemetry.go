@@ -174,8 +174,8 @@ const reasonOther = delaystream.ReasonOther
 
 // The handler outcomes, in the order of delaystream.HandlerOutcome.
 var outcomes = []delaystream.HandlerOutcome{
-	delaystream.Acked, delaystream.Retried, delaystream.DeadLettered, delaystream.Dropped,
-	delaystream.Reclaimed, delaystream.HandedBack, delaystream.Unsettled,
+	delaystream.HandlerAcked, delaystream.HandlerRetried, delaystream.HandlerDeadLettered, delaystream.HandlerDropped,
+	delaystream.HandlerReclaimed, delaystream.HandlerHandedBack, delaystream.HandlerUnsettled,
 }
 
 // queueAttrs are the attributes naming a queue and, if given, a group.

@@ -338,7 +338,7 @@ func TestHooks(t *testing.T) {
 	gh.OnDelivered(first)
 	gh.OnDelivered(again)
 	gh.OnDelivered(retry)
-	gh.OnHandled(first, delaystream.Acked, 250*time.Millisecond)
+	gh.OnHandled(first, delaystream.HandlerAcked, 250*time.Millisecond)
 	gh.OnHandled(first, delaystream.HandlerOutcome(42), time.Second)
 	gh.OnDeadLettered(nil, delaystream.ReasonUndecodable)
 	gh.OnDeadLettered(first, "some new reason")

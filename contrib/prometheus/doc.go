@@ -122,7 +122,7 @@
 // # Dead-letter reasons
 //
 // The reason label is a short name for each dead-letter reason that
-// package delaystream stores with a dead letter (DeadEntry.Reason) and
+// package delaystream stores with a dead letter (DeadLetterEntry.Reason) and
 // that package admin and the delaystream command list and filter by:
 //
 //	label        constant                      stored reason

@@ -157,6 +157,6 @@ func reasonLabel(reason string) string { return delaystream.ReasonLabel(reason) 
 
 // The handler outcomes, in the order of delaystream.HandlerOutcome.
 var outcomes = []delaystream.HandlerOutcome{
-	delaystream.Acked, delaystream.Retried, delaystream.DeadLettered, delaystream.Dropped,
-	delaystream.Reclaimed, delaystream.HandedBack, delaystream.Unsettled,
+	delaystream.HandlerAcked, delaystream.HandlerRetried, delaystream.HandlerDeadLettered, delaystream.HandlerDropped,
+	delaystream.HandlerReclaimed, delaystream.HandlerHandedBack, delaystream.HandlerUnsettled,
 }

@@ -319,7 +319,7 @@ func TestHooks(t *testing.T) {
 	gh.OnDelivered(first)
 	gh.OnDelivered(again) // a redelivery: no second promotion lag
 	gh.OnDelivered(retry)
-	gh.OnHandled(first, delaystream.Acked, 250*time.Millisecond)
+	gh.OnHandled(first, delaystream.HandlerAcked, 250*time.Millisecond)
 	gh.OnHandled(first, delaystream.HandlerOutcome(42), time.Second) // an outcome of a later release
 	gh.OnDeadLettered(nil, delaystream.ReasonUndecodable)
 	gh.OnDeadLettered(first, "some new reason")
@@ -383,7 +383,7 @@ func TestHooksDoNotAllocate(t *testing.T) {
 	var n atomic.Int64
 	allocs := testing.AllocsPerRun(100, func() {
 		gh.OnDelivered(msg)
-		gh.OnHandled(msg, delaystream.Retried, time.Millisecond)
+		gh.OnHandled(msg, delaystream.HandlerRetried, time.Millisecond)
 		gh.OnDeadLettered(msg, delaystream.ReasonAttempts)
 		gh.OnReclaimed("s", 1, 0)
 		mh.OnPromote("l", 5, 0, time.Millisecond)

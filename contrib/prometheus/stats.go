@@ -393,7 +393,7 @@ func (f serverFigures) send(ch chan<- prometheus.Metric, sent map[string]bool) {
 }
 
 // memory returns the series of server s.
-func (s statDescs) memory(srv admin.ServerMemory) serverFigures {
+func (s statDescs) memory(srv delaystream.RedisMemory) serverFigures {
 	f := serverFigures{addr: srv.Addr}
 	gauge := func(desc *prometheus.Desc, v float64) {
 		f.metrics = append(f.metrics, prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, srv.Addr))

@@ -88,7 +88,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer) ([]deliv
 	}
 	// Scheduling an id that is still waiting (a producer retrying after a
 	// timeout, say) leaves the message as it is: the default policy is
-	// delaystream.Keep.
+	// delaystream.PolicyKeep.
 	res, err := q.Schedule(ctx, items[0].Message, delaystream.After(time.Hour))
 	if err != nil {
 		return nil, err

@@ -28,7 +28,7 @@ func TestDeliverHonoursRetryAfter(t *testing.T) {
 	done, err := q.Work(ctx, groupName, h, opts...)
 	require.NoError(t, err)
 	require.Len(t, done, 1)
-	assert.Equal(t, delaystream.Retried, done[0].Outcome)
+	assert.Equal(t, delaystream.HandlerRetried, done[0].Outcome)
 	assert.Equal(t, q.Now().Add(time.Second), done[0].RetryAt, "Retry-After: 1, not the 1 min backoff")
 
 	q.Advance(time.Second)
@@ -36,7 +36,7 @@ func TestDeliverHonoursRetryAfter(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, done, 1)
 	assert.Equal(t, 2, done[0].Attempt)
-	assert.Equal(t, delaystream.Retried, done[0].Outcome)
+	assert.Equal(t, delaystream.HandlerRetried, done[0].Outcome)
 	assert.Equal(t, q.Now().Add(time.Minute), done[0].RetryAt, "a 503 waits for the backoff")
 
 	q.Advance(time.Minute)
@@ -44,6 +44,6 @@ func TestDeliverHonoursRetryAfter(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, done, 1)
 	assert.Equal(t, 3, done[0].Attempt)
-	assert.Equal(t, delaystream.Acked, done[0].Outcome)
+	assert.Equal(t, delaystream.HandlerAcked, done[0].Outcome)
 	assert.Equal(t, "delivery:1", <-delivered)
 }

@@ -187,7 +187,7 @@ func settle(ctx context.Context, g *delaystream.Group, eps *endpoints,
 	ids := make([]string, len(entries))
 	for i, e := range entries {
 		ids[i] = e.EntryID
-		say("  %s  %s  reason %q  last error %q  attempts %d", e.EntryID, e.Envelope.ID, e.Reason, e.LastError, e.Attempt)
+		say("  %s  %s  reason %q  last error %q  attempts %d", e.EntryID, e.ID, e.Reason, e.LastError, e.Attempt)
 	}
 
 	eps.revive()

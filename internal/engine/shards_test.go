@@ -534,8 +534,10 @@ func put(t *testing.T, rdb redis.UniversalClient, layout *stream.Layout, msgs []
 		i := layout.ShardOf(m.id)
 		lane := layout.Shard(i).Main()
 		env := wire.MarshalEnvelope(&codec.Envelope{Payload: []byte(m.id), Attempt: 1, Created: time.Now()})
-		pipe.ZAdd(ctx, lane.Delayed, redis.Z{Member: m.id, Score: float64(m.due.UnixMilli())})
+		// The envelope first: a running mover may promote the member as
+		// soon as it is in the set, and would quarantine it without one.
 		pipe.HSet(ctx, lane.Envelopes, m.id, env)
+		pipe.ZAdd(ctx, lane.Delayed, redis.Z{Member: m.id, Score: float64(m.due.UnixMilli())})
 		if h, ok := head[i]; !ok || m.due.UnixMilli() < h {
 			head[i] = m.due.UnixMilli()
 		}

@@ -91,6 +91,45 @@ func (d CutDeadEntry) PayloadSize() int {
 // At returns when the entry was dead-lettered (Redis clock).
 func (d DeadEntry) At() time.Time { return stream.EntryTime(d.EntryID) }
 
+// Letter is a dead letter as the public API shows it: the message's
+// fields flat. delaystream.DeadLetter has the same fields, so that one
+// converts into the other.
+type Letter struct {
+	EntryID    string            `json:"entry_id"`
+	Shard      int               `json:"shard"`
+	At         time.Time         `json:"at"`
+	ID         string            `json:"id"`
+	Reason     string            `json:"reason"`
+	LastError  string            `json:"last_error"`
+	Attempt    int               `json:"attempt"`
+	Deliveries int64             `json:"deliveries"`
+	Source     string            `json:"source"`
+	SourceID   string            `json:"source_id"`
+	Decoded    bool              `json:"decoded"`
+	Due        time.Time         `json:"due,omitzero"`
+	Created    time.Time         `json:"created,omitzero"`
+	Deadline   time.Time         `json:"deadline,omitzero"`
+	Headers    map[string]string `json:"headers,omitempty"`
+	Size       int               `json:"size"`
+	Payload    []byte            `json:"payload"`
+}
+
+// Letter returns d as the public API shows it: Payload is the message's
+// payload, or the stored bytes when they could not be decoded.
+func (d DeadEntry) Letter() Letter {
+	l := Letter{EntryID: d.EntryID, Shard: d.Shard, At: d.At(), ID: d.Envelope.ID, Reason: d.Reason,
+		LastError: d.LastError, Attempt: d.Attempt, Deliveries: d.Deliveries, Source: d.Source,
+		SourceID: d.SourceID, Decoded: d.Decoded}
+	payload := d.Envelope.Payload
+	if d.Decoded {
+		l.Due, l.Created, l.Deadline, l.Headers = d.Envelope.Due, d.Envelope.Created, d.Envelope.Deadline, d.Envelope.Headers
+	} else {
+		payload = d.Raw
+	}
+	l.Size, l.Payload = len(payload), payload
+	return l
+}
+
 // NewDeadLetters returns the dead-letter handle of group on queue, for
 // tools that run no Consumer. Only WithPrefix and WithShards among the
 // options matter.

@@ -104,8 +104,11 @@ func TestShardedMovers(t *testing.T) {
 	for i := range count {
 		id := fmt.Sprint("m-", i)
 		lane := layout.Shard(layout.ShardOf(id)).Main()
-		pipe.ZAdd(ctx, lane.Delayed, redis.Z{Member: id, Score: float64(due)})
+		// The envelope first: a running mover may promote the member as
+		// soon as it is in the set (the pipeline is no transaction), and
+		// would quarantine it without one.
 		pipe.HSet(ctx, lane.Envelopes, id, wire.MarshalEnvelope(&codec.Envelope{Payload: []byte(id), Attempt: 1}))
+		pipe.ZAdd(ctx, lane.Delayed, redis.Z{Member: id, Score: float64(due)})
 	}
 	for i := range n {
 		pipe.SPublish(ctx, layout.Shard(i).Main().Wake, due) // a sharded lane's wake channel is a shard channel

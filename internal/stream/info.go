@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/delaystream/delaystream/codec"
 	"github.com/delaystream/delaystream/internal/errs"
 	"github.com/delaystream/delaystream/internal/scripts"
 
@@ -102,6 +103,47 @@ type CutQuarantined struct {
 	Quarantined
 	RawSize    int // the length of the envelope bytes found, whole
 	MemberSize int // the length of the raw delayed-set member, whole
+}
+
+// QuarantineEntry is a quarantined entry as the public API shows it.
+// delaystream.Quarantined has the same fields, so that one converts into
+// the other.
+type QuarantineEntry struct {
+	EntryID string    `json:"entry_id"`
+	Shard   int       `json:"shard"`
+	Lane    string    `json:"lane"`
+	At      time.Time `json:"at"`
+	ID      string    `json:"id"`
+	Due     time.Time `json:"due,omitzero"`
+	Reason  string    `json:"reason"`
+	Raw     []byte    `json:"raw"`
+	Payload []byte    `json:"payload,omitempty"`
+	Member  []byte    `json:"member,omitempty"`
+	Size    int       `json:"size"`
+}
+
+// Entry returns q, of shard's lane (named "main" or "retry:<group>"), as
+// the public API shows it: its entry id followed by "@<shard>" when
+// sharded, its payload when Raw decodes as an envelope.
+func (q CutQuarantined) Entry(shard int, lane string, sharded bool) QuarantineEntry {
+	e := QuarantineEntry{EntryID: q.EntryID, Shard: shard, Lane: lane, At: EntryTime(q.EntryID),
+		ID: q.MessageID, Due: q.Due, Reason: q.Reason, Raw: q.Raw, Member: q.Member, Size: q.MemberSize}
+	if len(q.Raw) > 0 {
+		e.Size = q.RawSize
+		var env codec.Envelope
+		if wire.UnmarshalEnvelope(q.Raw, &env) == nil {
+			e.Payload = env.Payload
+		}
+	}
+	if sharded {
+		e.EntryID += "@" + strconv.Itoa(shard)
+	}
+	return e
+}
+
+// Whole returns q as read whole.
+func (q Quarantined) Whole() CutQuarantined {
+	return CutQuarantined{Quarantined: q, RawSize: len(q.Raw), MemberSize: len(q.Member)}
 }
 
 // ReadQuarantine returns up to count quarantined entries of the lane whose

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/admin"
 	"github.com/delaystream/delaystream/internal/memory"
 )
@@ -88,7 +89,7 @@ func Run(ctx context.Context, ins []*admin.Inspector, l Limits) Report {
 
 type adder func(s Status, subject, format string, args ...any)
 
-func checkServer(add adder, s admin.ServerMemory, l Limits) {
+func checkServer(add adder, s delaystream.RedisMemory, l Limits) {
 	subject := "redis " + s.Addr
 	switch {
 	case !s.Known:

@@ -22,12 +22,12 @@ func collect(f func(add adder)) []Check {
 
 func TestCheckServer(t *testing.T) {
 	t.Parallel()
-	mem := func(used, max int64, policy string) admin.ServerMemory {
-		return admin.ServerMemory{RedisMemory: delaystream.RedisMemory{Addr: "r:6379", Used: used, Max: max, Policy: policy}, Known: true}
+	mem := func(used, max int64, policy string) delaystream.RedisMemory {
+		return delaystream.RedisMemory{Addr: "r:6379", Used: used, Max: max, Policy: policy, Known: true}
 	}
 	tests := []struct {
 		name   string
-		s      admin.ServerMemory
+		s      delaystream.RedisMemory
 		status Status
 		detail string
 	}{
@@ -36,7 +36,7 @@ func TestCheckServer(t *testing.T) {
 		{"nearly full", mem(15<<20, 16<<20, "noeviction"), Warn, "nearly full: used 15.0 MiB of maxmemory 16.0 MiB"},
 		{"full", mem(16<<20, 16<<20, "noeviction"), Fail, "full: used 16.0 MiB of maxmemory 16.0 MiB; with noeviction, Schedule is refused until the groups drain"},
 		{"evicts", mem(1<<20, 16<<20, "allkeys-lru"), Fail, "maxmemory-policy allkeys-lru can evict the queues' keys (messages are lost): set noeviction"},
-		{"unknown", admin.ServerMemory{RedisMemory: delaystream.RedisMemory{Addr: "r:6379"}, Why: "INFO refused"}, OK, "answers; memory settings unknown (INFO refused)"},
+		{"unknown", delaystream.RedisMemory{Addr: "r:6379", Why: "INFO refused"}, OK, "answers; memory settings unknown (INFO refused)"},
 	}
 	for _, tt := range tests {
 		got := collect(func(add adder) { checkServer(add, tt.s, DefaultLimits) })

@@ -29,7 +29,7 @@ type NextMessage struct {
 	preview
 }
 
-// DeadLetter is a dead letter as the JSON API serves it: admin's
+// DeadLetter is a dead letter as the JSON API serves it: delaystream's
 // DeadLetterEntry without its payload, with a bounded preview.
 type DeadLetter struct {
 	EntryID    string            `json:"entry_id"`
@@ -48,7 +48,7 @@ type DeadLetter struct {
 }
 
 // QuarantinedEntry is a quarantined entry as the JSON API serves it:
-// admin's QuarantineEntry without its raw bytes, with a bounded preview
+// delaystream's Quarantined without its raw bytes, with a bounded preview
 // of them (of the member when it holds no envelope).
 type QuarantinedEntry struct {
 	EntryID string    `json:"entry_id"`
@@ -239,7 +239,7 @@ func (s *Server) apiQuarantine(w http.ResponseWriter, r *http.Request) {
 	servePagedByOffset(s, w, r, DefaultListLimit, s.quarantineRowsMore, func(_ context.Context, rows []quarantineRow, _ int, p pager) {
 		out := make([]QuarantinedEntry, len(rows))
 		for i, row := range rows {
-			q := row.QuarantineEntry
+			q := row.Quarantined
 			out[i] = QuarantinedEntry{EntryID: q.EntryID, Shard: q.Shard, Lane: q.Lane, At: q.At, ID: q.ID, Due: q.Due,
 				Reason: q.Reason, preview: row.Shown}
 		}

@@ -207,7 +207,7 @@ func (s *Server) quarantineRowsMore(ctx context.Context, in *admin.Inspector, qu
 	}
 	rows = make([]quarantineRow, len(qs))
 	for i, q := range qs {
-		rows[i] = quarantineRow{QuarantineEntry: q, Shown: s.preview(q.Content(), q.Size)}
+		rows[i] = quarantineRow{Quarantined: q, Shown: s.preview(q.Content(), q.Size)}
 	}
 	return rows, more, nil
 }

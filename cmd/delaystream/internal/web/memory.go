@@ -37,7 +37,7 @@ func (s *Server) evicting(ctx context.Context) []delaystream.RedisMemory {
 		}
 		for _, m := range list {
 			if m.Evicts() {
-				s.mem.evicting = append(s.mem.evicting, m.RedisMemory)
+				s.mem.evicting = append(s.mem.evicting, m)
 			}
 		}
 		break // every prefix is on the same client

@@ -313,13 +313,13 @@ type groupSection struct {
 
 // deadRow is a dead letter with its bounded preview.
 type deadRow struct {
-	admin.DeadLetterEntry
+	delaystream.DeadLetterEntry
 	Shown preview
 }
 
 // quarantineRow is a quarantined entry with its bounded preview.
 type quarantineRow struct {
-	admin.QuarantineEntry
+	delaystream.Quarantined
 	Shown preview
 }
 
@@ -389,7 +389,7 @@ func (s *Server) listOpts(o admin.ListOptions) admin.ListOptions {
 // deadAfter reads up to limit dead letters of group on queue whose entry
 // ids follow after, payloads cut as listOpts cuts them, and returns them
 // with the entry id to start the next page after ("" when none follows).
-func (s *Server) deadAfter(ctx context.Context, in *admin.Inspector, queue, group, after string, limit int) ([]admin.DeadLetterEntry, string, error) {
+func (s *Server) deadAfter(ctx context.Context, in *admin.Inspector, queue, group, after string, limit int) ([]delaystream.DeadLetterEntry, string, error) {
 	dls, err := in.DeadLetters(ctx, queue, group, s.listOpts(admin.ListOptions{After: after, Limit: limit + 1}))
 	if err != nil {
 		return nil, "", err
@@ -403,7 +403,7 @@ func (s *Server) deadAfter(ctx context.Context, in *admin.Inspector, queue, grou
 }
 
 // deadRows returns dls with their previews.
-func (s *Server) deadRows(dls []admin.DeadLetterEntry) []deadRow {
+func (s *Server) deadRows(dls []delaystream.DeadLetterEntry) []deadRow {
 	out := make([]deadRow, len(dls))
 	for i, d := range dls {
 		out[i] = deadRow{DeadLetterEntry: d, Shown: s.preview(d.Payload, d.Size)}
@@ -471,7 +471,7 @@ func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request) {
 	}
 	next := ""
 	if !p.Stats.Foreign { // a group delaystream did not make has no dead letters of its own
-		var dls []admin.DeadLetterEntry
+		var dls []delaystream.DeadLetterEntry
 		if dls, next, err = s.deadAfter(ctx, in, queue, g, after, limit); err != nil {
 			s.fail(w, r, err)
 			return

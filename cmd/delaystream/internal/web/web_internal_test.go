@@ -210,7 +210,7 @@ func TestRenderPages(t *testing.T) {
 		RetryWaiting: 1, DeadLetters: 12, ConsumerList: []admin.ConsumerInfo{{Name: "host-1", Pending: 3, IdleMs: 20}}}
 	st := admin.QueueReport{Queue: "orders", Shards: 4, Now: now, Waiting: 1234567, Overdue: 2,
 		NextDue: now.Add(-time.Second), StreamLength: 9, Quarantined: 1, Groups: []admin.GroupReport{gs}}
-	dl := admin.DeadLetterEntry{EntryID: "1700000000000-0@2", Shard: 2, At: now.Add(-time.Minute), ID: "m1",
+	dl := delaystream.DeadLetterEntry{EntryID: "1700000000000-0@2", Shard: 2, At: now.Add(-time.Minute), ID: "m1",
 		Reason: "attempts exhausted", LastError: "<b>boom</b>", Attempt: 5, Deliveries: 5, Decoded: true,
 		Payload: []byte(strings.Repeat("p", 100))}
 	r := httptest.NewRequest(http.MethodGet, "/p/ds/q/orders?x=1", nil)
@@ -221,10 +221,10 @@ func TestRenderPages(t *testing.T) {
 		Chart: newChart([]Sample{{At: now, Waiting: 1}, {At: now.Add(time.Second), Waiting: 3, Overdue: 2}}),
 		Next: []nextRow{{WaitingMessage: admin.WaitingMessage{ID: "n1", Due: now, Overdue: true, Attempt: 1,
 			Payload: []byte("hi")}, Shown: s.preview([]byte("hi"), 2)}, {WaitingMessage: admin.WaitingMessage{Problem: "missing envelope"}}},
-		Groups:     []groupSection{{GroupReport: gs, Dead: s.deadRows([]admin.DeadLetterEntry{dl})}},
-		Quarantine: []quarantineRow{{QuarantineEntry: admin.QuarantineEntry{EntryID: "1-0", Lane: "main", Reason: "invalid due time"}}},
+		Groups:     []groupSection{{GroupReport: gs, Dead: s.deadRows([]delaystream.DeadLetterEntry{dl})}},
+		Quarantine: []quarantineRow{{Quarantined: delaystream.Quarantined{EntryID: "1-0", Lane: "main", Reason: "invalid due time"}}},
 	}
-	gp := groupPage{base: b, Stats: gs, Rows: s.deadRows([]admin.DeadLetterEntry{dl}), Now: now, After: "1-0",
+	gp := groupPage{base: b, Stats: gs, Rows: s.deadRows([]delaystream.DeadLetterEntry{dl}), Now: now, After: "1-0",
 		Pager: pager{First: "/p/ds/q/orders/g/billing", Next: "/p/ds/q/orders/g/billing?after=2-0", Limit: 50}}
 	foreign := admin.GroupReport{Group: "bad <name>", Consumers: 1, Pending: 2, Lag: 3, Foreign: true}
 	fp := groupPage{base: b, Stats: foreign, Now: now}
