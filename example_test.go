@@ -98,7 +98,7 @@ func ExampleHandleTyped() {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	if _, err = delaystream.Schedule(ctx, q, "order:5001:cancel", CancelOrder{OrderID: 5001}, delaystream.After(0)); err != nil {
+	if _, err = delaystream.Schedule(ctx, q, delaystream.Message{ID: "order:5001:cancel"}, CancelOrder{OrderID: 5001}, delaystream.After(0)); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -130,7 +130,7 @@ func ExampleQueue_Reschedule() {
 	}
 	ctx := context.Background()
 	due := time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
-	if _, err := delaystream.Schedule(ctx, q, "user:42:remind", Reminder{User: "42"}, delaystream.At(due)); err != nil {
+	if _, err := delaystream.Schedule(ctx, q, delaystream.Message{ID: "user:42:remind"}, Reminder{User: "42"}, delaystream.At(due)); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -186,8 +186,10 @@ func ConstantBackoff(d time.Duration) Backoff { return Backoff(group.ConstantBac
 // Group is a consumer group added to a queue with [Queue.Handle]. Its
 // methods are safe for concurrent use, also while the queue runs.
 type Group struct {
-	name string
-	c    *group.Consumer
+	name    string
+	c       *group.Consumer
+	handler Handler       // as given to Handle (HandleTyped: its decoding wrapper)
+	opts    []GroupOption // as given to Handle, for package dstest
 }
 
 // Name returns the group's name.

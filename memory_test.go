@@ -131,7 +131,7 @@ func TestEvictionPolicyReported(t *testing.T) {
 		assert.Contains(t, err.Error(), "allkeys-lru")
 		_, err = q.ScheduleBatch(ctx, []delaystream.Item{{Message: delaystream.Message{ID: "b"}, When: delaystream.After(time.Minute)}})
 		require.ErrorIs(t, err, delaystream.ErrEvictionPolicy)
-		_, err = delaystream.Schedule(ctx, q, "c", "typed", delaystream.After(time.Minute))
+		_, err = delaystream.Schedule(ctx, q, delaystream.Message{ID: "c"}, "typed", delaystream.After(time.Minute))
 		require.ErrorIs(t, err, delaystream.ErrEvictionPolicy)
 
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)

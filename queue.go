@@ -202,7 +202,7 @@ func (q *Queue) handle(name string, h Handler, opts []GroupOption) (*Group, erro
 	case slices.ContainsFunc(q.groups, func(g *Group) bool { return g.name == name }):
 		return nil, fmt.Errorf("%w: group %s added twice (one consumer runs many workers: WithWorkers)", ErrInvalidOption, name)
 	}
-	g := &Group{name: name, c: c}
+	g := &Group{name: name, c: c, handler: h, opts: slices.Clone(opts)}
 	q.groups = append(q.groups, g)
 	return g, nil
 }

@@ -91,7 +91,7 @@ func TestQueueFanOut(t *testing.T) {
 		require.NoError(t, err)
 		want[res.ID] = []string{string(msg.Payload)}
 	}
-	res, err := delaystream.Schedule(ctx, q, "typed:1", order{N: 42}, delaystream.After(0))
+	res, err := delaystream.Schedule(ctx, q, delaystream.Message{ID: "typed:1"}, order{N: 42}, delaystream.After(0))
 	require.NoError(t, err)
 	want[res.ID] = []string{`{"N":42}`}
 

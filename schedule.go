@@ -2,6 +2,7 @@ package delaystream
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -181,14 +182,22 @@ func (q *Queue) Get(ctx context.Context, id string) (codec.Envelope, error) {
 // promoted).
 func (q *Queue) Len(ctx context.Context) (int64, error) { return q.producer.Len(ctx) }
 
-// Schedule is [Queue.Schedule] for a payload of type T, encoded with the
-// queue's codec (see [WithCodec]). id may be empty for a generated one.
-func Schedule[T any](ctx context.Context, q *Queue, id string, v T, when When) (Result, error) {
-	if err := q.mem.gate(ctx); err != nil {
-		return Result{}, err
+// Schedule is [Queue.Schedule] for a payload of type T: v, encoded with
+// the queue's codec (see [WithCodec]), is the payload, and msg gives the
+// rest (its ID, empty for a generated one; Headers; OnDuplicate;
+// Deadline). msg.Payload must be nil, else the error wraps
+// [ErrInvalidMessage], as does a v the codec cannot encode; nothing is
+// written then.
+func Schedule[T any](ctx context.Context, q *Queue, msg Message, v T, when When) (Result, error) {
+	if msg.Payload != nil {
+		return Result{}, fmt.Errorf("%w: Schedule of a typed value encodes the payload from it: leave Message.Payload nil", ErrInvalidMessage)
 	}
-	r, err := delay.NewTyped[T](q.producer).Schedule(ctx, id, v, when.w)
-	return result(r), err
+	b, err := q.cfg.codec.Marshal(v)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrInvalidMessage, err)
+	}
+	msg.Payload = b
+	return q.Schedule(ctx, msg, when)
 }
 
 // Get is [Queue.Get] for a payload of type T, decoded with the queue's

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,14 @@ func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 var quiet = slog.New(slog.DiscardHandler)
 
 func ack(context.Context, *delaystream.Delivery) error { return nil }
+
+// handle adds group g to q with h and opts, as the application would.
+func handle(t *testing.T, q *dstest.Queue, g string, h delaystream.Handler, opts ...delaystream.GroupOption) *delaystream.Group {
+	t.Helper()
+	grp, err := q.Handle(g, h, opts...)
+	require.NoError(t, err)
+	return grp
+}
 
 // schedule schedules a message with no payload, due when.
 func schedule(t *testing.T, q *dstest.Queue, id string, when delaystream.When) {
@@ -130,15 +139,16 @@ func TestAdvanceMakesDue(t *testing.T) {
 	q := dstest.New(t, "orders")
 	start := q.Now()
 	schedule(t, q, "m", delaystream.After(time.Minute))
+	handle(t, q, "g", ack)
 
 	assert.True(t, start.Add(time.Minute-time.Millisecond).Equal(q.Advance(time.Minute-time.Millisecond)))
-	done, err := q.Work(ctx, "g", ack)
+	done, err := q.Work(ctx, "g")
 	require.NoError(t, err)
 	assert.Empty(t, done)
 
 	q.Advance(time.Millisecond)
 	assert.True(t, start.Add(time.Minute).Equal(q.Now()))
-	done, err = q.Work(ctx, "g", ack)
+	done, err = q.Work(ctx, "g")
 	require.NoError(t, err)
 	require.Len(t, done, 1)
 	assert.Equal(t, "m", done[0].ID)
@@ -201,7 +211,8 @@ func TestWorkOutcomes(t *testing.T) {
 			t.Parallel()
 			q := dstest.New(t, "orders", delaystream.WithLogger(quiet))
 			schedule(t, q, "m", delaystream.After(0))
-			done, err := q.Work(context.Background(), "g", tc.h, tc.opts...)
+			handle(t, q, "g", tc.h, tc.opts...)
+			done, err := q.Work(context.Background(), "g")
 			require.NoError(t, err)
 			require.Len(t, done, 1)
 			h := done[0]
@@ -232,8 +243,8 @@ func TestWorkAttempts(t *testing.T) {
 	q := dstest.New(t, "orders")
 	schedule(t, q, "m", delaystream.After(0))
 	fail := func(context.Context, *delaystream.Delivery) error { return errors.New("boom") }
-	done, err := q.Work(ctx, "billing", fail,
-		delaystream.WithMaxAttempts(3), delaystream.WithBackoff(delaystream.ConstantBackoff(0)))
+	billing := handle(t, q, "billing", fail, delaystream.WithMaxAttempts(3), delaystream.WithBackoff(delaystream.ConstantBackoff(0)))
+	done, err := q.Work(ctx, "billing")
 	require.NoError(t, err)
 	require.Len(t, done, 3)
 	for i, h := range done {
@@ -244,8 +255,6 @@ func TestWorkAttempts(t *testing.T) {
 	assert.Equal(t, delaystream.HandlerDeadLettered, done[2].Outcome)
 	assert.Equal(t, delaystream.ReasonAttempts, done[2].Reason)
 
-	billing, err := q.Handle("billing", fail)
-	require.NoError(t, err)
 	dead, err := billing.DeadLetters(ctx, "", 10)
 	require.NoError(t, err)
 	require.Len(t, dead, 1)
@@ -267,36 +276,51 @@ func TestWorkSnoozeKeepsAttempt(t *testing.T) {
 		}
 		return nil
 	}
-	_, err := q.Work(ctx, "g", h)
+	handle(t, q, "g", h)
+	_, err := q.Work(ctx, "g")
 	require.NoError(t, err)
 	q.Advance(time.Minute - time.Millisecond)
-	_, err = q.Work(ctx, "g", h)
+	_, err = q.Work(ctx, "g")
 	require.NoError(t, err)
 	assert.Equal(t, []int{1}, attempts)
 	q.Advance(time.Millisecond)
-	done, err := q.Work(ctx, "g", h)
+	done, err := q.Work(ctx, "g")
 	require.NoError(t, err)
 	require.Len(t, done, 1)
 	assert.Equal(t, delaystream.HandlerAcked, done[0].Outcome)
 	assert.Equal(t, []int{1, 1}, attempts)
 }
 
-// A message past its deadline (by the host's clock) is dead-lettered
-// without running the handler.
+// A message's deadline is judged by the server's clock: Advance past it
+// and the message is dead-lettered without running the handler; before
+// it, the message is handled.
 func TestWorkExpired(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := dstest.New(t, "orders")
-	_, err := q.Schedule(ctx, delaystream.Message{ID: "m", Deadline: q.Now().Add(-time.Minute)},
-		delaystream.At(q.Now().Add(-time.Hour)))
-	require.NoError(t, err)
-	done, err := q.Work(ctx, "g", func(context.Context, *delaystream.Delivery) error {
-		t.Error("handler ran")
+	for _, id := range []string{"late", "on time"} {
+		_, err := q.Schedule(ctx, delaystream.Message{ID: id, Deadline: q.Now().Add(time.Hour)}, delaystream.After(time.Minute))
+		require.NoError(t, err)
+	}
+	var ran []string
+	handle(t, q, "g", func(_ context.Context, d *delaystream.Delivery) error {
+		ran = append(ran, d.ID)
 		return nil
 	})
+	_, err := q.Reschedule(ctx, "late", delaystream.At(q.Now().Add(2*time.Hour)))
+	require.NoError(t, err)
+	q.Advance(time.Minute)
+	done, err := q.Work(ctx, "g")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"on time"}, ran, "before its deadline")
+	assert.Equal(t, []string{"on time"}, ids(done))
+
+	q.Advance(2 * time.Hour) // past the deadline, by the server's clock only
+	done, err = q.Work(ctx, "g")
 	require.NoError(t, err)
 	require.Len(t, done, 1)
-	assert.Equal(t, dstest.Handled{ID: "m", Attempt: 1, Outcome: delaystream.HandlerDeadLettered, Reason: delaystream.ReasonExpired}, done[0])
+	assert.Equal(t, dstest.Handled{ID: "late", Attempt: 1, Outcome: delaystream.HandlerDeadLettered, Reason: delaystream.ReasonExpired}, done[0])
+	assert.Equal(t, []string{"on time"}, ran, "the handler did not run")
 }
 
 func TestWorkTyped(t *testing.T) {
@@ -304,16 +328,18 @@ func TestWorkTyped(t *testing.T) {
 	ctx := context.Background()
 	type order struct{ ID int }
 	q := dstest.New(t, "orders")
-	_, err := delaystream.Schedule(ctx, q.Queue, "good", order{ID: 7}, delaystream.After(0))
+	_, err := delaystream.Schedule(ctx, q.Queue, delaystream.Message{ID: "good"}, order{ID: 7}, delaystream.After(0))
 	require.NoError(t, err)
 	_, err = q.Schedule(ctx, delaystream.Message{ID: "bad", Payload: []byte{0xc1}}, delaystream.After(time.Second))
 	require.NoError(t, err)
 	q.Advance(time.Second)
 	var got []int
-	done, err := dstest.WorkTyped(ctx, q, "g", func(_ context.Context, _ *delaystream.Delivery, o order) error {
+	_, err = delaystream.HandleTyped(q.Queue, "g", func(_ context.Context, _ *delaystream.Delivery, o order) error {
 		got = append(got, o.ID)
 		return nil
 	})
+	require.NoError(t, err)
+	done, err := q.Work(ctx, "g")
 	require.NoError(t, err)
 	assert.Equal(t, []int{7}, got)
 	require.Len(t, done, 2)
@@ -333,23 +359,31 @@ func TestWorkGroups(t *testing.T) {
 	schedule(t, q, "a", delaystream.After(0))
 	schedule(t, q, "b", delaystream.After(time.Second))
 	q.Advance(time.Second)
-	fail := func(context.Context, *delaystream.Delivery) error { return errors.New("boom") }
-	done, err := q.Work(ctx, "billing", fail, delaystream.WithBackoff(delaystream.ConstantBackoff(time.Minute)))
+	failing := true
+	handle(t, q, "billing", func(context.Context, *delaystream.Delivery) error {
+		if failing {
+			return errors.New("boom")
+		}
+		return nil
+	}, delaystream.WithBackoff(delaystream.ConstantBackoff(time.Minute)))
+	handle(t, q, "audit", ack)
+	done, err := q.Work(ctx, "billing")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a", "b"}, ids(done))
 
-	done, err = q.Work(ctx, "audit", ack)
+	done, err = q.Work(ctx, "audit")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a", "b"}, ids(done))
-	done, err = q.Work(ctx, "audit", ack)
+	done, err = q.Work(ctx, "audit")
 	require.NoError(t, err)
 	assert.Empty(t, done)
 
 	q.Advance(time.Minute)
-	done, err = q.Work(ctx, "audit", ack)
+	done, err = q.Work(ctx, "audit")
 	require.NoError(t, err)
 	assert.Empty(t, done, "billing's retries are billing's")
-	done, err = q.Work(ctx, "billing", ack)
+	failing = false
+	done, err = q.Work(ctx, "billing")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a", "b"}, ids(done))
 }
@@ -369,7 +403,7 @@ func TestWorkFollowUp(t *testing.T) {
 	ctx := context.Background()
 	q := dstest.New(t, "orders")
 	schedule(t, q, "first", delaystream.After(0))
-	done, err := q.Work(ctx, "g", func(ctx context.Context, d *delaystream.Delivery) error {
+	handle(t, q, "g", func(ctx context.Context, d *delaystream.Delivery) error {
 		if d.ID != "first" {
 			return nil
 		}
@@ -379,6 +413,7 @@ func TestWorkFollowUp(t *testing.T) {
 		_, err := q.Schedule(ctx, delaystream.Message{ID: "later"}, delaystream.After(time.Hour))
 		return err
 	})
+	done, err := q.Work(ctx, "g")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"first", "now"}, ids(done))
 	waiting, err := q.Scheduled(ctx)
@@ -387,7 +422,8 @@ func TestWorkFollowUp(t *testing.T) {
 	assert.Equal(t, "later", waiting[0].ID)
 }
 
-// Many messages over shards and concurrent workers: each handled once.
+// Many messages over shards, in a group that runs eight workers in
+// production: each handled once, one at a time.
 func TestWorkConcurrent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -402,15 +438,22 @@ func TestWorkConcurrent(t *testing.T) {
 	q.Advance(n * time.Millisecond)
 	var mu sync.Mutex
 	seen := map[string]int{}
-	done, err := q.Work(ctx, "g", func(_ context.Context, d *delaystream.Delivery) error {
+	var running, most atomic.Int32
+	handle(t, q, "g", func(_ context.Context, d *delaystream.Delivery) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		seen[d.ID]++
 		return nil
 	}, delaystream.WithWorkers(8))
+	done, err := q.Work(ctx, "g")
 	require.NoError(t, err)
 	assert.Len(t, done, n)
 	assert.Len(t, seen, n)
+	assert.Equal(t, int32(1), most.Load(), "one handler at a time")
 	for id, k := range seen {
 		assert.Equal(t, 1, k, id)
 	}
@@ -421,7 +464,8 @@ func TestWorkWithoutPromotion(t *testing.T) {
 	t.Parallel()
 	q := dstest.New(t, "orders", delaystream.WithoutPromotion())
 	schedule(t, q, "m", delaystream.After(0))
-	done, err := q.Work(context.Background(), "g", ack)
+	handle(t, q, "g", ack)
+	done, err := q.Work(context.Background(), "g")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"m"}, ids(done))
 }
@@ -434,26 +478,30 @@ func TestWorkCancelled(t *testing.T) {
 	schedule(t, q, "m", delaystream.After(0))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done, err := q.Work(ctx, "g", func(hctx context.Context, _ *delaystream.Delivery) error {
-		cancel()
-		<-hctx.Done() // the drain timeout
-		return hctx.Err()
+	first := true
+	var deliveries int64
+	handle(t, q, "g", func(hctx context.Context, d *delaystream.Delivery) error {
+		if first {
+			first = false
+			cancel()
+			<-hctx.Done() // the drain timeout
+			return hctx.Err()
+		}
+		deliveries = d.Deliveries
+		return nil
 	})
+	done, err := q.Work(ctx, "g")
 	require.ErrorIs(t, err, context.Canceled)
 	require.Len(t, done, 1)
 	assert.Equal(t, delaystream.HandlerHandedBack, done[0].Outcome)
 
-	var deliveries int64
-	done, err = q.Work(context.Background(), "g", func(_ context.Context, d *delaystream.Delivery) error {
-		deliveries = d.Deliveries
-		return nil
-	})
+	done, err = q.Work(context.Background(), "g")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"m"}, ids(done))
 	// 2 on Redis; miniredis counts the hand-back's XCLAIM JUSTID as one more.
 	assert.GreaterOrEqual(t, deliveries, int64(2))
 
-	done, err = q.Work(ctx, "g", ack) // ctx is done
+	done, err = q.Work(ctx, "g") // ctx is done
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Empty(t, done)
 }
@@ -463,36 +511,76 @@ func TestWorkRunaway(t *testing.T) {
 	t.Parallel()
 	q := dstest.New(t, "orders")
 	schedule(t, q, "m", delaystream.After(0))
-	done, err := q.Work(context.Background(), "g", func(context.Context, *delaystream.Delivery) error {
+	handle(t, q, "g", func(context.Context, *delaystream.Delivery) error {
 		return delaystream.Snooze(0)
 	})
+	done, err := q.Work(context.Background(), "g")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `message "m" handled 1000 times`)
 	assert.GreaterOrEqual(t, len(done), 999)
 }
 
+// Work refuses a group the queue was not given.
 func TestWorkInvalid(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	q := dstest.New(t, "orders")
-	for _, tc := range []struct {
-		name string
-		work func() ([]dstest.Handled, error)
-		is   error
-	}{
-		{"nil handler", func() ([]dstest.Handled, error) { return q.Work(ctx, "g", nil) }, delaystream.ErrInvalidOption},
-		{"nil typed handler", func() ([]dstest.Handled, error) {
-			return dstest.WorkTyped[int](ctx, q, "g", nil)
-		}, delaystream.ErrInvalidOption},
-		{"group name", func() ([]dstest.Handled, error) { return q.Work(ctx, "a b", ack) }, delaystream.ErrInvalidName},
-		{"group option", func() ([]dstest.Handled, error) {
-			return q.Work(ctx, "g", ack, delaystream.WithWorkers(0))
-		}, delaystream.ErrInvalidOption},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			done, err := tc.work()
-			assert.ErrorIs(t, err, tc.is)
-			assert.Empty(t, done)
-		})
+	schedule(t, q, "m", delaystream.After(0))
+	done, err := q.Work(ctx, "g")
+	assert.ErrorIs(t, err, delaystream.ErrInvalidOption)
+	assert.Contains(t, err.Error(), `no group "g"`)
+	assert.Empty(t, done)
+	_, err = q.Settle(ctx, "g")
+	assert.ErrorIs(t, err, delaystream.ErrInvalidOption)
+	waiting, err := q.Scheduled(ctx)
+	require.NoError(t, err)
+	assert.Len(t, waiting, 1, "nothing delivered")
+}
+
+// Settle runs a group through its backoffs and snoozes by moving the
+// clock, and returns each message's deliveries; a message waiting to be
+// due stays waiting.
+func TestSettle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := dstest.New(t, "orders")
+	start := q.Now()
+	schedule(t, q, "flaky", delaystream.After(0))
+	schedule(t, q, "doomed", delaystream.After(0))
+	schedule(t, q, "sleepy", delaystream.After(0))
+	schedule(t, q, "later", delaystream.After(24*time.Hour))
+	tries := map[string]int{}
+	handle(t, q, "g", func(_ context.Context, d *delaystream.Delivery) error {
+		tries[d.ID]++
+		switch {
+		case d.ID == "flaky" && tries[d.ID] < 3:
+			return errors.New("flaky")
+		case d.ID == "doomed":
+			return errors.New("doomed")
+		case d.ID == "sleepy" && tries[d.ID] == 1:
+			return delaystream.Snooze(time.Hour)
+		}
+		return nil
+	}, delaystream.WithMaxAttempts(4), delaystream.WithBackoff(delaystream.ConstantBackoff(time.Minute)))
+
+	got, err := q.Settle(ctx, "g")
+	require.NoError(t, err)
+	outcomes := func(hs []dstest.Handled) []delaystream.HandlerOutcome {
+		var out []delaystream.HandlerOutcome
+		for _, h := range hs {
+			out = append(out, h.Outcome)
+		}
+		return out
 	}
+	r, a, d := delaystream.HandlerRetried, delaystream.HandlerAcked, delaystream.HandlerDeadLettered
+	assert.Equal(t, []delaystream.HandlerOutcome{r, r, a}, outcomes(got["flaky"]))
+	assert.Equal(t, []delaystream.HandlerOutcome{r, r, r, d}, outcomes(got["doomed"]))
+	assert.Equal(t, []delaystream.HandlerOutcome{r, a}, outcomes(got["sleepy"]))
+	assert.Equal(t, 1, got["sleepy"][1].Attempt, "a snooze keeps the attempt")
+	assert.NotContains(t, got, "later")
+	assert.True(t, start.Add(time.Hour).Equal(q.Now()), "the clock moved to the last retry: %s", q.Now().Sub(start))
+	waiting, err := q.Scheduled(ctx)
+	require.NoError(t, err)
+	require.Len(t, waiting, 1)
+	assert.Equal(t, "later", waiting[0].ID)
 }

@@ -28,8 +28,9 @@ func (t *exampleT) done() {
 	}
 }
 
-// placeOrder is application code under test: an order left unpaid is
-// cancelled after 30 minutes.
+// placeOrder and addBilling are application code under test: an order
+// left unpaid is cancelled after 30 minutes by the billing group, which
+// the application adds to its queue with its production options.
 func placeOrder(ctx context.Context, q *delaystream.Queue, orderID int, tenant string) error {
 	_, err := q.Schedule(ctx, delaystream.Message{
 		ID:      fmt.Sprintf("order:%d:cancel", orderID),
@@ -39,14 +40,26 @@ func placeOrder(ctx context.Context, q *delaystream.Queue, orderID int, tenant s
 	return err
 }
 
-// A test of scheduling logic: what the application scheduled, and that it
-// is delivered when due, not before.
+func addBilling(q *delaystream.Queue) error {
+	_, err := q.Handle("billing", func(ctx context.Context, d *delaystream.Delivery) error {
+		fmt.Println("cancelling", d.ID)
+		return nil
+	}, delaystream.WithMaxAttempts(5), delaystream.WithWorkers(16), delaystream.WithHandlerTimeout(10*time.Second))
+	return err
+}
+
+// A test of scheduling logic: what the application scheduled, and that its
+// own billing group handles it when due, not before.
 func Example_schedulingLogic() {
 	t := &exampleT{} // in a test: the test's t
 	defer t.done()
 	ctx := context.Background()
 
 	q := dstest.New(t, "orders")
+	if err := addBilling(q.Queue); err != nil { // the application's own setup
+		fmt.Println(err)
+		return
+	}
 	if err := placeOrder(ctx, q.Queue, 5001, "acme"); err != nil {
 		fmt.Println(err)
 		return
@@ -60,16 +73,12 @@ func Example_schedulingLogic() {
 		fmt.Printf("%s due in %s for %s: %s\n", m.ID, m.Due.Sub(q.Now()), m.Headers["tenant"], m.Payload)
 	}
 
-	cancel := func(ctx context.Context, d *delaystream.Delivery) error {
-		fmt.Println("cancelling", d.ID)
-		return nil
-	}
 	q.Advance(29 * time.Minute)
-	done, err := q.Work(ctx, "billing", cancel)
+	done, err := q.Work(ctx, "billing")
 	fmt.Println("after 29 min:", len(done), "handled", err)
 
 	q.Advance(time.Minute)
-	done, err = q.Work(ctx, "billing", cancel)
+	done, err = q.Work(ctx, "billing")
 	fmt.Println("after 30 min:", done[0].ID, done[0].Outcome, err)
 	// Output:
 	// order:5001:cancel due in 30m0s for acme: {"order":5001}
@@ -78,29 +87,39 @@ func Example_schedulingLogic() {
 	// after 30 min: order:5001:cancel acked <nil>
 }
 
-// A test of a handler: what it does with each message, retries by the
-// group's backoff, on the server's clock.
-func ExampleQueue_Work() {
-	t := &exampleT{} // in a test: the test's t
-	defer t.done()
-	ctx := context.Background()
-
-	q := dstest.New(t, "webhooks")
-	for _, id := range []string{"hook:1", "hook:2"} {
-		if _, err := q.Schedule(ctx, delaystream.Message{ID: id}, delaystream.After(0)); err != nil {
-			fmt.Println(err)
-			return
-		}
-	}
-	calls := 0
-	deliver := func(ctx context.Context, d *delaystream.Delivery) error {
-		switch calls++; {
+// addWebhooks is application code: the group that delivers webhooks,
+// with its backoff and attempts.
+func addWebhooks(q *delaystream.Queue, calls *int) error {
+	_, err := q.Handle("deliver", func(ctx context.Context, d *delaystream.Delivery) error {
+		switch *calls++; {
 		case d.ID == "hook:2":
 			return delaystream.DeadLetter(errors.New("410 Gone"))
 		case d.Attempt == 1:
 			return errors.New("503 Service Unavailable")
 		}
 		return nil
+	}, delaystream.WithBackoff(delaystream.ConstantBackoff(time.Minute)), delaystream.WithMaxAttempts(3))
+	return err
+}
+
+// A test of a handler: what it does with each message, retried by the
+// group's own backoff, on the server's clock.
+func ExampleQueue_Work() {
+	t := &exampleT{} // in a test: the test's t
+	defer t.done()
+	ctx := context.Background()
+
+	q := dstest.New(t, "webhooks")
+	calls := 0
+	if err := addWebhooks(q.Queue, &calls); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, id := range []string{"hook:1", "hook:2"} {
+		if _, err := q.Schedule(ctx, delaystream.Message{ID: id}, delaystream.After(0)); err != nil {
+			fmt.Println(err)
+			return
+		}
 	}
 	show := func(done []dstest.Handled, err error) {
 		for _, h := range done {
@@ -117,11 +136,10 @@ func ExampleQueue_Work() {
 			fmt.Println(err)
 		}
 	}
-	backoff := delaystream.WithBackoff(delaystream.ConstantBackoff(time.Minute))
 
-	show(q.Work(ctx, "deliver", deliver, backoff))
+	show(q.Work(ctx, "deliver"))
 	q.Advance(time.Minute)
-	show(q.Work(ctx, "deliver", deliver, backoff))
+	show(q.Work(ctx, "deliver"))
 	fmt.Println("handler calls:", calls)
 	// Output:
 	// hook:1 attempt 1: retried in 1m0s (503 Service Unavailable)
@@ -130,25 +148,40 @@ func ExampleQueue_Work() {
 	// handler calls: 3
 }
 
-// A typed handler gets the payload decoded with the queue's codec.
-func ExampleWorkTyped() {
+// Settle runs the group through its backoffs, moving the clock, and
+// returns each message's deliveries.
+func ExampleQueue_Settle() {
 	t := &exampleT{} // in a test: the test's t
 	defer t.done()
 	ctx := context.Background()
-	type Reminder struct{ User string }
 
-	q := dstest.New(t, "reminders")
-	if _, err := delaystream.Schedule(ctx, q.Queue, "user:42:remind", Reminder{User: "42"}, delaystream.After(24*time.Hour)); err != nil {
+	q := dstest.New(t, "webhooks")
+	calls := 0
+	if err := addWebhooks(q.Queue, &calls); err != nil {
 		fmt.Println(err)
 		return
 	}
-	q.Advance(24 * time.Hour)
-	done, err := dstest.WorkTyped(ctx, q, "mailer", func(ctx context.Context, d *delaystream.Delivery, r Reminder) error {
-		fmt.Println("remind user", r.User)
-		return nil
-	})
-	fmt.Println(len(done), done[0].Outcome, err)
+	start := q.Now()
+	for _, id := range []string{"hook:1", "hook:2"} {
+		if _, err := q.Schedule(ctx, delaystream.Message{ID: id}, delaystream.After(0)); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	got, err := q.Settle(ctx, "deliver")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, id := range []string{"hook:1", "hook:2"} {
+		for _, h := range got[id] {
+			fmt.Println(id, "attempt", h.Attempt, h.Outcome)
+		}
+	}
+	fmt.Println("clock moved", q.Now().Sub(start))
 	// Output:
-	// remind user 42
-	// 1 acked <nil>
+	// hook:1 attempt 1 retried
+	// hook:1 attempt 2 acked
+	// hook:2 attempt 1 dead_lettered
+	// clock moved 1m0s
 }

@@ -2,6 +2,7 @@ package dstest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/internal/bridge"
 	"github.com/delaystream/delaystream/internal/mover"
 )
 
@@ -18,7 +20,7 @@ import (
 type Handled struct {
 	ID      string                     // the message id; "" for an entry that could not be read
 	Attempt int                        // the delivery's attempt: 1, then +1 per counted retry
-	Outcome delaystream.HandlerOutcome // Acked, Retried, DeadLettered, Dropped, ...
+	Outcome delaystream.HandlerOutcome // HandlerAcked, HandlerRetried, HandlerDeadLettered, ...
 	// Err is the error the handler (with the group's middleware and
 	// timeout) returned; nil when it returned nil or did not run.
 	Err error
@@ -44,56 +46,110 @@ const maxRuns = 1000
 // pollEvery is how often Work looks whether anything due is left.
 const pollEvery = 2 * time.Millisecond
 
-// Work runs h as consumer group group of the queue over every message due
-// by the server's clock, until none is left, and returns what happened to
-// each delivery, in the order they were settled. Messages due meanwhile
-// are handled in the same call: a retry due at once (no backoff) is
-// delivered again, until the group's attempts are used up; a message the
-// handler schedules due now is delivered too. Nothing runs once Work has
-// returned, so a test asserts on the result, [Queue.Scheduled] and the
-// group's dead letters without waiting.
+// Work runs consumer group group of the queue, as the application added
+// it with [delaystream.Queue.Handle] or [delaystream.HandleTyped] on the
+// embedded Queue (its handler and options, not repeated here), over every
+// message due by the server's clock, until none is left, and returns what
+// happened to each delivery, in the order they were settled. Messages due
+// meanwhile are handled in the same call: a retry due at once (no
+// backoff) is delivered again, until the group's attempts are used up; a
+// message the handler schedules due now is delivered too. Nothing runs
+// once Work has returned, so a test asserts on the result,
+// [Queue.Scheduled] and the group's dead letters without waiting. A retry
+// after a backoff or a snooze is delivered by a Work after [Queue.Advance]
+// reaches it, or by [Queue.Settle].
 //
-// The group is the one [delaystream.Queue.Handle] would run: opts are its
-// options (attempts, backoff, middleware, timeout), handled by the same
-// code. By default Work runs one handler at a time (WithWorkers(1); opts
-// may set more). It records outcomes through the group's Hooks, so a
-// WithHooks among opts is replaced; and it never trims the streams, so a
+// The group runs with its own options (attempts, backoff, middleware,
+// timeout, flow limits), handled by the same code as in production, and
+// message deadlines are judged by the server's clock. Work runs one
+// handler at a time, whatever WithWorkers says, so that the outcomes come
+// in a fixed order. It records outcomes through the group's Hooks, so the
+// group's own Hooks are not called; and it never trims the streams, so a
 // group first run later still gets every message promoted before.
 //
-// Work returns an error for a nil handler, an invalid group name or
-// option (wrapping delaystream.ErrInvalidOption), when one message has
-// been handled 1000 times in the call (it comes back without delay for
-// ever), and ctx's error when ctx ends first; with each, what was handled
-// until then.
-func (q *Queue) Work(ctx context.Context, group string, h delaystream.Handler, opts ...delaystream.GroupOption) ([]Handled, error) {
-	if h == nil {
-		return nil, fmt.Errorf("%w: nil handler", delaystream.ErrInvalidOption)
+// Work returns an error wrapping delaystream.ErrInvalidOption for a group
+// the queue was not given, an error when one message has been handled
+// 1000 times in the call (it comes back without delay for ever), and
+// ctx's error when ctx ends first; with each, what was handled until
+// then.
+func (q *Queue) Work(ctx context.Context, group string) ([]Handled, error) {
+	h, opts, err := q.group(group)
+	if err != nil {
+		return nil, err
 	}
-	return q.run(ctx, group, func(wq *delaystream.Queue, opts []delaystream.GroupOption) error {
-		_, err := wq.Handle(group, h, opts...)
-		return err
-	}, opts)
+	return q.run(ctx, group, h, opts)
 }
 
-// WorkTyped is [Queue.Work] for a handler of payloads of type T, as
-// [delaystream.HandleTyped] runs it: a payload that does not decode with
-// the queue's codec is dead-lettered with delaystream.ReasonUndecodable
-// without calling h.
-func WorkTyped[T any](ctx context.Context, q *Queue, group string, h func(ctx context.Context, d *delaystream.Delivery, v T) error, opts ...delaystream.GroupOption) ([]Handled, error) {
-	if h == nil {
-		return nil, fmt.Errorf("%w: nil handler", delaystream.ErrInvalidOption)
+// Settle runs group as [Queue.Work] does, then moves the server's clock
+// to the group's next retry (after a backoff or a snooze) and runs it
+// again, until no retry of the group waits: every message that was due is
+// then acknowledged, dropped or dead-lettered. It returns each message's
+// deliveries, by message id, in order. Messages waiting in the queue to
+// be due (and those the handler schedules for later) keep waiting: Settle
+// moves the clock only to the group's retries. It fails after 1000 rounds
+// (a message snoozed for ever), with what was handled until then.
+func (q *Queue) Settle(ctx context.Context, group string) (map[string][]Handled, error) {
+	out := map[string][]Handled{}
+	for range maxRuns {
+		done, err := q.Work(ctx, group)
+		for _, h := range done {
+			out[h.ID] = append(out[h.ID], h)
+		}
+		if err != nil {
+			return out, err
+		}
+		next, ok, err := q.nextRetry(ctx, group)
+		if err != nil {
+			return out, fmt.Errorf("dstest: settle %s: %w", group, err)
+		}
+		if !ok {
+			return out, nil
+		}
+		if d := next.Sub(q.Now()); d > 0 {
+			q.Advance(d)
+		}
 	}
-	return q.run(ctx, group, func(wq *delaystream.Queue, opts []delaystream.GroupOption) error {
-		_, err := delaystream.HandleTyped(wq, group, h, opts...)
-		return err
-	}, opts)
+	return out, fmt.Errorf("dstest: settle %s: retries still waiting after %d rounds", group, maxRuns)
 }
 
-// run is Work: a queue of its own, with the group added by add and
-// without promotion, which a mover of its own does (without a lease, so
-// that nothing a previous run held stands in its way), runs until the
+// group returns the handler and options the embedded Queue was given for
+// group name.
+func (q *Queue) group(name string) (delaystream.Handler, []delaystream.GroupOption, error) {
+	h, opts, ok := bridge.GroupOf(q.Queue, name)
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: dstest: the queue has no group %q: add it with Handle or HandleTyped first",
+			delaystream.ErrInvalidOption, name)
+	}
+	return h.(delaystream.Handler), opts.([]delaystream.GroupOption), nil
+}
+
+// nextRetry returns when the group's earliest waiting retry is due, over
+// every shard, and whether one waits.
+func (q *Queue) nextRetry(ctx context.Context, group string) (time.Time, bool, error) {
+	pipe := q.rdb.Pipeline()
+	cmds := make([]*redis.ZSliceCmd, q.layout.Shards())
+	for i := range cmds {
+		cmds[i] = pipe.ZRangeWithScores(ctx, q.layout.Shard(i).Retry(group).Delayed, 0, 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return time.Time{}, false, err
+	}
+	var next time.Time
+	for _, c := range cmds {
+		for _, z := range c.Val() {
+			if t := time.UnixMilli(int64(z.Score)); next.IsZero() || t.Before(next) {
+				next = t
+			}
+		}
+	}
+	return next, !next.IsZero(), nil
+}
+
+// run is Work: a queue of its own, with the group added with h and opts
+// and without promotion, which a mover of its own does (without a lease,
+// so that nothing a previous run held stands in its way), runs until the
 // group is settled.
-func (q *Queue) run(ctx context.Context, group string, add func(*delaystream.Queue, []delaystream.GroupOption) error, opts []delaystream.GroupOption) ([]Handled, error) {
+func (q *Queue) run(ctx context.Context, group string, h delaystream.Handler, opts []delaystream.GroupOption) ([]Handled, error) {
 	q.working.Lock()
 	defer q.working.Unlock()
 	wq, err := delaystream.New(q.rdb, q.Name(), append(slices.Clip(q.opts), delaystream.WithoutPromotion())...)
@@ -101,9 +157,10 @@ func (q *Queue) run(ctx context.Context, group string, add func(*delaystream.Que
 		return nil, err
 	}
 	rec := newRecorder(q.Now())
-	gopts := append([]delaystream.GroupOption{delaystream.WithWorkers(1), delaystream.WithConsumerName(workConsumer),
-		delaystream.WithoutTrim(), delaystream.WithMiddleware(rec.middleware)}, opts...)
-	if err := add(wq, append(gopts, delaystream.WithHooks(rec.hooks()))); err != nil {
+	gopts := append([]delaystream.GroupOption{delaystream.WithConsumerName(workConsumer), delaystream.WithoutTrim(),
+		delaystream.WithMiddleware(rec.middleware)}, opts...)
+	gopts = append(gopts, delaystream.WithWorkers(1), delaystream.WithHooks(rec.hooks()), bridge.Clock(q.Now).(delaystream.GroupOption))
+	if _, err := wq.Handle(group, h, gopts...); err != nil {
 		return nil, fmt.Errorf("dstest: work %s: %w", group, err)
 	}
 	mv, err := mover.New(q.rdb, q.Name(), mover.WithPrefix(q.layout.Prefix()), mover.WithShards(q.layout.Shards()),

@@ -110,7 +110,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, out io.Writer, opts ...
 		// The deterministic id makes this idempotent (a retried request keeps
 		// the first deadline) and lets the payment find the cancel again.
 		// The payload is the order number, encoded with the queue's codec.
-		if _, err := delaystream.Schedule(ctx, q, cancelID(o.id), o.id, delaystream.After(deadline)); err != nil {
+		if _, err := delaystream.Schedule(ctx, q, delaystream.Message{ID: cancelID(o.id)}, o.id, delaystream.After(deadline)); err != nil {
 			return err
 		}
 		if o.paidAt == 0 {

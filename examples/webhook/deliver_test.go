@@ -23,16 +23,17 @@ func TestDeliverHonoursRetryAfter(t *testing.T) {
 	eps := &endpoints{calls: map[string]int{}}
 	delivered := make(chan string, 1)
 	h := deliver(eps, func(string, ...any) {}, delivered)
-	opts := []delaystream.GroupOption{delaystream.WithMaxAttempts(3), delaystream.WithBackoff(delaystream.ConstantBackoff(time.Minute))}
+	_, err = q.Handle(groupName, h, delaystream.WithMaxAttempts(3), delaystream.WithBackoff(delaystream.ConstantBackoff(time.Minute)))
+	require.NoError(t, err)
 
-	done, err := q.Work(ctx, groupName, h, opts...)
+	done, err := q.Work(ctx, groupName)
 	require.NoError(t, err)
 	require.Len(t, done, 1)
 	assert.Equal(t, delaystream.HandlerRetried, done[0].Outcome)
 	assert.Equal(t, q.Now().Add(time.Second), done[0].RetryAt, "Retry-After: 1, not the 1 min backoff")
 
 	q.Advance(time.Second)
-	done, err = q.Work(ctx, groupName, h, opts...)
+	done, err = q.Work(ctx, groupName)
 	require.NoError(t, err)
 	require.Len(t, done, 1)
 	assert.Equal(t, 2, done[0].Attempt)
@@ -40,7 +41,7 @@ func TestDeliverHonoursRetryAfter(t *testing.T) {
 	assert.Equal(t, q.Now().Add(time.Minute), done[0].RetryAt, "a 503 waits for the backoff")
 
 	q.Advance(time.Minute)
-	done, err = q.Work(ctx, groupName, h, opts...)
+	done, err = q.Work(ctx, groupName)
 	require.NoError(t, err)
 	require.Len(t, done, 1)
 	assert.Equal(t, 3, done[0].Attempt)

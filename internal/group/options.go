@@ -58,8 +58,9 @@ type config struct {
 	ackDelay         time.Duration // the ack delay, at most a quarter of the visibility timeout; 0: ackDelayFor (tests lengthen it)
 	logger           *slog.Logger
 	hooks            Hooks
-	precision        time.Duration // the promotion precision of the retry lanes and of the group's mover
-	limits           flow.Limits   // the group's flow limits (limit.go); zero: none
+	precision        time.Duration    // the promotion precision of the retry lanes and of the group's mover
+	limits           flow.Limits      // the group's flow limits (limit.go); zero: none
+	now              func() time.Time // the clock judging message deadlines; nil: time.Now
 
 	// loopTick, when set (by tests only), is called at the end of every
 	// iteration of the reclaim and trim loops with "reclaim" or "trim":
@@ -389,6 +390,23 @@ func WithDeadLetterCap(n int64) Option {
 		c.deadCap = n
 		return nil
 	}
+}
+
+// WithClock makes now the clock by which a message's deadline is judged
+// (the default is the host's): a test's fake clock (package dstest).
+func WithClock(now func() time.Time) Option {
+	return func(c *config) error {
+		c.now = now
+		return nil
+	}
+}
+
+// clock returns the time by c's clock.
+func (c *config) clock() time.Time {
+	if c.now != nil {
+		return c.now()
+	}
+	return time.Now()
 }
 
 // WithoutHistory makes the consumer count nothing in the queue's history

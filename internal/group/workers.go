@@ -83,7 +83,7 @@ func (w *workers) handle(wctx context.Context, f *flight) {
 	f.mu.Lock()
 	f.cancel = cancel
 	f.mu.Unlock()
-	if !m.Deadline.IsZero() && time.Now().After(m.Deadline) {
+	if !m.Deadline.IsZero() && c.cfg.clock().After(m.Deadline) {
 		c.ctr.expired.Add(1)
 		w.settle.deadLetter(hctx, m, &e.Envelope, ReasonExpired, fmt.Errorf("deadline %s passed", m.Deadline.Format(time.RFC3339Nano)))
 		return

@@ -39,7 +39,7 @@ func Seed(t testing.TB, rdb redis.UniversalClient, prefix string) {
 	_, err = orders.Schedule(ctx, delaystream.Message{ID: "soon", Payload: []byte(`{"order":5001}`),
 		Headers: map[string]string{"tenant": "acme"}}, delaystream.After(time.Hour))
 	require.NoError(t, err)
-	_, err = delaystream.Schedule(ctx, orders, "later", map[string]any{"order": 5002}, delaystream.After(2*time.Hour))
+	_, err = delaystream.Schedule(ctx, orders, delaystream.Message{ID: "later"}, map[string]any{"order": 5002}, delaystream.After(2*time.Hour))
 	require.NoError(t, err)
 
 	jobs, err := delaystream.New(rdb, "jobs", delaystream.WithPrefix(prefix), delaystream.WithDrainTimeout(time.Second),
