@@ -12,6 +12,7 @@ import (
 
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/admin"
+	"github.com/delaystream/delaystream/internal/loctest"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/stream"
 )
@@ -71,40 +72,40 @@ func TestLocateHandled(t *testing.T) {
 			}
 		}
 		loc, err := q.Locate(ctx, "second")
-		return err == nil && len(loc.Groups) == 2 && loc.Groups[0].Place == delaystream.PlaceHandled &&
-			loc.Groups[1].Place == delaystream.PlaceHandled // billing's and brief's records
+		return err == nil && len(loctest.InGroups(loc)) == 2 && loctest.InGroups(loc)[0].Kind == delaystream.PlaceHandled &&
+			loctest.InGroups(loc)[1].Kind == delaystream.PlaceHandled // billing's and brief's records
 	}, 20*time.Second, 10*time.Millisecond)
 
 	loc, err := q.Locate(ctx, "ok")
 	require.NoError(t, err)
 	require.True(t, loc.Found())
-	require.Len(t, loc.Groups, 2, "billing and brief keep records, audit does not: %+v", loc.Groups)
-	b := loc.Groups[0]
+	require.Len(t, loctest.InGroups(loc), 2, "billing and brief keep records, audit does not: %+v", loctest.InGroups(loc))
+	b := loctest.InGroups(loc)[0]
 	assert.Equal(t, "billing", b.Group)
-	assert.Equal(t, delaystream.PlaceHandled, b.Place)
+	assert.Equal(t, delaystream.PlaceHandled, b.Kind)
 	assert.Equal(t, 1, b.Attempt)
 	assert.Equal(t, "billing-1", b.Consumer)
 	assert.False(t, b.Dropped)
 	assert.WithinRange(t, b.HandledAt, start.Add(-time.Second), time.Now().Add(time.Second), "by the Redis clock")
-	assert.Equal(t, "brief", loc.Groups[1].Group)
+	assert.Equal(t, "brief", loctest.InGroups(loc)[1].Group)
 
 	loc, err = q.Locate(ctx, "dropped")
 	require.NoError(t, err)
-	require.NotEmpty(t, loc.Groups)
-	assert.Equal(t, delaystream.PlaceHandled, loc.Groups[0].Place)
-	assert.True(t, loc.Groups[0].Dropped)
+	require.NotEmpty(t, loctest.InGroups(loc))
+	assert.Equal(t, delaystream.PlaceHandled, loctest.InGroups(loc)[0].Kind)
+	assert.True(t, loctest.InGroups(loc)[0].Dropped)
 
 	loc, err = q.Locate(ctx, "second")
 	require.NoError(t, err)
-	assert.Equal(t, 2, loc.Groups[0].Attempt, "handled at its second attempt")
+	assert.Equal(t, 2, loctest.InGroups(loc)[0].Attempt, "handled at its second attempt")
 
 	loc, err = q.Locate(ctx, "dead")
 	require.NoError(t, err)
-	places := map[delaystream.Place]int{}
-	for _, p := range loc.Groups {
-		places[p.Place]++
+	places := map[delaystream.PlaceKind]int{}
+	for _, p := range loctest.InGroups(loc) {
+		places[p.Kind]++
 	}
-	assert.Equal(t, map[delaystream.Place]int{delaystream.PlaceDeadLettered: 1, delaystream.PlaceHandled: 1}, places,
+	assert.Equal(t, map[delaystream.PlaceKind]int{delaystream.PlaceDeadLettered: 1, delaystream.PlaceHandled: 1}, places,
 		"dead-lettered in billing, handled by brief")
 
 	// brief keeps records for a second: new acknowledgements remove the
@@ -116,7 +117,7 @@ func TestLocateHandled(t *testing.T) {
 			return false
 		}
 		loc, err := q.Locate(ctx, "ok")
-		return err == nil && len(loc.Groups) == 1 && loc.Groups[0].Group == "billing"
+		return err == nil && len(loctest.InGroups(loc)) == 1 && loctest.InGroups(loc)[0].Group == "billing"
 	}, 20*time.Second, 100*time.Millisecond, "brief's record of ok never expired")
 }
 
@@ -155,7 +156,7 @@ func TestWithoutHistory(t *testing.T) {
 	assert.Equal(t, admin.HistoryCounts{}, h, "nothing counted")
 	loc, err := q.Locate(ctx, "fail")
 	require.NoError(t, err)
-	require.Len(t, loc.Groups, 1)
-	assert.Equal(t, delaystream.PlaceHandled, loc.Groups[0].Place, "handled records are kept all the same")
-	assert.Equal(t, 2, loc.Groups[0].Attempt)
+	require.Len(t, loctest.InGroups(loc), 1)
+	assert.Equal(t, delaystream.PlaceHandled, loctest.InGroups(loc)[0].Kind, "handled records are kept all the same")
+	assert.Equal(t, 2, loctest.InGroups(loc)[0].Attempt)
 }

@@ -30,25 +30,33 @@ const LocateScanLimit = 10000
 // keeps Redis busy for a short, bounded time whatever the streams' length.
 const LocateBatch = 500
 
-// Place is where a message is for one consumer group.
-type Place string
+// PlaceKind is what a [Place] of a message is.
+type PlaceKind string
 
-// The places of a message in a group ([GroupPlace].Place).
+// The kinds of places of a message ([Place].Kind).
 const (
+	// PlaceWaiting: waiting in the queue to be due.
+	PlaceWaiting PlaceKind = "waiting"
+	// PlaceUnread: in the queue's stream while the queue has no consumer
+	// group: the first group created gets it.
+	PlaceUnread PlaceKind = "unread"
 	// PlaceReady: in the stream, not yet delivered to the group.
-	PlaceReady Place = "ready"
+	PlaceReady PlaceKind = "ready"
 	// PlacePending: delivered to a consumer of the group, not yet
 	// acknowledged.
-	PlacePending Place = "pending"
+	PlacePending PlaceKind = "pending"
 	// PlaceRetrying: failed, waiting in the group's retry lane for its
 	// next attempt.
-	PlaceRetrying Place = "retrying"
+	PlaceRetrying PlaceKind = "retrying"
 	// PlaceDeadLettered: in the group's dead letters.
-	PlaceDeadLettered Place = "dead-lettered"
+	PlaceDeadLettered PlaceKind = "dead-lettered"
 	// PlaceHandled: handled by the group (its handler succeeded, or
 	// dropped it), as recorded by a group that keeps records
 	// ([WithHandledRecords]).
-	PlaceHandled Place = "handled"
+	PlaceHandled PlaceKind = "handled"
+	// PlaceQuarantined: set aside in a quarantine, the queue's (Group
+	// "") or a group's retry lane's.
+	PlaceQuarantined PlaceKind = "quarantined"
 )
 
 // Location is every place a message id is found in a queue
@@ -59,69 +67,52 @@ const (
 type Location struct {
 	ID    string `json:"id"`
 	Shard int    `json:"shard"` // the shard its id belongs to (searched alone)
-	// Waiting is set when the message waits to be due.
-	Waiting *WaitingPlace `json:"waiting,omitempty"`
-	// Groups are its places in the consumer groups, by group, then entry.
-	// A group that has handled it is listed only with a record of it
-	// ([PlaceHandled]).
-	Groups []GroupPlace `json:"groups,omitempty"`
-	// Quarantined are its entries in the quarantines (the queue's and the
-	// groups' retry lanes').
-	Quarantined []QuarantinePlace `json:"quarantined,omitempty"`
-	// Unread are its entry ids in the queue's stream while the queue has
-	// no consumer group: the first group created gets them.
-	Unread []string `json:"unread,omitempty"`
+	// Places are where it is: waiting first, then unread entries, then its
+	// places in the consumer groups, by group, then entry, then its
+	// quarantine entries. A group that has handled it is listed only with
+	// a record of it ([PlaceHandled]).
+	Places []Place `json:"places,omitempty"`
 	// Partial is set when a stream or retry lane held more than
 	// [LocateScanLimit] entries: places beyond them were not searched.
 	Partial bool `json:"partial,omitempty"`
 }
 
 // Found reports whether the message was found anywhere.
-func (l Location) Found() bool {
-	return l.Waiting != nil || len(l.Groups) > 0 || len(l.Quarantined) > 0 || len(l.Unread) > 0
-}
+func (l Location) Found() bool { return len(l.Places) > 0 }
 
-// WaitingPlace is a waiting message's due time and attempt.
-type WaitingPlace struct {
-	Due     time.Time `json:"due"`
-	Attempt int       `json:"attempt"`
-	// Problem is set when the message cannot be delivered as it is:
+// Place is one place of a message in a queue; which fields are set
+// depends on its Kind.
+type Place struct {
+	Kind PlaceKind `json:"kind"`
+	// Group is the consumer group of the place; "" for waiting, unread and
+	// the queue's own quarantine.
+	Group string `json:"group,omitempty"`
+	// EntryID is the stream entry's id (unread, ready, pending), the dead
+	// letter's (dead-lettered, "<ms>-<seq>@<shard>" on a sharded queue, as
+	// dead-letter listings show it), the failed entry's (retrying) or the
+	// quarantine entry's.
+	EntryID   string `json:"entry_id,omitempty"`
+	RetryLane bool   `json:"retry_lane,omitempty"` // the entry is in the group's retry lane's stream
+	Attempt   int    `json:"attempt,omitempty"`    // the attempt waiting, delivered, or failed
+	// Due is when it is due: a waiting message, or a retrying one's next
+	// attempt.
+	Due time.Time `json:"due,omitzero"`
+	// Problem is set when a waiting message cannot be delivered as it is:
 	// "missing envelope" (its envelope is gone, as after an eviction) or
 	// "unknown envelope format". Promotion quarantines it when it is due.
 	Problem string `json:"problem,omitempty"`
-}
-
-// GroupPlace is one place of a message in a consumer group.
-type GroupPlace struct {
-	Group string `json:"group"`
-	Place Place  `json:"place"`
-	// EntryID is the stream entry's id (ready, pending), the dead
-	// letter's (dead-lettered, "<ms>-<seq>@<shard>" on a sharded queue, as
-	// dead-letter listings show it), or the failed entry's (retrying).
-	EntryID   string `json:"entry_id"`
-	RetryLane bool   `json:"retry_lane,omitempty"` // the entry is in the group's retry lane's stream
-	Attempt   int    `json:"attempt"`              // the attempt delivered, waiting, or failed
 	// Pending: the consumer holding it, how often it was delivered, and
 	// for how long it has been idle.
 	Consumer   string        `json:"consumer,omitempty"`
 	Deliveries int64         `json:"deliveries,omitempty"`
 	Idle       time.Duration `json:"idle,omitempty"`
-	// Retrying: when the next attempt is due.
-	NextAttempt time.Time `json:"next_attempt,omitzero"`
-	// Dead-lettered: why, and the last error.
+	// Dead-lettered and quarantined: why; dead-lettered: the last error.
 	Reason    string `json:"reason,omitempty"`
 	LastError string `json:"last_error,omitempty"`
 	// Handled: when (Redis clock), whether it was dropped rather than
 	// succeeded, and by which consumer (Consumer), at which attempt.
 	HandledAt time.Time `json:"handled_at,omitzero"`
 	Dropped   bool      `json:"dropped,omitempty"`
-}
-
-// QuarantinePlace is a quarantine entry of the message.
-type QuarantinePlace struct {
-	Group   string `json:"group,omitempty"` // "" for the queue's quarantine, else the group's retry lane's
-	EntryID string `json:"entry_id"`
-	Reason  string `json:"reason"`
 }
 
 // Locate returns every place of message id in the queue: waiting (due,
@@ -203,7 +194,7 @@ func searchShard(ctx context.Context, rdb redis.UniversalClient, l *stream.Layou
 		records, _ := keys.Handled(g)
 		ks = append(ks, records)
 	}
-	loc = Location{ID: id, Shard: shard}
+	b := &locBuilder{Location: Location{ID: id, Shard: shard}}
 	for cursor := ""; ; {
 		args := make([]any, 0, 4+len(groups))
 		args = append(args, id, LocateScanLimit, LocateBatch, cursor)
@@ -217,29 +208,28 @@ func searchShard(ctx context.Context, rdb redis.UniversalClient, l *stream.Layou
 		if names, ok := changedGroups(reply); ok {
 			return Location{}, names, nil
 		}
-		if cursor, err = loc.addReply(l, reply); err != nil {
+		if cursor, err = b.addReply(l, reply); err != nil {
 			return Location{}, nil, err
 		}
 		if cursor == "" {
-			slices.SortStableFunc(loc.Groups, func(a, b GroupPlace) int { return strings.Compare(a.Group, b.Group) })
-			return loc, nil, nil
+			return b.location(), nil, nil
 		}
 	}
 }
 
 // handledPlace parses a handled record, "<ms>|<attempt>|<outcome>|<consumer>"
 // (scripts/ack.lua), of group g.
-func handledPlace(g, v string) (GroupPlace, bool) {
+func handledPlace(g, v string) (Place, bool) {
 	parts := strings.SplitN(v, "|", 4)
 	if len(parts) != 4 {
-		return GroupPlace{}, false
+		return Place{}, false
 	}
 	ms, err1 := strconv.ParseInt(parts[0], 10, 64)
 	attempt, err2 := strconv.Atoi(parts[1])
 	if err1 != nil || err2 != nil || (parts[2] != "handled" && parts[2] != "dropped") {
-		return GroupPlace{}, false
+		return Place{}, false
 	}
-	return GroupPlace{Group: g, Place: PlaceHandled, HandledAt: time.UnixMilli(ms), Attempt: attempt,
+	return Place{Kind: PlaceHandled, Group: g, HandledAt: time.UnixMilli(ms), Attempt: attempt,
 		Dropped: parts[2] == "dropped", Consumer: parts[3]}, true
 }
 
@@ -267,14 +257,35 @@ func changedGroups(reply []any) ([]string, bool) {
 	return names, true
 }
 
+// locBuilder gathers what the calls of one search find, by kind, for
+// the Location's order.
+type locBuilder struct {
+	Location
+	waiting     *Place
+	unread      []Place
+	groups      []Place
+	quarantined []Place
+}
+
+// location returns the places found, in the Location's order.
+func (loc *locBuilder) location() Location {
+	l := loc.Location
+	if loc.waiting != nil {
+		l.Places = append(l.Places, *loc.waiting)
+	}
+	slices.SortStableFunc(loc.groups, func(a, b Place) int { return strings.Compare(a.Group, b.Group) })
+	l.Places = slices.Concat(l.Places, loc.unread, loc.groups, loc.quarantined)
+	return l
+}
+
 // addReply adds what one locate call found to loc and returns the
 // cursor to go on with ("" when the search is done).
-func (loc *Location) addReply(l *stream.Layout, reply []any) (string, error) {
+func (loc *locBuilder) addReply(l *stream.Layout, reply []any) (string, error) {
 	if len(reply) != 4 {
 		return "", fmt.Errorf("unexpected reply of %d items", len(reply))
 	}
 	if w := waitingPlace(reply[0]); w != nil {
-		loc.Waiting = w
+		loc.waiting = w
 	}
 	if partial, _ := reply[1].(int64); partial == 1 {
 		loc.Partial = true
@@ -287,13 +298,13 @@ func (loc *Location) addReply(l *stream.Layout, reply []any) (string, error) {
 	return cursor, nil
 }
 
-func waitingPlace(v any) *WaitingPlace {
+func waitingPlace(v any) *Place {
 	w, _ := v.([]any)
 	if len(w) != 2 {
 		return nil
 	}
 	due, _ := w[0].(int64)
-	p := &WaitingPlace{Due: time.UnixMilli(due)}
+	p := &Place{Kind: PlaceWaiting, Due: time.UnixMilli(due)}
 	raw, ok := w[1].(string)
 	if !ok {
 		p.Problem = "missing envelope"
@@ -310,7 +321,7 @@ func waitingPlace(v any) *WaitingPlace {
 
 // add records one place the script found: {where, group, entry id,
 // fields, extra}.
-func (loc *Location) add(v any, sharded bool) {
+func (loc *locBuilder) add(v any, sharded bool) {
 	f, _ := v.([]any)
 	if len(f) != 5 {
 		return
@@ -322,10 +333,10 @@ func (loc *Location) add(v any, sharded bool) {
 	extra, _ := f[4].([]any)
 	switch where {
 	case "stream":
-		if len(extra) == 0 { // no group yet
-			loc.Unread = append(loc.Unread, eid)
-		}
 		attempt := entryAttempt(eid, fields)
+		if len(extra) == 0 { // no group yet
+			loc.unread = append(loc.unread, Place{Kind: PlaceUnread, EntryID: eid, Attempt: attempt})
+		}
 		for _, e := range extra {
 			per, _ := e.([]any)
 			if len(per) == 5 {
@@ -342,45 +353,45 @@ func (loc *Location) add(v any, sharded bool) {
 	case "handled":
 		if rec, ok := f[3].(string); ok {
 			if p, ok := handledPlace(g, rec); ok {
-				loc.Groups = append(loc.Groups, p)
+				loc.groups = append(loc.groups, p)
 			}
 		}
 	case "quarantine":
 		r, _ := fields[wire.FieldReason].(string)
-		loc.Quarantined = append(loc.Quarantined, QuarantinePlace{Group: g, EntryID: eid, Reason: r})
+		loc.quarantined = append(loc.quarantined, Place{Kind: PlaceQuarantined, Group: g, EntryID: eid, Reason: r})
 	}
 }
 
 // addEntry records stream entry eid of group g in state st: {state,
 // consumer, idle ms, deliveries}. Handled entries are left out.
-func (loc *Location) addEntry(g, eid string, retry bool, attempt int, st []any) {
+func (loc *locBuilder) addEntry(g, eid string, retry bool, attempt int, st []any) {
 	if len(st) != 4 {
 		return
 	}
 	state, _ := st[0].(string)
-	p := GroupPlace{Group: g, EntryID: eid, RetryLane: retry, Attempt: attempt}
+	p := Place{Group: g, EntryID: eid, RetryLane: retry, Attempt: attempt}
 	switch state {
 	case "pending":
-		p.Place = PlacePending
+		p.Kind = PlacePending
 		p.Consumer, _ = st[1].(string)
 		idle, _ := st[2].(int64)
 		p.Idle = time.Duration(idle) * time.Millisecond
 		p.Deliveries, _ = st[3].(int64)
 	case "ready":
-		p.Place = PlaceReady
+		p.Kind = PlaceReady
 	default:
 		return
 	}
-	loc.Groups = append(loc.Groups, p)
+	loc.groups = append(loc.groups, p)
 }
 
 // addRetry records a retry lane member of group g due at score: fields
 // are {member, envelope or nil}.
-func (loc *Location) addRetry(g, score string, v any) {
+func (loc *locBuilder) addRetry(g, score string, v any) {
 	mf, _ := v.([]any)
-	p := GroupPlace{Group: g, Place: PlaceRetrying}
+	p := Place{Kind: PlaceRetrying, Group: g}
 	if ms, err := strconv.ParseFloat(score, 64); err == nil {
-		p.NextAttempt = time.UnixMilli(int64(ms))
+		p.Due = time.UnixMilli(int64(ms))
 	}
 	if len(mf) == 2 {
 		member, _ := mf[0].(string)
@@ -392,16 +403,16 @@ func (loc *Location) addRetry(g, score string, v any) {
 			}
 		}
 	}
-	loc.Groups = append(loc.Groups, p)
+	loc.groups = append(loc.groups, p)
 }
 
 // addDead records dead letter eid of group g.
-func (loc *Location) addDead(g, eid string, fields map[string]any, sharded bool) {
+func (loc *locBuilder) addDead(g, eid string, fields map[string]any, sharded bool) {
 	d := group.ParseDeadLetter(redis.XMessage{ID: eid, Values: fields})
 	if sharded {
 		eid += "@" + strconv.Itoa(loc.Shard)
 	}
-	loc.Groups = append(loc.Groups, GroupPlace{Group: g, Place: PlaceDeadLettered, EntryID: eid,
+	loc.groups = append(loc.groups, Place{Kind: PlaceDeadLettered, Group: g, EntryID: eid,
 		Attempt: d.Attempt, Deliveries: d.Deliveries, Reason: d.Reason, LastError: d.LastError})
 }
 

@@ -23,21 +23,20 @@ func ExampleQueue_Locate() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if w := loc.Waiting; w != nil {
-		fmt.Println("waiting, due", w.Due, "attempt", w.Attempt)
-	}
-	for _, g := range loc.Groups {
-		switch g.Place {
+	for _, p := range loc.Places {
+		switch p.Kind {
+		case delaystream.PlaceWaiting:
+			fmt.Println("waiting, due", p.Due, "attempt", p.Attempt)
 		case delaystream.PlacePending:
-			fmt.Println(g.Group, "pending in", g.Consumer, "idle", g.Idle)
+			fmt.Println(p.Group, "pending in", p.Consumer, "idle", p.Idle)
 		case delaystream.PlaceRetrying:
-			fmt.Println(g.Group, "retrying at", g.NextAttempt)
+			fmt.Println(p.Group, "retrying at", p.Due)
 		case delaystream.PlaceDeadLettered:
-			fmt.Println(g.Group, "dead-lettered:", g.Reason, g.EntryID)
+			fmt.Println(p.Group, "dead-lettered:", p.Reason, p.EntryID)
 		case delaystream.PlaceHandled: // kept by a group built WithHandledRecords
-			fmt.Println(g.Group, "handled at", g.HandledAt, "attempt", g.Attempt, "by", g.Consumer)
+			fmt.Println(p.Group, "handled at", p.HandledAt, "attempt", p.Attempt, "by", p.Consumer)
 		default:
-			fmt.Println(g.Group, g.Place)
+			fmt.Println(p.Kind, p.Group, p.EntryID)
 		}
 	}
 	if !loc.Found() {

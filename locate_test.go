@@ -15,6 +15,7 @@ import (
 
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/admin"
+	"github.com/delaystream/delaystream/internal/loctest"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/stream"
 	"github.com/delaystream/delaystream/internal/wire"
@@ -132,31 +133,31 @@ func testLocate(t *testing.T, shards int) {
 		assert.False(t, loc.Partial)
 		return loc
 	}
-	places := func(loc delaystream.Location) map[string]delaystream.Place {
-		out := map[string]delaystream.Place{}
-		for _, g := range loc.Groups {
-			out[g.Group+"/"+fmt.Sprint(g.RetryLane)] = g.Place
+	places := func(loc delaystream.Location) map[string]delaystream.PlaceKind {
+		out := map[string]delaystream.PlaceKind{}
+		for _, g := range loctest.InGroups(loc) {
+			out[g.Group+"/"+fmt.Sprint(g.RetryLane)] = g.Kind
 		}
 		return out
 	}
 
 	loc := at("w1")
-	require.NotNil(t, loc.Waiting)
-	assert.WithinDuration(t, time.Now().Add(time.Hour), loc.Waiting.Due, time.Minute)
-	assert.Empty(t, loc.Groups)
+	require.NotNil(t, loctest.Waiting(loc))
+	assert.WithinDuration(t, time.Now().Add(time.Hour), loctest.Waiting(loc).Due, time.Minute)
+	assert.Empty(t, loctest.InGroups(loc))
 	loc = at(gen.ID)
-	require.NotNil(t, loc.Waiting, "a generated id")
-	assert.Equal(t, gen.Due.UnixMilli(), loc.Waiting.Due.UnixMilli())
+	require.NotNil(t, loctest.Waiting(loc), "a generated id")
+	assert.Equal(t, gen.Due.UnixMilli(), loctest.Waiting(loc).Due.UnixMilli())
 
 	// p1: pending in billing's consumer, handled by audit (not listed),
 	// ready for lazy.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		loc := at("p1")
-		assert.Equal(c, map[string]delaystream.Place{"billing/false": delaystream.PlacePending, "lazy/false": delaystream.PlaceReady}, places(loc))
+		assert.Equal(c, map[string]delaystream.PlaceKind{"billing/false": delaystream.PlacePending, "lazy/false": delaystream.PlaceReady}, places(loc))
 	}, 10*time.Second, 20*time.Millisecond)
 	loc = at("p1")
-	assert.Nil(t, loc.Waiting)
-	for _, g := range loc.Groups {
+	assert.Nil(t, loctest.Waiting(loc))
+	for _, g := range loctest.InGroups(loc) {
 		if g.Group == "billing" {
 			assert.Equal(t, "worker-1", g.Consumer)
 			assert.Equal(t, int64(1), g.Deliveries)
@@ -167,21 +168,21 @@ func testLocate(t *testing.T, shards int) {
 
 	// audit acknowledges within its ack delay: wait for it.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Equal(c, map[string]delaystream.Place{"billing/false": delaystream.PlaceRetrying, "lazy/false": delaystream.PlaceReady}, places(at("r1")))
-		assert.Equal(c, map[string]delaystream.Place{"billing/false": delaystream.PlaceDeadLettered, "lazy/false": delaystream.PlaceReady}, places(at("d1")))
+		assert.Equal(c, map[string]delaystream.PlaceKind{"billing/false": delaystream.PlaceRetrying, "lazy/false": delaystream.PlaceReady}, places(at("r1")))
+		assert.Equal(c, map[string]delaystream.PlaceKind{"billing/false": delaystream.PlaceDeadLettered, "lazy/false": delaystream.PlaceReady}, places(at("d1")))
 	}, 10*time.Second, 20*time.Millisecond)
 	loc = at("r1")
-	for _, g := range loc.Groups {
-		if g.Place == delaystream.PlaceRetrying {
+	for _, g := range loctest.InGroups(loc) {
+		if g.Kind == delaystream.PlaceRetrying {
 			assert.Equal(t, 2, g.Attempt)
-			assert.WithinDuration(t, time.Now().Add(time.Hour), g.NextAttempt, time.Minute)
+			assert.WithinDuration(t, time.Now().Add(time.Hour), g.Due, time.Minute)
 			assert.NotEmpty(t, g.EntryID)
 		}
 	}
 
 	loc = at("d1")
-	for _, g := range loc.Groups {
-		if g.Place == delaystream.PlaceDeadLettered {
+	for _, g := range loctest.InGroups(loc) {
+		if g.Kind == delaystream.PlaceDeadLettered {
 			assert.Equal(t, delaystream.ReasonHandler, g.Reason)
 			assert.Contains(t, g.LastError, "bad order")
 			if shards > 1 {
@@ -194,9 +195,9 @@ func testLocate(t *testing.T, shards int) {
 
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		loc := at("q1")
-		if assert.Len(c, loc.Quarantined, 1) {
-			assert.Equal(c, "missing envelope", loc.Quarantined[0].Reason)
-			assert.Empty(c, loc.Quarantined[0].Group)
+		if assert.Len(c, loctest.Of(loc, delaystream.PlaceQuarantined), 1) {
+			assert.Equal(c, "missing envelope", loctest.Of(loc, delaystream.PlaceQuarantined)[0].Reason)
+			assert.Empty(c, loctest.Of(loc, delaystream.PlaceQuarantined)[0].Group)
 		}
 	}, 10*time.Second, 20*time.Millisecond)
 
@@ -235,7 +236,7 @@ func TestLocatePartial(t *testing.T) {
 	loc, err = q.Locate(ctx, "other3")
 	require.NoError(t, err)
 	assert.True(t, loc.Found(), "an entry within the limit is found")
-	assert.Len(t, loc.Unread, 1, "in the stream of a queue without groups")
+	assert.Len(t, loctest.Of(loc, delaystream.PlaceUnread), 1, "in the stream of a queue without groups")
 }
 
 // A search that reads more than LocateBatch entries goes on in further
@@ -299,24 +300,24 @@ func TestLocateBatches(t *testing.T) {
 	assert.GreaterOrEqual(t, len(calls), (read+b-1)/b, "calls %v", calls)
 	assert.LessOrEqual(t, len(calls), (read+b-1)/b+3, "calls %v", calls)
 	assert.False(t, loc.Partial)
-	assert.Nil(t, loc.Waiting)
+	assert.Nil(t, loctest.Waiting(loc))
 	var ready, retrying, dead int
-	for _, p := range loc.Groups {
+	for _, p := range loctest.InGroups(loc) {
 		assert.Equal(t, "g", p.Group)
-		switch p.Place {
+		switch p.Kind {
 		case delaystream.PlaceReady:
 			ready++
 		case delaystream.PlaceRetrying:
 			retrying++
 			assert.Equal(t, "5-5", p.EntryID)
-			assert.Equal(t, int64(7), p.NextAttempt.UnixMilli())
+			assert.Equal(t, int64(7), p.Due.UnixMilli())
 		case delaystream.PlaceDeadLettered:
 			dead++
 		}
 	}
-	assert.Equal(t, 2, ready, "%+v", loc.Groups)
-	assert.Equal(t, 1, retrying, "%+v", loc.Groups)
-	assert.Equal(t, 1, dead, "%+v", loc.Groups)
+	assert.Equal(t, 2, ready, "%+v", loctest.InGroups(loc))
+	assert.Equal(t, 1, retrying, "%+v", loctest.InGroups(loc))
+	assert.Equal(t, 1, dead, "%+v", loctest.InGroups(loc))
 }
 
 // deadLetterIn runs a queue with consumer groups dead (which dead-letters
@@ -390,10 +391,10 @@ func deadLetterIn(t *testing.T, rdb redis.UniversalClient, prefix string, shards
 }
 
 // groupsOf returns the groups a location lists, with their places.
-func groupsOf(loc delaystream.Location) map[string]delaystream.Place {
-	out := map[string]delaystream.Place{}
-	for _, g := range loc.Groups {
-		out[g.Group] = g.Place
+func groupsOf(loc delaystream.Location) map[string]delaystream.PlaceKind {
+	out := map[string]delaystream.PlaceKind{}
+	for _, g := range loctest.InGroups(loc) {
+		out[g.Group] = g.Kind
 	}
 	return out
 }
@@ -428,16 +429,16 @@ func TestLocateRoundTrips(t *testing.T) {
 	_, err = q.Locate(ctx, "x1") // learns the groups (and loads the script)
 	require.NoError(t, err)
 	loc := at("x1", "evalsha")
-	assert.Equal(t, map[string]delaystream.Place{"a": delaystream.PlaceDeadLettered}, groupsOf(loc))
+	assert.Equal(t, map[string]delaystream.PlaceKind{"a": delaystream.PlaceDeadLettered}, groupsOf(loc))
 
 	// Group b is recorded after the Queue learnt the groups.
 	deadLetterIn(t, rdb, prefix, shards, "x2", "b", "a")
 	loc = at("x2", "evalsha", "evalsha")
-	assert.Equal(t, map[string]delaystream.Place{"b": delaystream.PlaceDeadLettered}, groupsOf(loc))
+	assert.Equal(t, map[string]delaystream.PlaceKind{"b": delaystream.PlaceDeadLettered}, groupsOf(loc))
 	loc = at("x2", "evalsha")
-	assert.Equal(t, map[string]delaystream.Place{"b": delaystream.PlaceDeadLettered}, groupsOf(loc))
+	assert.Equal(t, map[string]delaystream.PlaceKind{"b": delaystream.PlaceDeadLettered}, groupsOf(loc))
 	loc = at("x1", "evalsha")
-	assert.Equal(t, map[string]delaystream.Place{"a": delaystream.PlaceDeadLettered}, groupsOf(loc))
+	assert.Equal(t, map[string]delaystream.PlaceKind{"a": delaystream.PlaceDeadLettered}, groupsOf(loc))
 
 	// Shards that record different groups (c on x1's only, d on x2's):
 	// the Queue keeps every name it learnt, so they do not take turns
@@ -450,7 +451,7 @@ func TestLocateRoundTrips(t *testing.T) {
 	at("x1", "evalsha", "evalsha")
 	at("x2", "evalsha", "evalsha")
 	loc = at("x1", "evalsha")
-	assert.Equal(t, map[string]delaystream.Place{"a": delaystream.PlaceDeadLettered}, groupsOf(loc))
+	assert.Equal(t, map[string]delaystream.PlaceKind{"a": delaystream.PlaceDeadLettered}, groupsOf(loc))
 	at("x2", "evalsha")
 	require.NoError(t, rdb.SRem(ctx, l.Shard(l.ShardOf("x1")).Groups(), "c").Err())
 	require.NoError(t, rdb.SRem(ctx, l.Shard(l.ShardOf("x2")).Groups(), "d").Err())
@@ -462,7 +463,7 @@ func TestLocateRoundTrips(t *testing.T) {
 	loc = at("x2", "evalsha")
 	assert.False(t, loc.Found(), "%+v", loc)
 	loc = at("x1", "evalsha")
-	assert.Equal(t, map[string]delaystream.Place{"a": delaystream.PlaceDeadLettered}, groupsOf(loc))
+	assert.Equal(t, map[string]delaystream.PlaceKind{"a": delaystream.PlaceDeadLettered}, groupsOf(loc))
 
 	// A fresh Queue located from many goroutines at once.
 	fresh, err := delaystream.New(counted, "orders", delaystream.WithPrefix(prefix), delaystream.WithShards(shards),
@@ -477,7 +478,7 @@ func TestLocateRoundTrips(t *testing.T) {
 	wg.Wait()
 	for i := range locs {
 		require.NoError(t, errs[i])
-		assert.Equal(t, map[string]delaystream.Place{"a": delaystream.PlaceDeadLettered}, groupsOf(locs[i]))
+		assert.Equal(t, map[string]delaystream.PlaceKind{"a": delaystream.PlaceDeadLettered}, groupsOf(locs[i]))
 	}
 	log.Take()
 	_, err = fresh.Locate(ctx, "x2")
@@ -582,22 +583,22 @@ func TestLocateCluster(t *testing.T) {
 				assert.Equal(c, l.ShardOf(id), loc.Shard, id)
 				switch s {
 				case "w":
-					assert.NotNil(c, loc.Waiting, id)
-					assert.Empty(c, loc.Groups, id)
+					assert.NotNil(c, loctest.Waiting(loc), id)
+					assert.Empty(c, loctest.InGroups(loc), id)
 				case "p":
-					if assert.Len(c, loc.Groups, 1, id) {
-						assert.Equal(c, delaystream.PlacePending, loc.Groups[0].Place, id)
-						assert.Equal(c, "worker-1", loc.Groups[0].Consumer, id)
+					if assert.Len(c, loctest.InGroups(loc), 1, id) {
+						assert.Equal(c, delaystream.PlacePending, loctest.InGroups(loc)[0].Kind, id)
+						assert.Equal(c, "worker-1", loctest.InGroups(loc)[0].Consumer, id)
 					}
 				case "r":
-					if assert.Len(c, loc.Groups, 1, id) {
-						assert.Equal(c, delaystream.PlaceRetrying, loc.Groups[0].Place, id)
-						assert.Equal(c, 2, loc.Groups[0].Attempt, id)
+					if assert.Len(c, loctest.InGroups(loc), 1, id) {
+						assert.Equal(c, delaystream.PlaceRetrying, loctest.InGroups(loc)[0].Kind, id)
+						assert.Equal(c, 2, loctest.InGroups(loc)[0].Attempt, id)
 					}
 				case "d":
-					if assert.Len(c, loc.Groups, 1, id) {
-						assert.Equal(c, delaystream.PlaceDeadLettered, loc.Groups[0].Place, id)
-						assert.Regexp(c, fmt.Sprintf(`^\d+-\d+@%d$`, loc.Shard), loc.Groups[0].EntryID, id)
+					if assert.Len(c, loctest.InGroups(loc), 1, id) {
+						assert.Equal(c, delaystream.PlaceDeadLettered, loctest.InGroups(loc)[0].Kind, id)
+						assert.Regexp(c, fmt.Sprintf(`^\d+-\d+@%d$`, loc.Shard), loctest.InGroups(loc)[0].EntryID, id)
 					}
 				}
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/delaystream/delaystream"
 	"github.com/delaystream/delaystream/admin"
+	"github.com/delaystream/delaystream/internal/loctest"
 	"github.com/delaystream/delaystream/internal/redistest"
 	"github.com/delaystream/delaystream/internal/seedtest"
 )
@@ -21,14 +22,14 @@ func TestLocate(t *testing.T) {
 	in, _ := seed(t)
 	loc, err := locate(t, in, "jobs", "job-3")
 	require.NoError(t, err)
-	require.Len(t, loc.Groups, 1)
-	assert.Equal(t, "billing", loc.Groups[0].Group)
-	assert.Equal(t, delaystream.PlaceDeadLettered, loc.Groups[0].Place)
-	assert.Equal(t, delaystream.ReasonHandler, loc.Groups[0].Reason)
+	require.Len(t, loctest.InGroups(loc), 1)
+	assert.Equal(t, "billing", loctest.InGroups(loc)[0].Group)
+	assert.Equal(t, delaystream.PlaceDeadLettered, loctest.InGroups(loc)[0].Kind)
+	assert.Equal(t, delaystream.ReasonHandler, loctest.InGroups(loc)[0].Reason)
 
 	loc, err = locate(t, in, "orders", "later")
 	require.NoError(t, err)
-	require.NotNil(t, loc.Waiting)
+	require.NotNil(t, loctest.Waiting(loc))
 
 	_, err = locate(t, in, "nosuch", "x")
 	require.ErrorIs(t, err, delaystream.ErrNotFound)
@@ -55,8 +56,8 @@ func TestLocateCalls(t *testing.T) {
 		loc, err := locate(t, in, "jobs", "job-3")
 		require.NoError(t, err)
 		assert.Equal(t, []string{"hget", "evalsha"}, log.Take(), "the kept Queue knows the groups")
-		require.Len(t, loc.Groups, 1)
-		assert.Equal(t, delaystream.PlaceDeadLettered, loc.Groups[0].Place)
+		require.Len(t, loctest.InGroups(loc), 1)
+		assert.Equal(t, delaystream.PlaceDeadLettered, loctest.InGroups(loc)[0].Kind)
 	}
 }
 

@@ -517,8 +517,8 @@ func deadLetterIDs(ctx context.Context, in *admin.Inspector, queue, group, id st
 		return nil, err
 	}
 	var out []string
-	for _, p := range loc.Groups {
-		if p.Group == group && p.Place == delaystream.PlaceDeadLettered {
+	for _, p := range loc.Places {
+		if p.Group == group && p.Kind == delaystream.PlaceDeadLettered {
 			out = append(out, p.EntryID)
 		}
 	}

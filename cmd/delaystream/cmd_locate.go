@@ -61,25 +61,8 @@ func (a *app) printLocation(loc delaystream.Location) {
 	fmt.Fprintf(a.stdout, "message %s (shard %d)\n", loc.ID, loc.Shard)
 	w := a.table()
 	fmt.Fprintln(w, "WHERE\tGROUP\tENTRY\tDETAILS")
-	if p := loc.Waiting; p != nil {
-		if p.Problem != "" {
-			fmt.Fprintf(w, "waiting\t-\t-\tdue %s, %s: it cannot be delivered, and is quarantined when due\n", when(p.Due, now), strings.ToUpper(p.Problem))
-		} else {
-			fmt.Fprintf(w, "waiting\t-\t-\tdue %s, attempt %d\n", when(p.Due, now), p.Attempt)
-		}
-	}
-	for _, g := range loc.Groups {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", g.Place, g.Group, orDash(g.EntryID), placeDetails(g, now))
-	}
-	for _, e := range loc.Unread {
-		fmt.Fprintf(w, "unread\t-\t%s\tin the stream; the queue has no consumer group yet\n", e)
-	}
-	for _, q := range loc.Quarantined {
-		group := q.Group
-		if group == "" {
-			group = "-"
-		}
-		fmt.Fprintf(w, "quarantined\t%s\t%s\treason %q\n", group, q.EntryID, q.Reason)
+	for _, p := range loc.Places {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p.Kind, orDash(p.Group), orDash(p.EntryID), placeDetails(p, now))
 	}
 	_ = w.Flush()
 	if loc.Partial {
@@ -87,24 +70,33 @@ func (a *app) printLocation(loc delaystream.Location) {
 	}
 }
 
-func placeDetails(g delaystream.GroupPlace, now time.Time) string {
+func placeDetails(p delaystream.Place, now time.Time) string {
 	lane := ""
-	if g.RetryLane {
+	if p.RetryLane {
 		lane = " (retry lane)"
 	}
-	switch g.Place {
+	switch p.Kind {
+	case delaystream.PlaceWaiting:
+		if p.Problem != "" {
+			return fmt.Sprintf("due %s, %s: it cannot be delivered, and is quarantined when due", when(p.Due, now), strings.ToUpper(p.Problem))
+		}
+		return fmt.Sprintf("due %s, attempt %d", when(p.Due, now), p.Attempt)
+	case delaystream.PlaceUnread:
+		return "in the stream; the queue has no consumer group yet"
 	case delaystream.PlacePending:
-		return fmt.Sprintf("consumer %s, attempt %d, %d deliveries, idle %s%s", g.Consumer, g.Attempt, g.Deliveries, roundDur(g.Idle), lane)
+		return fmt.Sprintf("consumer %s, attempt %d, %d deliveries, idle %s%s", p.Consumer, p.Attempt, p.Deliveries, roundDur(p.Idle), lane)
 	case delaystream.PlaceRetrying:
-		return fmt.Sprintf("attempt %d due %s", g.Attempt, when(g.NextAttempt, now))
+		return fmt.Sprintf("attempt %d due %s", p.Attempt, when(p.Due, now))
 	case delaystream.PlaceDeadLettered:
-		return fmt.Sprintf("reason %q, attempt %d: %s", g.Reason, g.Attempt, g.LastError)
+		return fmt.Sprintf("reason %q, attempt %d: %s", p.Reason, p.Attempt, p.LastError)
 	case delaystream.PlaceHandled:
 		how := "handled"
-		if g.Dropped {
+		if p.Dropped {
 			how = "dropped by its handler"
 		}
-		return fmt.Sprintf("%s at %s, attempt %d, consumer %s", how, when(g.HandledAt, now), g.Attempt, g.Consumer)
+		return fmt.Sprintf("%s at %s, attempt %d, consumer %s", how, when(p.HandledAt, now), p.Attempt, p.Consumer)
+	case delaystream.PlaceQuarantined:
+		return fmt.Sprintf("reason %q", p.Reason)
 	}
-	return fmt.Sprintf("attempt %d, not yet delivered to the group%s", g.Attempt, lane)
+	return fmt.Sprintf("attempt %d, not yet delivered to the group%s", p.Attempt, lane)
 }

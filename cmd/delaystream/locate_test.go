@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/delaystream/delaystream"
+	"github.com/delaystream/delaystream/internal/loctest"
 	"github.com/delaystream/delaystream/internal/stream"
 )
 
@@ -26,9 +27,9 @@ func TestLocateCommand(t *testing.T) {
 
 	var loc delaystream.Location
 	tg.json(t, &loc, "locate", "jobs", "job-2")
-	require.Len(t, loc.Groups, 1)
-	assert.Equal(t, delaystream.PlaceDeadLettered, loc.Groups[0].Place)
-	assert.Equal(t, "billing", loc.Groups[0].Group)
+	require.Len(t, loctest.InGroups(loc), 1)
+	assert.Equal(t, delaystream.PlaceDeadLettered, loctest.InGroups(loc)[0].Kind)
+	assert.Equal(t, "billing", loctest.InGroups(loc)[0].Group)
 
 	out = tg.ok(t, "locate", "orders", "soon")
 	assert.Regexp(t, `(?m)^waiting\s+-\s+-\s+due .*attempt 1$`, out)
@@ -60,8 +61,8 @@ func TestLocateEvictedAndHandled(t *testing.T) {
 	assert.Regexp(t, `(?m)^waiting\s+-\s+-\s+due .*, MISSING ENVELOPE: it cannot be delivered`, out)
 	var loc delaystream.Location
 	tg.json(t, &loc, "locate", "orders", "soon")
-	require.NotNil(t, loc.Waiting)
-	assert.Equal(t, "missing envelope", loc.Waiting.Problem)
+	require.NotNil(t, loctest.Waiting(loc))
+	assert.Equal(t, "missing envelope", loctest.Waiting(loc).Problem)
 	assert.Regexp(t, `(?m)^waiting\s+-\s+-\s+due .*, MISSING ENVELOPE: it cannot be delivered`, tg.ok(t, "get", "orders", "soon"),
 		"get falls back to locate, which says so")
 
