@@ -184,9 +184,9 @@ func TestConcurrencyLimitDeadConsumer(t *testing.T) {
 }
 
 // A rate limit holds across three processes: starts in any window of
-// length w are at most burst + rate·(w + startLag), startLag being the
-// slack for the scheduling between a permit and the handler's start, and
-// everything is handled once.
+// length w are at most burst + rate·(w + startLag + the scheduling lag
+// met), startLag being the slack for the scheduling between a permit and
+// the handler's start on an idle machine, and everything is handled once.
 func TestRateLimit(t *testing.T) {
 	const startLag = 150 * time.Millisecond
 	t.Parallel()
@@ -207,8 +207,12 @@ func TestRateLimit(t *testing.T) {
 	for range 3 {
 		ps = append(ps, startFlowProc(t, rdb, prefix, handler, delaystream.WithWorkers(8), delaystream.WithRateLimit(rate, time.Second, burst)))
 	}
+	lag := margin.WatchLag(t)
 	scheduleN(t, ps[0].q, "m", n, 0)
 	require.Eventually(t, func() bool { return h.count("m") == n }, 20*time.Second, 10*time.Millisecond)
+	// The scheduling lag met while the messages were handled: a handler
+	// starts after its permit by about that much more on a loaded machine.
+	met := lag()
 	in, err := admin.New(rdb, prefix)
 	require.NoError(t, err)
 	gs, err := in.Groups(context.Background(), "jobs")
@@ -241,10 +245,10 @@ func TestRateLimit(t *testing.T) {
 		// Permits are granted by the Redis clock; a handler starts after its
 		// permit by the time its worker takes to be scheduled, which load
 		// stretches. Starts within w come from permits granted within w plus
-		// that lag, allowed up to startLag.
-		allowed := burst + int(math.Ceil(rate*float64(w+startLag)/float64(time.Second)))
-		assert.LessOrEqual(t, most, allowed, "starts within %s", w)
-		t.Logf("most starts within %s: %d (limit %d + burst %d)", w, most, int(rate*w/time.Second), burst)
+		// that lag: startLag, plus the scheduling lag the process met.
+		allowed := burst + int(math.Ceil(rate*float64(w+startLag+met)/float64(time.Second)))
+		margin.LessOrEqual(t, "rate limit starts within "+w.String(), most, allowed, "starts within %s (scheduling lag met %s)", w, met)
+		t.Logf("most starts within %s: %d (limit %d + burst %d; scheduling lag met %s)", w, most, int(rate*w/time.Second), burst, met)
 	}
 	var waited time.Duration
 	for _, p := range ps {

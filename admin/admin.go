@@ -20,16 +20,16 @@ import (
 
 // Limits and defaults.
 const (
-	// MaxPeek bounds ListOptions.Limit of [Inspector.Peek].
+	// MaxPeek bounds ListOptions.Limit of [Operator.Peek].
 	MaxPeek = 10000
 	// MaxReportedIDs bounds ActionResult.IDs.
 	MaxReportedIDs = 1000
 )
 
-// Inspector reads and acts on the queues under one key prefix, naming
+// Operator reads and acts on the queues under one key prefix, naming
 // them as it goes. Build it with [New]; it is safe for concurrent use,
 // starts no goroutines and never closes its client.
-type Inspector struct {
+type Operator struct {
 	rdb        redis.UniversalClient
 	prefix     string
 	liveWithin time.Duration // LiveWithin; shorter in tests
@@ -38,12 +38,12 @@ type Inspector struct {
 	locators map[locatorKey]*delaystream.Queue // Locate's, by queue and shard count
 }
 
-// New returns an Inspector of the queues under prefix ("" means
+// New returns an Operator of the queues under prefix ("" means
 // [delaystream.DefaultPrefix]) on rdb (a single server, Sentinel or Cluster client),
 // which it borrows and never closes. It talks to no server. It returns an
 // error wrapping delaystream.ErrInvalidOption for a nil client or a
 // prefix that cannot name Redis keys.
-func New(rdb redis.UniversalClient, prefix string) (*Inspector, error) {
+func New(rdb redis.UniversalClient, prefix string) (*Operator, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", delaystream.ErrInvalidOption)
 	}
@@ -53,7 +53,7 @@ func New(rdb redis.UniversalClient, prefix string) (*Inspector, error) {
 	if err := stream.ValidateName("prefix", prefix); err != nil {
 		return nil, invalid(err)
 	}
-	return &Inspector{rdb: rdb, prefix: prefix, liveWithin: LiveWithin, locators: map[locatorKey]*delaystream.Queue{}}, nil
+	return &Operator{rdb: rdb, prefix: prefix, liveWithin: LiveWithin, locators: map[locatorKey]*delaystream.Queue{}}, nil
 }
 
 // QueueInfo is a queue found under the prefix.
@@ -71,7 +71,7 @@ type QueueInfo struct {
 // except an unsharded queue used before records existed, recognised by its
 // delayed set or stream; a malformed name or a record without a valid
 // shard count wraps delaystream.ErrInvalidOption.
-func (in *Inspector) Queues(ctx context.Context, names ...string) ([]QueueInfo, error) {
+func (in *Operator) Queues(ctx context.Context, names ...string) ([]QueueInfo, error) {
 	if len(names) > 0 {
 		out := make([]QueueInfo, len(names))
 		for i, n := range names {
@@ -95,7 +95,7 @@ func (in *Inspector) Queues(ctx context.Context, names ...string) ([]QueueInfo, 
 }
 
 // queue resolves the queue named name: its shard count, from its record.
-func (in *Inspector) queue(ctx context.Context, name string) (QueueInfo, error) {
+func (in *Operator) queue(ctx context.Context, name string) (QueueInfo, error) {
 	l, err := stream.NewLayout(in.prefix, name, 1)
 	if err != nil {
 		return QueueInfo{}, invalid(err)
@@ -119,7 +119,7 @@ func (in *Inspector) queue(ctx context.Context, name string) (QueueInfo, error) 
 
 // recordless resolves a queue without a record: an unsharded queue used
 // before records existed has a delayed set or a stream.
-func (in *Inspector) recordless(ctx context.Context, info QueueInfo, l *stream.Layout) (QueueInfo, error) {
+func (in *Operator) recordless(ctx context.Context, info QueueInfo, l *stream.Layout) (QueueInfo, error) {
 	main := l.Shard(0).Main()
 	n, err := in.rdb.Exists(ctx, main.Delayed).Result()
 	if err == nil && n == 0 {
@@ -143,7 +143,7 @@ type handle struct {
 }
 
 // open resolves queue and builds its layout and producer.
-func (in *Inspector) open(ctx context.Context, queue string) (*handle, error) {
+func (in *Operator) open(ctx context.Context, queue string) (*handle, error) {
 	info, err := in.queue(ctx, queue)
 	if err != nil {
 		return nil, err
@@ -160,13 +160,13 @@ func (in *Inspector) open(ctx context.Context, queue string) (*handle, error) {
 }
 
 // groupOpts are the options every group read of h takes.
-func (in *Inspector) groupOpts(h *handle) []group.Option {
+func (in *Operator) groupOpts(h *handle) []group.Option {
 	return []group.Option{group.WithPrefix(in.prefix), group.WithShards(h.info.Shards)}
 }
 
 // groupNames returns the union of the groups of every shard's stream,
 // sorted.
-func (in *Inspector) groupNames(ctx context.Context, h *handle) ([]string, error) {
+func (in *Operator) groupNames(ctx context.Context, h *handle) ([]string, error) {
 	infos, err := in.groupInfos(ctx, h)
 	if err != nil {
 		return nil, err
@@ -177,7 +177,7 @@ func (in *Inspector) groupNames(ctx context.Context, h *handle) ([]string, error
 // groupInfos reads the consumer groups of every shard's queue stream, by
 // shard (XINFO GROUPS: not XINFO STREAM, whose reply carries the stream's
 // first and last entries, whatever their size).
-func (in *Inspector) groupInfos(ctx context.Context, h *handle) ([][]stream.GroupInfo, error) {
+func (in *Operator) groupInfos(ctx context.Context, h *handle) ([][]stream.GroupInfo, error) {
 	infos := make([][]stream.GroupInfo, h.layout.Shards())
 	for i := range infos {
 		gs, err := stream.ReadGroups(ctx, in.rdb, h.layout.Shard(i).Main().Stream)

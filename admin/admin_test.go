@@ -23,8 +23,8 @@ import (
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
 // seed writes the state of seedtest.Seed under a prefix of its own and
-// returns an Inspector of it and the client.
-func seed(t *testing.T) (*admin.Inspector, redis.UniversalClient) {
+// returns an Operator of it and the client.
+func seed(t *testing.T) (*admin.Operator, redis.UniversalClient) {
 	t.Helper()
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t)
@@ -362,7 +362,7 @@ func TestRedriveAndPurge(t *testing.T) {
 
 // prefixOf returns the prefix in reads, from the record of its queue
 // "jobs".
-func prefixOf(t *testing.T, in *admin.Inspector) string {
+func prefixOf(t *testing.T, in *admin.Operator) string {
 	t.Helper()
 	qs, err := in.Queues(context.Background(), "jobs")
 	require.NoError(t, err)

@@ -20,7 +20,7 @@ import (
 // due, cancelled, or unknown), and prefix matches that stopped waiting
 // before they were cancelled, are reported in NotFound, which is not an
 // error.
-func (in *Inspector) Cancel(ctx context.Context, queue string, opts ActionOptions) (ActionResult, error) {
+func (in *Operator) Cancel(ctx context.Context, queue string, opts ActionOptions) (ActionResult, error) {
 	res := ActionResult{Queue: queue, Action: "cancel", DryRun: opts.DryRun, IDs: []string{}}
 	if err := opts.only("Cancel", "ids", "prefix", "dry"); err != nil {
 		return res, err
@@ -88,7 +88,7 @@ func cancelOne(ctx context.Context, h *handle, id string, dry bool) (bool, error
 
 // idsWithPrefix returns the ids of the waiting messages of h with their
 // own ids that start with prefix, shard by shard.
-func (in *Inspector) idsWithPrefix(ctx context.Context, h *handle, prefix string) ([]string, error) {
+func (in *Operator) idsWithPrefix(ctx context.Context, h *handle, prefix string) ([]string, error) {
 	pattern := stream.EscapeGlob(prefix) + "*"
 	var out []string
 	for i := range h.layout.Shards() {

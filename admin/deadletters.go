@@ -45,7 +45,7 @@ type ActionResult struct {
 // of each payload at most (see [ListOptions]). It returns an error
 // wrapping delaystream.ErrNotFound when the queue has no such group (and
 // the group no dead letters), or an id names no dead letter.
-func (in *Inspector) DeadLetters(ctx context.Context, queue, g string, opts ListOptions) ([]delaystream.DeadLetterEntry, error) {
+func (in *Operator) DeadLetters(ctx context.Context, queue, g string, opts ListOptions) ([]delaystream.DeadLetterEntry, error) {
 	if err := opts.check("DeadLetters", true, true, math.MaxInt); err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func (in *Inspector) DeadLetters(ctx context.Context, queue, g string, opts List
 // reports what it would move. Requested ids that are no dead letters are
 // reported in NotFound, and entries without a valid envelope in
 // Unrecoverable; neither is an error.
-func (in *Inspector) Redrive(ctx context.Context, queue, g string, opts ActionOptions) (ActionResult, error) {
+func (in *Operator) Redrive(ctx context.Context, queue, g string, opts ActionOptions) (ActionResult, error) {
 	if opts.Delay < 0 {
 		return ActionResult{}, fmt.Errorf("%w: negative delay %s", delaystream.ErrInvalidOption, opts.Delay)
 	}
@@ -111,7 +111,7 @@ func (in *Inspector) Redrive(ctx context.Context, queue, g string, opts ActionOp
 // opts.DryRun it writes nothing and reports what it would delete.
 // Requested ids that are no dead letters are reported in NotFound, which
 // is not an error. It takes no Delay.
-func (in *Inspector) Purge(ctx context.Context, queue, g string, opts ActionOptions) (ActionResult, error) {
+func (in *Operator) Purge(ctx context.Context, queue, g string, opts ActionOptions) (ActionResult, error) {
 	if opts.Delay != 0 {
 		return ActionResult{}, fmt.Errorf("%w: Purge takes no delay", delaystream.ErrInvalidOption)
 	}
@@ -125,7 +125,7 @@ func (in *Inspector) Purge(ctx context.Context, queue, g string, opts ActionOpti
 // deadLetters returns the dead-letter handle of group g on queue, and
 // fails with ErrNotFound when the queue has no such group and the group
 // has no dead letters.
-func (in *Inspector) deadLetters(ctx context.Context, queue, g string) (*group.DeadLetters, error) {
+func (in *Operator) deadLetters(ctx context.Context, queue, g string) (*group.DeadLetters, error) {
 	h, err := in.open(ctx, queue)
 	if err != nil {
 		return nil, err
@@ -156,7 +156,7 @@ const actChunk = 200
 
 // act resolves the selection of opts and, unless dry, calls do with it
 // chunk by chunk.
-func (in *Inspector) act(ctx context.Context, queue, g, action string, opts ActionOptions,
+func (in *Operator) act(ctx context.Context, queue, g, action string, opts ActionOptions,
 	do func(dl *group.DeadLetters, ids []string, res *ActionResult) error) (ActionResult, error) {
 	if err := opts.checkSelection(action); err != nil {
 		return ActionResult{}, err

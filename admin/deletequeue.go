@@ -15,7 +15,7 @@ import (
 	"github.com/delaystream/delaystream/internal/stream"
 )
 
-// DeleteQueueResult reports what [Inspector.DeleteQueue] did, or would
+// DeleteQueueResult reports what [Operator.DeleteQueue] did, or would
 // do.
 type DeleteQueueResult struct {
 	Queue  string   `json:"queue"`
@@ -37,7 +37,7 @@ type DeleteQueueResult struct {
 // The keys are found with SCAN on the node of each shard's slot (SCAN
 // MATCH on the shard's hash tag) and deleted one by one, so a queue being
 // written meanwhile may keep keys created after the scan.
-func (in *Inspector) DeleteQueue(ctx context.Context, queue string, opts ActionOptions) (DeleteQueueResult, error) {
+func (in *Operator) DeleteQueue(ctx context.Context, queue string, opts ActionOptions) (DeleteQueueResult, error) {
 	res := DeleteQueueResult{Queue: queue, DryRun: opts.DryRun, Groups: []string{}}
 	if err := opts.only("DeleteQueue", "force", "dry"); err != nil {
 		return res, err
@@ -74,7 +74,7 @@ func (in *Inspector) DeleteQueue(ctx context.Context, queue string, opts ActionO
 
 // inUse returns the live consumers of every group ("group/consumer") and
 // "mover" when a process promotes the queue.
-func (in *Inspector) inUse(ctx context.Context, h *handle, groups []string) ([]string, error) {
+func (in *Operator) inUse(ctx context.Context, h *handle, groups []string) ([]string, error) {
 	var out []string
 	for _, g := range groups {
 		if live, known := in.present(ctx, h, g); known {
@@ -107,7 +107,7 @@ func (in *Inspector) inUse(ctx context.Context, h *handle, groups []string) ([]s
 // promoting reports whether a process promotes h: it is subscribed to
 // the wake-ups of h's lanes (an idle mover holds no lease), holds a lease
 // of one of its lanes, or has a live registration as its mover.
-func (in *Inspector) promoting(ctx context.Context, h *handle, groups []string) (bool, error) {
+func (in *Operator) promoting(ctx context.Context, h *handle, groups []string) (bool, error) {
 	now, err := in.rdb.Time(ctx).Result()
 	if err != nil {
 		return false, err
@@ -143,7 +143,7 @@ func (in *Inspector) promoting(ctx context.Context, h *handle, groups []string) 
 
 // queueKeys returns every key of h: those under each shard's hash tag and
 // under the queue's own (its record and registry).
-func (in *Inspector) queueKeys(ctx context.Context, h *handle) ([]string, error) {
+func (in *Operator) queueKeys(ctx context.Context, h *handle) ([]string, error) {
 	bases := []string{strings.TrimSuffix(h.layout.Meta(), ":q")}
 	for i := range h.layout.Shards() {
 		bases = append(bases, strings.TrimSuffix(h.layout.Shard(i).Main().Delayed, ":z"))
@@ -174,7 +174,7 @@ func (in *Inspector) queueKeys(ctx context.Context, h *handle) ([]string, error)
 
 // scanSlot runs fn on the server that holds key's slot (a Cluster's
 // master, any other client's server).
-func (in *Inspector) scanSlot(ctx context.Context, key string, fn func(context.Context, *redis.Client) error) error {
+func (in *Operator) scanSlot(ctx context.Context, key string, fn func(context.Context, *redis.Client) error) error {
 	switch c := in.rdb.(type) {
 	case *redis.ClusterClient:
 		node, err := c.MasterForKey(ctx, key)
@@ -191,7 +191,7 @@ func (in *Inspector) scanSlot(ctx context.Context, key string, fn func(context.C
 // wakeSubscribers counts the subscribers of the wake-up channels of h's
 // main lanes: the movers waiting for wake-ups (shard channels on a sharded
 // queue, a classic channel on an unsharded one, on every master).
-func (in *Inspector) wakeSubscribers(ctx context.Context, h *handle) (int64, error) {
+func (in *Operator) wakeSubscribers(ctx context.Context, h *handle) (int64, error) {
 	var total int64
 	for i := range h.layout.Shards() {
 		wake := h.layout.Shard(i).Main().Wake

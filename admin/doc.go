@@ -22,7 +22,7 @@
 // Redrive, Purge and DeleteQueue with DryRun write nothing. What the
 // queue's own API does for one message or schedule (Locate, Get,
 // Reschedule, the recurring schedules) is done through the Queue that
-// [Inspector.Queue] returns:
+// [Operator.Queue] returns:
 //
 //	q, err := in.Queue(ctx, "orders", cron.Option()) // cron: the schedules' spec kind
 //	loc, err := q.Locate(ctx, "order:5001:cancel")
@@ -43,6 +43,6 @@
 // dead letter), delaystream.ErrInvalidOption (a malformed name, id,
 // option or reason) or delaystream.ErrRunning (DeleteQueue on a queue in
 // use); anything else is a Redis or network failure. An
-// Inspector is safe for concurrent use, starts no goroutines and never
+// Operator is safe for concurrent use, starts no goroutines and never
 // closes the client it was given.
 package admin

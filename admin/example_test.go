@@ -97,7 +97,7 @@ func Example() {
 // What each group of queue "orders" did in the last hour and day, as
 // every process of the queue counted it in Redis. Compile-only: it needs a
 // server.
-func ExampleInspector_History() {
+func ExampleOperator_History() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 	in, err := admin.New(rdb, "")

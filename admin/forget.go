@@ -21,7 +21,7 @@ import (
 // runs recreates it. It returns an error wrapping delaystream.ErrNotFound
 // when the group is neither on the queue's streams nor in its record, and
 // delaystream.ErrInvalidOption for an invalid name.
-func (in *Inspector) ForgetGroup(ctx context.Context, queue, g string) error {
+func (in *Operator) ForgetGroup(ctx context.Context, queue, g string) error {
 	if err := stream.ValidateName("group", g); err != nil {
 		return invalid(err)
 	}
@@ -38,7 +38,7 @@ func (in *Inspector) ForgetGroup(ctx context.Context, queue, g string) error {
 // knownGroup returns nil when group g of h is on the queue's streams or
 // in its record of groups, else an error wrapping
 // delaystream.ErrNotFound.
-func (in *Inspector) knownGroup(ctx context.Context, h *handle, g string) error {
+func (in *Operator) knownGroup(ctx context.Context, h *handle, g string) error {
 	names, err := in.groupNames(ctx, h)
 	if err != nil {
 		return err

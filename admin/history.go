@@ -59,7 +59,7 @@ func (g GroupHistory) Failed() int64 { return g.Retried + g.DeadLettered }
 // History reads queue's history (see [History]): read only, one pipeline
 // of HGETALL, about 85 keys per shard. It returns an error wrapping
 // delaystream.ErrNotFound for a queue Redis does not hold.
-func (in *Inspector) History(ctx context.Context, queue string) (History, error) {
+func (in *Operator) History(ctx context.Context, queue string) (History, error) {
 	h, err := in.open(ctx, queue)
 	if err != nil {
 		return History{}, err
@@ -108,7 +108,7 @@ func (h *HistoryCounts) add(c history.Counts) {
 
 // HistoryTotals returns queue's history totals alone (History.Totals):
 // one HGETALL per shard, cheap enough for every metrics scrape.
-func (in *Inspector) HistoryTotals(ctx context.Context, queue string) (HistoryCounts, error) {
+func (in *Operator) HistoryTotals(ctx context.Context, queue string) (HistoryCounts, error) {
 	h, err := in.open(ctx, queue)
 	if err != nil {
 		return HistoryCounts{}, err

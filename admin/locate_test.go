@@ -35,9 +35,9 @@ func TestLocate(t *testing.T) {
 	require.ErrorIs(t, err, delaystream.ErrNotFound)
 }
 
-// Once the Inspector's Queue knows a queue's groups, Locate reads the
+// Once the Operator's Queue knows a queue's groups, Locate reads the
 // queue's record and searches the message's shard in one script, nothing
-// more: the Inspector keeps the Queue between calls.
+// more: the Operator keeps the Queue between calls.
 func TestLocateCalls(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Client(t)
@@ -62,7 +62,7 @@ func TestLocateCalls(t *testing.T) {
 }
 
 // locate locates message id in queue through in's Queue.
-func locate(t *testing.T, in *admin.Inspector, queue, id string) (delaystream.Location, error) {
+func locate(t *testing.T, in *admin.Operator, queue, id string) (delaystream.Location, error) {
 	t.Helper()
 	ctx := context.Background()
 	q, err := in.Queue(ctx, queue)

@@ -8,11 +8,11 @@ import (
 	"github.com/delaystream/delaystream/internal/memory"
 )
 
-// Memory reads the memory settings of every server the Inspector's client
+// Memory reads the memory settings of every server the Operator's client
 // writes to (each master of a Cluster), from INFO memory, sorted by
 // address. A server that refuses INFO or has no memory section is
 // returned not Known; an unreachable one fails the call.
-func (in *Inspector) Memory(ctx context.Context) ([]delaystream.RedisMemory, error) {
+func (in *Operator) Memory(ctx context.Context) ([]delaystream.RedisMemory, error) {
 	list, err := memory.Read(ctx, in.rdb)
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
@@ -24,9 +24,9 @@ func (in *Inspector) Memory(ctx context.Context) ([]delaystream.RedisMemory, err
 	return out, nil
 }
 
-// evicting returns the servers of the Inspector's client that can evict,
+// evicting returns the servers of the Operator's client that can evict,
 // or nil when they cannot be read.
-func (in *Inspector) evicting(ctx context.Context) []delaystream.RedisMemory {
+func (in *Operator) evicting(ctx context.Context) []delaystream.RedisMemory {
 	list, err := in.Memory(ctx)
 	if err != nil {
 		return nil

@@ -11,9 +11,9 @@ import (
 // defaultLimit is the Limit of a listing given 0.
 const defaultLimit = 100
 
-// ListOptions select what a listing returns: [Inspector.Peek] takes IDs or
-// Limit and MaxPayloadBytes, [Inspector.Quarantine] takes Limit and
-// MaxPayloadBytes, [Inspector.DeadLetters] takes every field. A field the
+// ListOptions select what a listing returns: [Operator.Peek] takes IDs or
+// Limit and MaxPayloadBytes, [Operator.Quarantine] takes Limit and
+// MaxPayloadBytes, [Operator.DeadLetters] takes every field. A field the
 // listing does not take fails the call with an error wrapping
 // delaystream.ErrInvalidOption. The zero value lists the first 100
 // entries, payloads whole.
@@ -51,12 +51,12 @@ type ListOptions struct {
 	MaxPayloadBytes int
 }
 
-// ActionOptions say what an action takes and how. [Inspector.Redrive] and
-// [Inspector.Purge] take the dead letters IDs names, or with All every one
+// ActionOptions say what an action takes and how. [Operator.Redrive] and
+// [Operator.Purge] take the dead letters IDs names, or with All every one
 // that From, To and Reason match (with those zero: all of them), and
-// DryRun; Redrive also takes Delay. [Inspector.Cancel] takes the waiting
+// DryRun; Redrive also takes Delay. [Operator.Cancel] takes the waiting
 // messages IDs names and those whose id starts with IDPrefix, and DryRun.
-// [Inspector.DeleteQueue] takes Force and DryRun. A field the action does
+// [Operator.DeleteQueue] takes Force and DryRun. A field the action does
 // not take fails the call with an error wrapping
 // delaystream.ErrInvalidOption.
 type ActionOptions struct {

@@ -13,15 +13,15 @@ import (
 // delaystream.Queue.Pause: a paused queue promotes nothing; what is in
 // its stream is still handled) and returns since when it is paused, by
 // the Redis clock: pausing what is paused keeps the first pause's time.
-// The pause is kept in Redis until [Inspector.ResumeQueue].
-func (in *Inspector) PauseQueue(ctx context.Context, queue string) (time.Time, error) {
+// The pause is kept in Redis until [Operator.ResumeQueue].
+func (in *Operator) PauseQueue(ctx context.Context, queue string) (time.Time, error) {
 	return in.setQueuePause(ctx, queue, true)
 }
 
 // ResumeQueue ends a pause of queue's promotion (see
-// [Inspector.PauseQueue]) and returns since when the pause it ended was,
+// [Operator.PauseQueue]) and returns since when the pause it ended was,
 // zero when there was none.
-func (in *Inspector) ResumeQueue(ctx context.Context, queue string) (time.Time, error) {
+func (in *Operator) ResumeQueue(ctx context.Context, queue string) (time.Time, error) {
 	return in.setQueuePause(ctx, queue, false)
 }
 
@@ -32,22 +32,22 @@ func (in *Inspector) ResumeQueue(ctx context.Context, queue string) (time.Time, 
 // queue's streams or in its record of groups), else the error wraps
 // delaystream.ErrNotFound; an empty or malformed name wraps
 // delaystream.ErrInvalidOption, and nothing is written: pausing the
-// whole queue is [Inspector.PauseQueue], never an empty group name (a
+// whole queue is [Operator.PauseQueue], never an empty group name (a
 // variable left empty must not stop all delivery). The pause is kept in
-// Redis until [Inspector.Resume].
-func (in *Inspector) Pause(ctx context.Context, queue, group string) (time.Time, error) {
+// Redis until [Operator.Resume].
+func (in *Operator) Pause(ctx context.Context, queue, group string) (time.Time, error) {
 	return in.setGroupPause(ctx, queue, group, true)
 }
 
-// Resume ends a pause of group of queue (see [Inspector.Pause]) and
+// Resume ends a pause of group of queue (see [Operator.Pause]) and
 // returns since when the pause it ended was, zero when there was none.
 // An empty group name is refused as by Pause: resuming the queue is
-// [Inspector.ResumeQueue].
-func (in *Inspector) Resume(ctx context.Context, queue, group string) (time.Time, error) {
+// [Operator.ResumeQueue].
+func (in *Operator) Resume(ctx context.Context, queue, group string) (time.Time, error) {
 	return in.setGroupPause(ctx, queue, group, false)
 }
 
-func (in *Inspector) setQueuePause(ctx context.Context, queue string, on bool) (time.Time, error) {
+func (in *Operator) setQueuePause(ctx context.Context, queue string, on bool) (time.Time, error) {
 	h, err := in.open(ctx, queue)
 	if err != nil {
 		return time.Time{}, err
@@ -55,7 +55,7 @@ func (in *Inspector) setQueuePause(ctx context.Context, queue string, on bool) (
 	return flow.SetQueue(ctx, in.rdb, h.layout, on)
 }
 
-func (in *Inspector) setGroupPause(ctx context.Context, queue, group string, on bool) (time.Time, error) {
+func (in *Operator) setGroupPause(ctx context.Context, queue, group string, on bool) (time.Time, error) {
 	if err := stream.ValidateName("group", group); err != nil {
 		if group == "" {
 			err = fmt.Errorf("%w (the whole queue is paused and resumed by PauseQueue and ResumeQueue)", err)
@@ -73,7 +73,7 @@ func (in *Inspector) setGroupPause(ctx context.Context, queue, group string, on 
 }
 
 // flowState fills in the pause and flow limits of group report g of h.
-func (in *Inspector) flowState(ctx context.Context, h *handle, g *GroupReport) error {
+func (in *Operator) flowState(ctx context.Context, h *handle, g *GroupReport) error {
 	var err error
 	if g.PausedSince, err = flow.GroupSince(ctx, in.rdb, h.layout, g.Group); err != nil {
 		return err

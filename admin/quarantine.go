@@ -22,7 +22,7 @@ type lane struct {
 // field but MaxPayloadBytes, see [ListOptions]) quarantined entries of
 // queue, oldest first: those of its main lanes, then of the retry lanes
 // of its groups.
-func (in *Inspector) Quarantine(ctx context.Context, queue string, opts ListOptions) ([]delaystream.Quarantined, error) {
+func (in *Operator) Quarantine(ctx context.Context, queue string, opts ListOptions) ([]delaystream.Quarantined, error) {
 	if err := opts.check("Quarantine", false, false, math.MaxInt); err != nil {
 		return nil, err
 	}

@@ -26,10 +26,10 @@ type quarantined struct {
 }
 
 // DeleteQuarantined deletes the quarantine entries of queue given by entry
-// id (as [Inspector.Quarantine] lists them: "<ms>-<seq>", with "@<shard>"
+// id (as [Operator.Quarantine] lists them: "<ms>-<seq>", with "@<shard>"
 // on a sharded queue), from whichever lane's quarantine holds them. A
 // malformed id wraps delaystream.ErrInvalidOption and nothing is deleted.
-func (in *Inspector) DeleteQuarantined(ctx context.Context, queue string, entryIDs ...string) (ActionResult, error) {
+func (in *Operator) DeleteQuarantined(ctx context.Context, queue string, entryIDs ...string) (ActionResult, error) {
 	res := ActionResult{Queue: queue, Action: "delete"}
 	found, err := in.findQuarantined(ctx, queue, entryIDs, &res)
 	if err != nil {
@@ -60,7 +60,7 @@ func (in *Inspector) DeleteQuarantined(ctx context.Context, queue string, entryI
 // reported Unrecoverable. Scheduling and deleting are two calls: a
 // restore cut between them leaves the entry quarantined while its
 // message waits; restoring it again keeps the waiting one.
-func (in *Inspector) RestoreQuarantined(ctx context.Context, queue string, delay time.Duration, entryIDs ...string) (ActionResult, error) {
+func (in *Operator) RestoreQuarantined(ctx context.Context, queue string, delay time.Duration, entryIDs ...string) (ActionResult, error) {
 	res := ActionResult{Queue: queue, Action: "restore"}
 	if delay < 0 {
 		return res, fmt.Errorf("%w: negative restore delay %s", delaystream.ErrInvalidOption, delay)
@@ -92,7 +92,7 @@ func (in *Inspector) RestoreQuarantined(ctx context.Context, queue string, delay
 
 // restore schedules q's message again, and reports false when q holds
 // none that can be.
-func (in *Inspector) restore(ctx context.Context, h *handle, q quarantined, wait time.Duration) (bool, error) {
+func (in *Operator) restore(ctx context.Context, h *handle, q quarantined, wait time.Duration) (bool, error) {
 	str := func(k string) string { s, _ := q.msg.Values[k].(string); return s }
 	id, raw := str(wire.FieldID), str(wire.FieldEnvelope)
 	if mem := str(wire.FieldMember); id == "" && len(mem) > 17 && mem[0] == wire.PackedKind {
@@ -127,7 +127,7 @@ func (in *Inspector) restore(ctx context.Context, h *handle, q quarantined, wait
 // findQuarantined finds each entry id in the quarantines of its shard
 // (the queue's lane, then each group's retry lane), one pipeline per id.
 // Ids found nowhere go to res.NotFound.
-func (in *Inspector) findQuarantined(ctx context.Context, queue string, entryIDs []string, res *ActionResult) ([]quarantined, error) {
+func (in *Operator) findQuarantined(ctx context.Context, queue string, entryIDs []string, res *ActionResult) ([]quarantined, error) {
 	h, err := in.open(ctx, queue)
 	if err != nil {
 		return nil, err

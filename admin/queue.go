@@ -6,7 +6,7 @@ import (
 	"github.com/delaystream/delaystream"
 )
 
-// Queue returns a delaystream.Queue of queue under the Inspector's
+// Queue returns a delaystream.Queue of queue under the Operator's
 // prefix, its shard count read from the queue's record, for what an
 // operator does through the queue's own API: Locate, Get, Cancel,
 // Reschedule and the recurring schedules (DefineRecurring, ListRecurring,
@@ -16,11 +16,11 @@ import (
 // the schedules use beyond "every" (delaystream.WithSpecParser,
 // contrib/cron's Option), so that their Spec is filled in (a schedule of
 // another kind is reported with its SpecKind and SpecText only), or the
-// codec of the payloads. Without opts the Inspector keeps the Queue
+// codec of the payloads. Without opts the Operator keeps the Queue
 // between calls, so that Locate remembers the queue's groups (it then
 // searches the id's shard in one call per delaystream.LocateBatch entries
 // read). An unknown queue wraps delaystream.ErrNotFound.
-func (in *Inspector) Queue(ctx context.Context, queue string, opts ...delaystream.Option) (*delaystream.Queue, error) {
+func (in *Operator) Queue(ctx context.Context, queue string, opts ...delaystream.Option) (*delaystream.Queue, error) {
 	info, err := in.queue(ctx, queue)
 	if err != nil {
 		return nil, err
@@ -37,7 +37,7 @@ func (in *Inspector) Queue(ctx context.Context, queue string, opts ...delaystrea
 	return in.locator(queue, info.Shards)
 }
 
-// maxLocators bounds the Queues the Inspector keeps (Queue without
+// maxLocators bounds the Queues the Operator keeps (Queue without
 // options).
 const maxLocators = 256
 
@@ -48,7 +48,7 @@ type locatorKey struct {
 
 // locator returns the Queue of queue of shards shards, kept between
 // calls so that it remembers the queue's groups.
-func (in *Inspector) locator(queue string, shards int) (*delaystream.Queue, error) {
+func (in *Operator) locator(queue string, shards int) (*delaystream.Queue, error) {
 	k := locatorKey{queue, shards}
 	in.mu.Lock()
 	defer in.mu.Unlock()

@@ -9,13 +9,13 @@ import (
 
 // RecurringIDs returns the ids of the recurring schedules of queue,
 // sorted, without reading their states: with the GetRecurring of
-// [Inspector.Queue], what a caller showing them page by page reads
+// [Operator.Queue], what a caller showing them page by page reads
 // (ListRecurring reads every schedule's state, a few commands each). It reads the schedules'
 // progress records (HSCAN of a few dozen bytes each), not their
 // definitions, which carry the occurrences' payloads. A schedule deleted
 // after the call makes GetRecurring fail with an error wrapping
 // delaystream.ErrNotFound.
-func (in *Inspector) RecurringIDs(ctx context.Context, queue string) ([]string, error) {
+func (in *Operator) RecurringIDs(ctx context.Context, queue string) ([]string, error) {
 	h, err := in.open(ctx, queue)
 	if err != nil {
 		return nil, err

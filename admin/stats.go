@@ -34,7 +34,7 @@ type QueueReport struct {
 	Groups      []GroupReport `json:"groups"`    // every consumer group, by name, summed over the shards
 	Recurring   int64         `json:"recurring"` // recurring schedules defined
 	// Evicting are the Redis servers whose maxmemory-policy can evict the
-	// queue's keys (the same for every queue of the Inspector's client);
+	// queue's keys (the same for every queue of the Operator's client);
 	// absent when none, or when their settings cannot be read.
 	Evicting []delaystream.RedisMemory `json:"evicting,omitempty"`
 	// PerShard are the same figures shard by shard, in shard order.
@@ -94,7 +94,7 @@ type GroupReport struct {
 	RateBurst        int     `json:"rate_burst,omitempty"`
 	SlotsHeld        int64   `json:"slots_held,omitempty"`
 	LimitWaitMs      int64   `json:"limit_wait_ms,omitempty"`
-	// ConsumerList is filled in by [Inspector.Groups] only.
+	// ConsumerList is filled in by [Operator.Groups] only.
 	ConsumerList []ConsumerInfo `json:"consumer_list,omitempty"`
 	// Foreign marks a consumer group whose name delaystream cannot use
 	// (one made on the queue's stream by other means, with a space or a
@@ -127,12 +127,12 @@ type ConsumerInfo struct {
 const LiveWithin = time.Minute
 
 // Stats reads the figures of the named queues, in the order given, or of
-// every queue under the prefix (see [Inspector.Queues]) when none is
+// every queue under the prefix (see [Operator.Queues]) when none is
 // named, by name, with the servers that can evict its keys (see
-// [Inspector.Memory]). A queue whose figures cannot be read fails the call;
-// see [Inspector.Queues] for the errors of a name. Figures read from
+// [Operator.Memory]). A queue whose figures cannot be read fails the call;
+// see [Operator.Queues] for the errors of a name. Figures read from
 // several keys or shards are not one atomic snapshot.
-func (in *Inspector) Stats(ctx context.Context, queues ...string) ([]QueueReport, error) {
+func (in *Operator) Stats(ctx context.Context, queues ...string) ([]QueueReport, error) {
 	if len(queues) == 0 {
 		qs, err := in.Queues(ctx)
 		if err != nil {
@@ -161,7 +161,7 @@ func (in *Inspector) Stats(ctx context.Context, queues ...string) ([]QueueReport
 
 // Groups returns the figures of every consumer group of queue, by name,
 // each with its consumers (ConsumerList).
-func (in *Inspector) Groups(ctx context.Context, queue string) ([]GroupReport, error) {
+func (in *Operator) Groups(ctx context.Context, queue string) ([]GroupReport, error) {
 	h, err := in.open(ctx, queue)
 	if err != nil {
 		return nil, err
@@ -180,7 +180,7 @@ func (in *Inspector) Groups(ctx context.Context, queue string) ([]GroupReport, e
 
 // stats reads the figures of h: the waiting set's per shard, the streams'
 // lengths, then every group's.
-func (in *Inspector) stats(ctx context.Context, h *handle) (QueueReport, error) {
+func (in *Operator) stats(ctx context.Context, h *handle) (QueueReport, error) {
 	per, err := h.producer.ShardStats(ctx)
 	if err != nil {
 		return QueueReport{}, err
@@ -233,7 +233,7 @@ func (in *Inspector) stats(ctx context.Context, h *handle) (QueueReport, error) 
 // shardReports returns the figures of every shard of h but its groups':
 // per, the waiting set's, and the lengths of the queue and quarantine
 // streams, read in one pipeline.
-func (in *Inspector) shardReports(ctx context.Context, h *handle, per []delay.Stats) ([]ShardReport, error) {
+func (in *Operator) shardReports(ctx context.Context, h *handle, per []delay.Stats) ([]ShardReport, error) {
 	n := h.layout.Shards()
 	pipe := in.rdb.Pipeline()
 	lens := make([]*redis.IntCmd, n)
@@ -310,7 +310,7 @@ func foreignGroup(g string, infos [][]stream.GroupInfo, shards []ShardReport) Gr
 // use (see [GroupReport.Foreign]) has no retry lane nor presence channels:
 // only the queue streams are read, and its consumers are live by their
 // idle time.
-func (in *Inspector) consumers(ctx context.Context, h *handle, g string) ([]ConsumerInfo, error) {
+func (in *Operator) consumers(ctx context.Context, h *handle, g string) ([]ConsumerInfo, error) {
 	foreign := stream.ValidateName("group", g) != nil
 	byName := map[string]*ConsumerInfo{}
 	for i := range h.layout.Shards() {
@@ -360,7 +360,7 @@ func (in *Inspector) consumers(ctx context.Context, h *handle, g string) ([]Cons
 // present returns the consumers of group g subscribed to their presence
 // channel (PUBSUB SHARDCHANNELS on the node of shard 0's slot), and
 // whether they could be listed.
-func (in *Inspector) present(ctx context.Context, h *handle, g string) (map[string]bool, bool) {
+func (in *Operator) present(ctx context.Context, h *handle, g string) (map[string]bool, bool) {
 	k := h.layout.Shard(0)
 	pattern, prefix := k.PresencePattern(g), k.PresencePrefix(g)
 	var chans []string

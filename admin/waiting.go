@@ -35,7 +35,7 @@ type WaitingMessage struct {
 // reports a member it cannot read with its Problem rather than failing.
 // Peek by IDs fails with an error wrapping delaystream.ErrNotFound for a
 // message not waiting (never scheduled, cancelled, or already promoted).
-func (in *Inspector) Peek(ctx context.Context, queue string, opts ListOptions) ([]WaitingMessage, error) {
+func (in *Operator) Peek(ctx context.Context, queue string, opts ListOptions) ([]WaitingMessage, error) {
 	if err := opts.check("Peek", true, false, MaxPeek); err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func (in *Inspector) Peek(ctx context.Context, queue string, opts ListOptions) (
 }
 
 // get returns the waiting messages ids of h.
-func (in *Inspector) get(ctx context.Context, h *handle, ids []string) ([]WaitingMessage, error) {
+func (in *Operator) get(ctx context.Context, h *handle, ids []string) ([]WaitingMessage, error) {
 	out := make([]WaitingMessage, len(ids))
 	for i, id := range ids {
 		env, err := h.producer.Get(ctx, id)

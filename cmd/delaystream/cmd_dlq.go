@@ -144,7 +144,7 @@ func (a *app) dlqLsCmd() *cobra.Command {
 
 // dlqGroups returns the figures of the group named in args[1], or of
 // every group of queue args[0] that delaystream can use.
-func (a *app) dlqGroups(c *cobra.Command, in *admin.Inspector, args []string) ([]admin.GroupReport, error) {
+func (a *app) dlqGroups(c *cobra.Command, in *admin.Operator, args []string) ([]admin.GroupReport, error) {
 	rs, err := in.Stats(ctxOf(c), args[0])
 	if err != nil {
 		return nil, err
@@ -488,7 +488,7 @@ var entryIDPattern = regexp.MustCompile(`^\d+-\d+(@\d+)?$`)
 // deadEntryIDs turns the ids given into dead-letter entry ids: an entry id
 // stays as it is, any other id (or every id, byMessage) is a message id
 // whose dead letters in group are looked up.
-func (a *app) deadEntryIDs(c *cobra.Command, in *admin.Inspector, queue, group string, ids []string, byMessage bool) ([]string, error) {
+func (a *app) deadEntryIDs(c *cobra.Command, in *admin.Operator, queue, group string, ids []string, byMessage bool) ([]string, error) {
 	var out []string
 	for _, id := range ids {
 		if !byMessage && entryIDPattern.MatchString(id) {
@@ -507,7 +507,7 @@ func (a *app) deadEntryIDs(c *cobra.Command, in *admin.Inspector, queue, group s
 // deadLetterIDs returns the entry ids of the dead letters of message id
 // in group of queue, found with Locate. None found wraps
 // delaystream.ErrNotFound.
-func deadLetterIDs(ctx context.Context, in *admin.Inspector, queue, group, id string) ([]string, error) {
+func deadLetterIDs(ctx context.Context, in *admin.Operator, queue, group, id string) ([]string, error) {
 	q, err := in.Queue(ctx, queue)
 	if err != nil {
 		return nil, err

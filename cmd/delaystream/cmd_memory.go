@@ -92,7 +92,7 @@ func isFull(s delaystream.RedisMemory) bool {
 // warnMemory writes a warning line per server of in's client that can
 // evict or is full, read now (nothing when they cannot be read: the
 // command's own reads report that).
-func (a *app) warnMemory(ctx context.Context, in *admin.Inspector) {
+func (a *app) warnMemory(ctx context.Context, in *admin.Operator) {
 	list, err := in.Memory(ctx)
 	if err != nil {
 		return

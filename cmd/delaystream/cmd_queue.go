@@ -430,7 +430,7 @@ func (a *app) printCancel(res admin.ActionResult) error {
 // confirmOn returns the inspector for an action on queue once the queue
 // exists and the operator confirmed question (see confirm): an unknown
 // queue is refused before anyone is asked.
-func (a *app) confirmOn(c *cobra.Command, queue, question string) (*admin.Inspector, error) {
+func (a *app) confirmOn(c *cobra.Command, queue, question string) (*admin.Operator, error) {
 	in, err := a.inspector()
 	if err != nil {
 		return nil, err

@@ -92,7 +92,7 @@ func (a *app) exporter(ctx context.Context, addr string, timeout time.Duration, 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics)
 	mux.Handle("GET /healthz", health.Ping(a.rdb))
-	mux.Handle("GET /health", health.Handler(func() []*admin.Inspector { return []*admin.Inspector{in} }, limits))
+	mux.Handle("GET /health", health.Handler(func() []*admin.Operator { return []*admin.Operator{in} }, limits))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "delaystream exporter: /metrics, /healthz, /health")
 	})

@@ -58,7 +58,7 @@ type app struct {
 	yes                    bool
 	terminal               func() bool // whether stdin is a terminal; tests never are
 	rdb                    redis.UniversalClient
-	in                     *admin.Inspector
+	in                     *admin.Operator
 }
 
 // run runs the command line args and returns the exit code.
@@ -172,8 +172,8 @@ func (a *app) addYes(c *cobra.Command) {
 	c.Flags().BoolVarP(&a.yes, "yes", "y", false, "do not ask for confirmation (required when stdin is not a terminal)")
 }
 
-// inspector connects (once) and returns the Inspector.
-func (a *app) inspector() (*admin.Inspector, error) {
+// inspector connects (once) and returns the Operator.
+func (a *app) inspector() (*admin.Operator, error) {
 	if a.in != nil {
 		return a.in, nil
 	}

@@ -54,7 +54,7 @@ terminal (q quits, r refreshes); without a terminal, or with --plain, a plain ta
 // watchModel is the bubbletea model of `watch`.
 type watchModel struct {
 	ctx      context.Context
-	in       *admin.Inspector
+	in       *admin.Operator
 	prefix   string
 	queues   []string // the queues to show; all when empty
 	interval time.Duration
@@ -245,7 +245,7 @@ func (h histories) stale() bool { return h.read == nil || time.Since(h.at) >= hi
 
 // readHistories reads the history of each queue of rs; a queue whose
 // history cannot be read is left out (its columns show "-").
-func readHistories(ctx context.Context, in *admin.Inspector, rs []admin.QueueReport) histories {
+func readHistories(ctx context.Context, in *admin.Operator, rs []admin.QueueReport) histories {
 	h := histories{read: make(map[string]admin.History, len(rs)), at: time.Now()}
 	for _, r := range rs {
 		if v, err := in.History(ctx, r.Queue); err == nil {

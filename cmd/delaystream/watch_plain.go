@@ -22,7 +22,7 @@ func isTerminal(w io.Writer) bool {
 // watchPlain prints a plain table of the queues every interval until ctx
 // ends, or once. A failed read is printed and retried at the next
 // interval (with once, it is the command's error).
-func (a *app) watchPlain(ctx context.Context, in *admin.Inspector, queues []string, interval time.Duration, once bool) error {
+func (a *app) watchPlain(ctx context.Context, in *admin.Operator, queues []string, interval time.Duration, once bool) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var hist histories

@@ -13,7 +13,7 @@ import (
 
 // WatchAll makes every scrape discover the queues under key prefix (""
 // for the default) on rdb, on a single server or every master of a
-// Cluster (admin.Inspector.Queues), and report each one's figures as
+// Cluster (admin.Operator.Queues), and report each one's figures as
 // [Metrics.Watch] does: queues created later are reported from the scrape
 // after their creation, without a restart. Queues named to Watch are read
 // once per scrape. Each discovered queue's stats_errors_total series

@@ -15,10 +15,10 @@ import (
 	"github.com/delaystream/delaystream/admin"
 )
 
-// watch is one watched queue and the Inspector that reads it.
+// watch is one watched queue and the Operator that reads it.
 type watch struct {
-	in     *admin.Inspector
-	prefix string // as the Inspector has it: never ""
+	in     *admin.Operator
+	prefix string // as the Operator has it: never ""
 	queue  string
 }
 
@@ -183,7 +183,7 @@ func (s statDescs) sendRecurring(ch emit, queue string, list []delaystream.Recur
 
 // Watch makes every scrape read, from Redis through rdb, the figures of
 // the named queues under key prefix ("" for the default, as with
-// delaystream.WithPrefix), with admin.Inspector.Stats: waiting, overdue,
+// delaystream.WithPrefix), with admin.Operator.Stats: waiting, overdue,
 // stream length, quarantine and recurring schedules of each queue (with
 // each schedule's next and last occurrence, lateness and pause: a few
 // commands per schedule; series per schedule up to
@@ -344,7 +344,7 @@ func (m *Metrics) readQueue(ctx context.Context, ch emit, w watch) bool {
 // the last figures read of each (those no other client's answer sent).
 func (m *Metrics) collectMemory(ctx context.Context, ch chan<- prometheus.Metric, ws []watch) bool {
 	ok := true
-	seen := map[*admin.Inspector]bool{}
+	seen := map[*admin.Operator]bool{}
 	sent := map[string]bool{}
 	var stale []serverFigures
 	for _, w := range ws {
@@ -412,7 +412,7 @@ func (s statDescs) memory(srv delaystream.RedisMemory) serverFigures {
 type keptFigures struct {
 	mu       sync.Mutex
 	queues   map[string]keptQueue
-	servers  map[*admin.Inspector][]serverFigures
+	servers  map[*admin.Operator][]serverFigures
 	prefixes map[string][]watch // WatchAll's last discovery by prefix
 }
 
@@ -437,16 +437,16 @@ func (k *keptFigures) lastQueue(q string) ([]prometheus.Metric, time.Time) {
 	return kq.metrics, kq.at
 }
 
-func (k *keptFigures) memory(in *admin.Inspector, fs []serverFigures) {
+func (k *keptFigures) memory(in *admin.Operator, fs []serverFigures) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.servers == nil {
-		k.servers = map[*admin.Inspector][]serverFigures{}
+		k.servers = map[*admin.Operator][]serverFigures{}
 	}
 	k.servers[in] = fs
 }
 
-func (k *keptFigures) lastMemory(in *admin.Inspector) []serverFigures {
+func (k *keptFigures) lastMemory(in *admin.Operator) []serverFigures {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.servers[in]

@@ -80,7 +80,7 @@ var ourPackages = map[string]bool{"delaystream": true, "admin": true, "codec": t
 
 // identRE matches a code span that names a Go identifier: an optional
 // package, a name, an optional member, optional type arguments and call
-// parentheses (`Queue.Locate`, `admin.Inspector.Locate(ctx, id)`, `Schedule[T]`).
+// parentheses (`Queue.Locate`, `admin.Operator.Locate(ctx, id)`, `Schedule[T]`).
 var identRE = regexp.MustCompile(`^[*&]?(?:([a-z][a-z0-9]*)\.)?([A-Z][A-Za-z0-9_]*)(?:\[[^\]]*\])?(?:\.([A-Z][A-Za-z0-9_]*))?(?:\(.*\))?$`)
 
 var (
@@ -148,7 +148,7 @@ func checkSpan(text string, a *api) string {
 }
 
 // qualifiedRE matches a name qualified by one of the public packages in
-// code: delaystream.After, admin.Inspector.Locate.
+// code: delaystream.After, admin.Operator.Locate.
 var qualifiedRE = regexp.MustCompile(`\b(delaystream|admin|codec|dstest|dsprom|dsotel)\.([A-Z][A-Za-z0-9_]*)(?:\.([A-Z][A-Za-z0-9_]*))?`)
 
 // knownElsewhere are unqualified capitalised names the docs use that are

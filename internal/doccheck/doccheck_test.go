@@ -30,11 +30,11 @@ func TestCheck(t *testing.T) {
 		"Makefile":        "test: lint\n\tgo test\nlint:\n\tgo vet\ndocs-index:\n",
 		"bench/README.md": "# bench\n",
 		"queue.go":        "package delaystream\n\ntype Queue struct{ Name string }\n\nfunc (q *Queue) Cancel() {}\n\nfunc New() *Queue { return nil }\n",
-		"admin/admin.go":  "package admin\n\ntype Inspector struct{ embedded }\n\ntype embedded struct{}\n\nfunc (embedded) Locate() {}\n",
+		"admin/admin.go":  "package admin\n\ntype Operator struct{ embedded }\n\ntype embedded struct{}\n\nfunc (embedded) Locate() {}\n",
 		"queue_test.go":   "package delaystream\n\nfunc TestCancel(t *testing.T) {}\n",
 		"bench/results/2026-12-01-abc1234-burst.txt": "# the burst\n",
 		"docs/guide.md": "# Guide\n\n## Two words\n\nSee [the other](other.md#a-heading), [here](#two-words),\n" +
-			"`delaystream.New`, `Queue.Cancel(ctx, id)`, `admin.Inspector.Locate`, `Name`, `XADD`,\n" +
+			"`delaystream.New`, `Queue.Cancel(ctx, id)`, `admin.Operator.Locate`, `Name`, `XADD`,\n" +
 			"`TestCancel`, `make test`, [a run](../bench/results/2026-12-01-abc1234-burst.txt).\n\n```go\nq := delaystream.New()\n```\n",
 		"docs/other.md": "# Other\n\n## A heading\n",
 		"main.go":       "package main\n\n// see docs/guide.md (\"Two words\")\nfunc main() {}\n",

@@ -166,3 +166,44 @@ func appendLine(path, line string) error {
 	}
 	return err
 }
+
+// WatchLag measures how late this process's goroutines run while a test
+// does its work: a goroutine wakes every 5 ms and records how much later
+// than asked it woke. The returned function stops it and returns the most
+// it was late. A bound on when handlers start, which load stretches as it
+// stretches that wake-up, adds this lag to its slack: the slack then
+// follows the load the test actually met.
+func WatchLag(tb testing.TB) (stop func() time.Duration) {
+	tb.Helper()
+	const every = 5 * time.Millisecond
+	done := make(chan struct{})
+	result := make(chan time.Duration, 1)
+	go func() {
+		var most time.Duration
+		next := time.Now().Add(every)
+		t := time.NewTimer(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				result <- most
+				return
+			case now := <-t.C:
+				most = max(most, now.Sub(next))
+				next = time.Now().Add(every)
+				t.Reset(every)
+			}
+		}
+	}()
+	var once sync.Once
+	var most time.Duration
+	stop = func() time.Duration {
+		once.Do(func() {
+			close(done)
+			most = <-result
+		})
+		return most
+	}
+	tb.Cleanup(func() { stop() })
+	return stop
+}

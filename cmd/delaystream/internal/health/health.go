@@ -54,9 +54,9 @@ var DefaultLimits = Limits{MaxOverdue: time.Minute, NearlyFull: 0.9}
 // Timeout bounds one request's reads from Redis.
 const Timeout = 5 * time.Second
 
-// Run checks the servers of the Inspectors' clients (each once) and every
+// Run checks the servers of the Operators' clients (each once) and every
 // queue under their prefixes.
-func Run(ctx context.Context, ins []*admin.Inspector, l Limits) Report {
+func Run(ctx context.Context, ins []*admin.Operator, l Limits) Report {
 	var r Report
 	add := func(s Status, subject, format string, args ...any) {
 		r.Checks = append(r.Checks, Check{Status: s, Subject: subject, Detail: fmt.Sprintf(format, args...)})
@@ -108,7 +108,7 @@ func checkServer(add adder, s delaystream.RedisMemory, l Limits) {
 	}
 }
 
-func checkQueues(ctx context.Context, add adder, in *admin.Inspector, l Limits) {
+func checkQueues(ctx context.Context, add adder, in *admin.Operator, l Limits) {
 	reports, err := in.Stats(ctx)
 	if err != nil {
 		add(Fail, "queues", "cannot be read: %v", err)
@@ -184,11 +184,11 @@ func Ping(rdb redis.UniversalClient) http.Handler {
 	})
 }
 
-// Handler is /health: it runs every check on the Inspectors ins returns
+// Handler is /health: it runs every check on the Operators ins returns
 // and answers 200 when none fails, else 503, with a line per check
 // ("ok    queue orders: 3 waiting, 0 overdue"), or the Report as JSON when
 // asked for.
-func Handler(ins func() []*admin.Inspector, l Limits) http.Handler {
+func Handler(ins func() []*admin.Operator, l Limits) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), Timeout)
 		defer cancel()

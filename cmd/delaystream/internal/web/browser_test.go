@@ -68,7 +68,7 @@ var bigPayload = "BIG:" + strings.Repeat(bigFragment, 200)
 //     payload.
 type fixture struct {
 	prefix string
-	in     *admin.Inspector
+	in     *admin.Operator
 	rdb    redis.UniversalClient
 	q      *delaystream.Queue
 

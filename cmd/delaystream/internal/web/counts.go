@@ -33,7 +33,7 @@ const maxCachedCounts = 256
 
 // get returns queue's counts, read from Redis through in when not read
 // within countsEvery.
-func (c *countsCache) get(ctx context.Context, in *admin.Inspector, prefix, queue string) (admin.History, error) {
+func (c *countsCache) get(ctx context.Context, in *admin.Operator, prefix, queue string) (admin.History, error) {
 	k := historyKey{prefix: prefix, queue: queue}
 	c.mu.Lock()
 	r, ok := c.read[k]

@@ -1,6 +1,6 @@
 // Package web is the web view of the delaystream command-line tool,
 // `delaystream serve`: server-rendered pages over the same
-// admin.Inspector the other commands use, so that the browser and the
+// admin.Operator the other commands use, so that the browser and the
 // terminal show the same figures and act the same way.
 //
 //	srv, err := web.New(rdb, "ds", web.WithReadOnly())

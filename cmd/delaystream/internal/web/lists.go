@@ -115,7 +115,7 @@ func writePage(w http.ResponseWriter, p pager, page any) {
 // and its pager, under the request's bounded context. It answers a prefix
 // not served, an offset offsetParam refuses and a failed read itself.
 func servePagedByOffset[R any](s *Server, w http.ResponseWriter, r *http.Request, def int,
-	read func(ctx context.Context, in *admin.Inspector, queue string, offset, limit int) ([]R, bool, error),
+	read func(ctx context.Context, in *admin.Operator, queue string, offset, limit int) ([]R, bool, error),
 	serve func(ctx context.Context, rows []R, offset int, p pager)) {
 	in, _ := s.inspector(w, r)
 	if in == nil {
@@ -144,7 +144,7 @@ func servePagedByOffset[R any](s *Server, w http.ResponseWriter, r *http.Request
 // under the request's bounded context. It answers a prefix not served and
 // a failed read itself.
 func servePagedByCursor[R any](s *Server, w http.ResponseWriter, r *http.Request,
-	read func(ctx context.Context, in *admin.Inspector, after string, limit int) ([]R, string, error),
+	read func(ctx context.Context, in *admin.Operator, after string, limit int) ([]R, string, error),
 	serve func(ctx context.Context, rows []R, p pager)) {
 	in, _ := s.inspector(w, r)
 	if in == nil {
@@ -162,8 +162,8 @@ func servePagedByCursor[R any](s *Server, w http.ResponseWriter, r *http.Request
 }
 
 // queueRecurringAfter is recurringAfter of the queue in r's path.
-func queueRecurringAfter(r *http.Request) func(ctx context.Context, in *admin.Inspector, after string, limit int) ([]recurringRow, string, error) {
-	return func(ctx context.Context, in *admin.Inspector, after string, limit int) ([]recurringRow, string, error) {
+func queueRecurringAfter(r *http.Request) func(ctx context.Context, in *admin.Operator, after string, limit int) ([]recurringRow, string, error) {
+	return func(ctx context.Context, in *admin.Operator, after string, limit int) ([]recurringRow, string, error) {
 		return recurringAfter(ctx, in, r.PathValue("queue"), after, limit)
 	}
 }
@@ -171,7 +171,7 @@ func queueRecurringAfter(r *http.Request) func(ctx context.Context, in *admin.In
 // nextRowsMore reads the waiting messages of queue from offset on, up to
 // limit of them, each with its preview. more reports whether more wait
 // after them.
-func (s *Server) nextRowsMore(ctx context.Context, in *admin.Inspector, queue string, offset, limit int) (rows []nextRow, more bool, err error) {
+func (s *Server) nextRowsMore(ctx context.Context, in *admin.Operator, queue string, offset, limit int) (rows []nextRow, more bool, err error) {
 	msgs, err := in.Peek(ctx, queue, s.listOpts(admin.ListOptions{Limit: min(offset+limit+1, admin.MaxPeek)}))
 	if err != nil {
 		return nil, false, err
@@ -188,7 +188,7 @@ func (s *Server) nextRowsMore(ctx context.Context, in *admin.Inspector, queue st
 }
 
 // nextRows is nextRowsMore without more.
-func (s *Server) nextRows(ctx context.Context, in *admin.Inspector, queue string, offset, limit int) ([]nextRow, error) {
+func (s *Server) nextRows(ctx context.Context, in *admin.Operator, queue string, offset, limit int) ([]nextRow, error) {
 	rows, _, err := s.nextRowsMore(ctx, in, queue, offset, limit)
 	return rows, err
 }
@@ -196,7 +196,7 @@ func (s *Server) nextRows(ctx context.Context, in *admin.Inspector, queue string
 // quarantineRowsMore reads the quarantined entries of queue from offset on,
 // up to limit of them, each with a preview of its envelope (or member,
 // when it has none). more reports whether more follow them.
-func (s *Server) quarantineRowsMore(ctx context.Context, in *admin.Inspector, queue string, offset, limit int) (rows []quarantineRow, more bool, err error) {
+func (s *Server) quarantineRowsMore(ctx context.Context, in *admin.Operator, queue string, offset, limit int) (rows []quarantineRow, more bool, err error) {
 	qs, err := in.Quarantine(ctx, queue, s.listOpts(admin.ListOptions{Limit: offset + limit + 1}))
 	if err != nil {
 		return nil, false, err
@@ -213,7 +213,7 @@ func (s *Server) quarantineRowsMore(ctx context.Context, in *admin.Inspector, qu
 }
 
 // quarantineRows is quarantineRowsMore without more.
-func (s *Server) quarantineRows(ctx context.Context, in *admin.Inspector, queue string, offset, limit int) ([]quarantineRow, error) {
+func (s *Server) quarantineRows(ctx context.Context, in *admin.Operator, queue string, offset, limit int) ([]quarantineRow, error) {
 	rows, _, err := s.quarantineRowsMore(ctx, in, queue, offset, limit)
 	return rows, err
 }

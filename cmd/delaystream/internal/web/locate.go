@@ -61,7 +61,7 @@ func (s *Server) apiLocate(w http.ResponseWriter, r *http.Request) {
 }
 
 // locate returns every place of message id in queue.
-func locate(ctx context.Context, in *admin.Inspector, queue, id string) (delaystream.Location, error) {
+func locate(ctx context.Context, in *admin.Operator, queue, id string) (delaystream.Location, error) {
 	q, err := in.Queue(ctx, queue)
 	if err != nil {
 		return delaystream.Location{}, err

@@ -162,9 +162,9 @@ func also(n int, rest string) string {
 	return " " + strconv.Itoa(n) + rest
 }
 
-// inspector returns the Inspector of the request's prefix and the prefix,
+// inspector returns the Operator of the request's prefix and the prefix,
 // or answers 404 and returns nil.
-func (s *Server) inspector(w http.ResponseWriter, r *http.Request) (*admin.Inspector, string) {
+func (s *Server) inspector(w http.ResponseWriter, r *http.Request) (*admin.Operator, string) {
 	prefix := r.PathValue("prefix")
 	in := s.ins[prefix]
 	if in == nil {
@@ -256,9 +256,9 @@ func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request) {
 
 // queuesAfter returns the figures of up to limit queues of in whose names
 // sort after after, and the name to start the next page after ("" when
-// none is left). It finds the names first (admin.Inspector.Queues), then
+// none is left). It finds the names first (admin.Operator.Queues), then
 // reads the figures of the page's queues only.
-func queuesAfter(ctx context.Context, in *admin.Inspector, after string, limit int) ([]admin.QueueReport, string, error) {
+func queuesAfter(ctx context.Context, in *admin.Operator, after string, limit int) ([]admin.QueueReport, string, error) {
 	qs, err := in.Queues(ctx)
 	if err != nil {
 		return nil, "", err
@@ -389,7 +389,7 @@ func (s *Server) listOpts(o admin.ListOptions) admin.ListOptions {
 // deadAfter reads up to limit dead letters of group on queue whose entry
 // ids follow after, payloads cut as listOpts cuts them, and returns them
 // with the entry id to start the next page after ("" when none follows).
-func (s *Server) deadAfter(ctx context.Context, in *admin.Inspector, queue, group, after string, limit int) ([]delaystream.DeadLetterEntry, string, error) {
+func (s *Server) deadAfter(ctx context.Context, in *admin.Operator, queue, group, after string, limit int) ([]delaystream.DeadLetterEntry, string, error) {
 	dls, err := in.DeadLetters(ctx, queue, group, s.listOpts(admin.ListOptions{After: after, Limit: limit + 1}))
 	if err != nil {
 		return nil, "", err
@@ -670,9 +670,9 @@ func (s *Server) handleQuarantineAction(w http.ResponseWriter, r *http.Request) 
 }
 
 // actionInspector checks a posted action (not read-only, a form within
-// bounds, the CSRF token) and returns the Inspector of its prefix, or
+// bounds, the CSRF token) and returns the Operator of its prefix, or
 // answers and returns nil.
-func (s *Server) actionInspector(w http.ResponseWriter, r *http.Request) (*admin.Inspector, string) {
+func (s *Server) actionInspector(w http.ResponseWriter, r *http.Request) (*admin.Operator, string) {
 	if !s.checkPost(w, r) {
 		return nil, ""
 	}

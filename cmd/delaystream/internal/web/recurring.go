@@ -25,7 +25,7 @@ type recurringRow struct {
 // after ("" when none is left). It lists the ids (one HSCAN pass) and reads
 // the states of the page's schedules only; one deleted meanwhile is left
 // out.
-func recurringAfter(ctx context.Context, in *admin.Inspector, queue, after string, limit int) ([]recurringRow, string, error) {
+func recurringAfter(ctx context.Context, in *admin.Operator, queue, after string, limit int) ([]recurringRow, string, error) {
 	ids, err := in.RecurringIDs(ctx, queue)
 	if err != nil {
 		return nil, "", err

@@ -248,8 +248,8 @@ func WithLogger(l *slog.Logger) Option {
 type Server struct {
 	cfg     config
 	rdb     redis.UniversalClient
-	ins     map[string]*admin.Inspector // by prefix
-	token   string                      // CSRF token of this process
+	ins     map[string]*admin.Operator // by prefix
+	token   string                     // CSRF token of this process
 	hist    *history
 	pages   *pages
 	handler http.Handler
@@ -278,7 +278,7 @@ func New(rdb redis.UniversalClient, prefix string, opts ...Option) (*Server, err
 			return nil, err
 		}
 	}
-	s := &Server{cfg: cfg, rdb: rdb, ins: map[string]*admin.Inspector{},
+	s := &Server{cfg: cfg, rdb: rdb, ins: map[string]*admin.Operator{},
 		hist: newHistory(cfg.historySize, MaxSampledQueues)}
 	for _, p := range cfg.prefixes {
 		in, err := admin.New(rdb, p)
@@ -301,9 +301,9 @@ func New(rdb redis.UniversalClient, prefix string, opts ...Option) (*Server, err
 	return s, nil
 }
 
-// inspectors returns the Inspector of every prefix served, in prefix order.
-func (s *Server) inspectors() []*admin.Inspector {
-	out := make([]*admin.Inspector, 0, len(s.cfg.prefixes))
+// inspectors returns the Operator of every prefix served, in prefix order.
+func (s *Server) inspectors() []*admin.Operator {
+	out := make([]*admin.Operator, 0, len(s.cfg.prefixes))
 	for _, p := range s.cfg.prefixes {
 		out = append(out, s.ins[p])
 	}
