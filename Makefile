@@ -11,7 +11,7 @@ TOOLBIN    := $(shell $(GO) env GOPATH)/bin
 STATICCHECK_VERSION ?= v0.8.2
 GOCYCLO_VERSION     ?= v0.6.0
 
-.PHONY: all api api-check docs-check docs-index test test-integration test-modules test-newest-go stress lint-tools ensure-tools chaos test-unit test-tls lint vet fmt ensure-redis bench tidy property fuzz fuzz-short
+.PHONY: all api api-check docs-check docs-index test test-python test-node node-client ensure-clients test-integration test-modules test-newest-go stress lint-tools ensure-tools chaos test-unit test-tls lint vet fmt ensure-redis bench tidy property fuzz fuzz-short
 
 # Fuzz targets run one at a time (go test -fuzz takes one target), each
 # for FUZZTIME with `make fuzz` and FUZZTIME_SHORT within `make test`.
@@ -28,7 +28,7 @@ all: lint test
 ## test: two lanes side by side, each printing its steps' times: the integration module (real servers and Clusters, mostly waiting on real time) then the core module's vet and tests on the newest Go release, in the background; every other module -race, the TLS subset and fuzz-short in the foreground. The background lane's output is printed after the other's. Either lane failing fails make test.
 test: ensure-redis ensure-tools
 	@start=$$(date +%s); log=$$(mktemp); \
-	( s=$$(date +%s); rc=0; $(MAKE) -k --no-print-directory test-integration test-newest-go >$$log 2>&1 || rc=$$?; \
+	( s=$$(date +%s); rc=0; $(MAKE) -k --no-print-directory test-integration test-newest-go test-python test-node >$$log 2>&1 || rc=$$?; \
 	  echo "== integration lane: rc=$$rc in $$(( $$(date +%s) - s ))s" >>$$log; exit $$rc ) & ipid=$$!; \
 	s=$$(date +%s); rc=0; $(MAKE) --no-print-directory test-modules || rc=$$?; \
 	echo "== modules lane: rc=$$rc in $$(( $$(date +%s) - s ))s"; \
@@ -41,10 +41,10 @@ test: ensure-redis ensure-tools
 # mostly wait on real time, each on servers of its own.
 INTEGRATION_PARALLEL ?= 4
 
-## test-integration: the integration module (real servers, Clusters, chaos short mode), -race, its tests INTEGRATION_PARALLEL at a time
-test-integration: ensure-redis
+## test-integration: the integration module (real servers, Clusters, chaos short mode, Go beside the other languages' clients), -race, its tests INTEGRATION_PARALLEL at a time
+test-integration: ensure-redis ensure-clients node-client
 	@echo "== go test ./integration (-parallel $(INTEGRATION_PARALLEL))"; s=$$(date +%s); \
-	rc=0; (cd integration && $(GO) test $(GOFLAGS_TEST) -parallel $(INTEGRATION_PARALLEL) ./...) || rc=$$?; \
+	rc=0; (cd integration && DELAYSTREAM_PYTHON=$(PYTHON) $(GO) test $(GOFLAGS_TEST) -parallel $(INTEGRATION_PARALLEL) ./...) || rc=$$?; \
 	echo "== go test ./integration: rc=$$rc in $$(( $$(date +%s) - s ))s"; exit $$rc
 
 # CORE_PARALLEL is how many of the core module's tests run at once in
@@ -216,6 +216,30 @@ chaos: ensure-redis
 ## ensure-redis: install redis-server (Redis >= 7.0) when absent
 ensure-redis:
 	@sh .ci/ensure-redis
+
+# PYTHON is the interpreter of the Python client's tests: Debian's, which
+# has the packages ensure-clients installs.
+PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
+
+## ensure-clients: install what the clients' tests need (python3 with redis, msgpack and pytest; node and npm) when absent
+ensure-clients:
+	@PYTHON=$(PYTHON) sh .ci/ensure-clients
+
+## test-python: the Python client's tests (pytest, on throwaway servers: a single one and a Cluster)
+test-python: ensure-redis ensure-clients
+	@echo "== pytest clients/python"; s=$$(date +%s); rc=0; \
+	(cd clients/python && $(PYTHON) -m pytest -q -p no:cacheprovider tests) || rc=$$?; \
+	echo "== pytest clients/python: rc=$$rc in $$(( $$(date +%s) - s ))s"; exit $$rc
+
+## node-client: install the Node.js client's packages (npm ci, from its lock file, once) and build it
+node-client: ensure-clients
+	@cd clients/node && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; } && npm run -s build
+
+## test-node: the Node.js client's tests (node --test, on a throwaway server)
+test-node: ensure-redis node-client
+	@echo "== node --test clients/node"; s=$$(date +%s); rc=0; \
+	(cd clients/node && node --test test/*.test.mjs) || rc=$$?; \
+	echo "== node --test clients/node: rc=$$rc in $$(( $$(date +%s) - s ))s"; exit $$rc
 
 ## ensure-tools: install tmux and chromium (the CLI's and the web view's tests drive them) when absent
 ensure-tools:

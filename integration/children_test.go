@@ -178,6 +178,14 @@ func startProc(t *testing.T, name string, spec childSpec) *proc {
 	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), redistest.Env(t)...), childEnv+"="+string(js))
+	return startCmd(t, name, cmd)
+}
+
+// startCmd starts cmd as a child whose stdout lines the test reads (a
+// program in another language, or this test binary). The child is killed
+// when the test ends (and when this process dies).
+func startCmd(t *testing.T, name string, cmd *exec.Cmd) *proc {
+	t.Helper()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import weakref
 from importlib import resources
 from typing import Any, Dict, Sequence
 
@@ -32,17 +33,32 @@ class Script:
         self.name, self.source, self.sha = name, source, sha
 
     def __call__(self, client: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        if hasattr(client, "nodes_manager"):
+            self._preload(client)
         try:
             return client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
             # NOSCRIPT means the call did not run: sending it again is safe.
             return client.eval(self.source, len(keys), *keys, *args)
 
+    def _preload(self, client: Any) -> None:
+        # redis-py's Cluster client logs every error reply at ERROR level, so
+        # a Cluster client gets every script with SCRIPT LOAD (sent to all
+        # primaries) before its first EVALSHA; a node that lost them later
+        # (a restart, a failover) answers NOSCRIPT once, and EVAL loads it.
+        seen = _loaded.setdefault(client, set())
+        if self.sha not in seen:
+            client.script_load(self.source)
+            seen.add(self.sha)
+
     async def run_async(self, client: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         try:
             return await client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
             return await client.eval(self.source, len(keys), *keys, *args)
+
+
+_loaded: "weakref.WeakKeyDictionary[Any, set]" = weakref.WeakKeyDictionary()
 
 
 def _load() -> Dict[str, Script]:

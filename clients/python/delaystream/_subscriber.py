@@ -68,9 +68,18 @@ class Subscriber:
             self._conns.append(conn)
             for name, sharded in chans:
                 conn.send_command("SSUBSCRIBE" if sharded else "SUBSCRIBE", name)
+            # Notices on a channel subscribed first may come before the
+            # confirmations of the later ones: handed on as they come.
+            waiting = {name for name, _ in chans}
+            while waiting:
                 reply = conn.read_response()
-                if not (isinstance(reply, list) and reply and _s(reply[0]) in ("subscribe", "ssubscribe")):
-                    raise RuntimeError(f"delaystream: subscribing to {name}: unexpected reply {reply!r}")
+                kind = _s(reply[0]) if isinstance(reply, list) and reply else ""
+                if kind in ("subscribe", "ssubscribe"):
+                    waiting.discard(_s(reply[1]))
+                elif kind in ("message", "smessage") and len(reply) == 3:
+                    self._on_message(_s(reply[1]), reply[2])
+                else:
+                    raise RuntimeError(f"delaystream: subscribing: unexpected reply {reply!r}")
 
     def _run(self) -> None:
         delay = 0.1

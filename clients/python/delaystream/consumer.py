@@ -248,8 +248,8 @@ class Consumer:
 
     def run(self) -> None:
         """Consume until :meth:`stop` is called (or an error it cannot go on after), then stop cleanly."""
-        self._start()
         try:
+            self._start()
             self._loop()
         finally:
             self._shutdown()

@@ -140,10 +140,12 @@ def test_long_handler_keeps_its_entry_and_stop_hands_back(r):
         release.wait(3)  # longer than the visibility timeout: extended meanwhile
 
     a = delaystream.Consumer(r, "long", "g", slow, name="a", visibility_timeout=0.5)
-    b = delaystream.Consumer(r, "long", "g", lambda d: seen.append("b:" + d.id), name="b", visibility_timeout=0.5)
-    ta, tb = run(a), run(b)
+    ta = run(a)
     q.schedule(b"x", id="m")
     assert started.wait(10)
+    # b reclaims what is idle past the visibility timeout: a's hold is extended.
+    b = delaystream.Consumer(r, "long", "g", lambda d: seen.append("b:" + d.id), name="b", visibility_timeout=0.5)
+    tb = run(b)
     time.sleep(1.5)  # three visibility timeouts: b must not take it
     release.set()
     wait_for(lambda: a.counters.handled == 1, what="a handles it")
