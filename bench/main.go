@@ -48,6 +48,7 @@ type config struct {
 	payload    int
 	memN       int
 	oneN       int           // messages for one-at-a-time scheduling
+	python     string        // clients: the Python interpreter
 	batch      int           // items per ScheduleBatch call
 	parallel   int           // goroutines for parallel scheduling
 	idle       time.Duration // idle measurement window
@@ -105,11 +106,11 @@ type config struct {
 	limitHold        time.Duration
 }
 
-var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "queues", "cluster", "backlog", "burst1m", "curve", "crashdup", "recurring", "limit", "limitcap"}
+var scenarioNames = []string{"burst", "trickle", "schedule", "memory", "layouts", "crash", "idle", "queues", "cluster", "backlog", "burst1m", "curve", "crashdup", "recurring", "limit", "limitcap", "clients"}
 
 // optIn are the scenarios a run without -only leaves out: each takes
 // minutes at its real size.
-var optIn = map[string]bool{"backlog": true, "burst1m": true, "curve": true, "crashdup": true, "recurring": true, "limit": true, "limitcap": true}
+var optIn = map[string]bool{"clients": true, "backlog": true, "burst1m": true, "curve": true, "crashdup": true, "recurring": true, "limit": true, "limitcap": true}
 
 func main() {
 	if len(os.Args) > 2 && os.Args[1] == childFlag {
@@ -131,6 +132,7 @@ func main() {
 	flag.IntVar(&cfg.workers, "workers", 8, "handler workers per consumer (both systems)")
 	flag.IntVar(&cfg.payload, "payload", 128, "payload size in bytes (>= 16)")
 	flag.IntVar(&cfg.memN, "mem-n", 100000, "messages scheduled 1 h ahead for the memory scenario")
+	flag.StringVar(&cfg.python, "python", "python3", "clients: the Python interpreter with the redis and msgpack packages (make bench passes Debian's)")
 	flag.IntVar(&cfg.oneN, "one-n", 5000, "messages scheduled one call at a time in the schedule scenario")
 	flag.IntVar(&cfg.batch, "batch", 1000, "items per ScheduleBatch call")
 	flag.IntVar(&cfg.parallel, "parallel", 16, "goroutines for parallel one-at-a-time scheduling")
@@ -330,6 +332,8 @@ func run(cfg config) error {
 			b.repeat(ctx, sc, sys, cfg.runs, b.trickle)
 		case "schedule":
 			b.repeat(ctx, sc, systems, cfg.runs, b.schedule)
+		case "clients":
+			b.repeat(ctx, sc, clientSystems, cfg.runs, b.clients)
 		case "memory":
 			b.repeat(ctx, sc, systems, cfg.runs, b.memory)
 		case "layouts":

@@ -112,3 +112,27 @@ func TestSlug(t *testing.T) {
 	}
 	assert.False(t, d.anchors["not-a-heading"])
 }
+
+// A client's docs name its own API (from its sources) beside Go's; a name
+// neither declares is reported.
+func TestClientNames(t *testing.T) {
+	tree := map[string]string{
+		"Makefile":        "docs-index:\nlint:\n",
+		"bench/README.md": "# bench\n",
+		"bench/results/2026-12-01-abc1234-burst.txt": "# the burst\n",
+		"queue.go":                        "package delaystream\n\ntype Queue struct{}\n",
+		"clients/python/delaystream/c.py": "class Consumer:\n    pass\n\n\nMAX_HEADERS = 64\n",
+		"clients/node/src/queue.ts":       "export class DuplicateError extends Error {}\n",
+		"clients/python/README.md":        "# Py\n\n`Queue`, `Consumer`, `RedisCluster`, `Gone`\n\n```python\ndelaystream.Consumer()\ndelaystream.Nope()\n```\n",
+		"clients/node/README.md":          "# Node\n\n`DuplicateError`, `Buffer`, `Missing`\n",
+	}
+	root := writeTree(t, tree)
+	require.NoError(t, writeResultsIndex(root))
+	problems, err := check(root)
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"clients/node/README.md:3: `Missing`: neither clients/node/ nor Go declares Missing",
+		"clients/python/README.md:3: `Gone`: neither clients/python/ nor Go declares Gone",
+		"clients/python/README.md:7: delaystream.Nope: clients/python/ declares no Nope",
+	}, problems)
+}

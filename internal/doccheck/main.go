@@ -45,6 +45,9 @@ func check(root string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := loadClients(root); err != nil {
+		return nil, err
+	}
 	targets, err := makeTargets(filepath.Join(root, "Makefile"))
 	if err != nil {
 		return nil, err
@@ -54,7 +57,11 @@ func check(root string) ([]string, error) {
 		d := docs[name]
 		problems = append(problems, checkLinks(root, d, docs)...)
 		problems = append(problems, checkResults(root, d)...)
-		problems = append(problems, checkNames(d, a)...)
+		if c := clientOf(name); c != nil {
+			problems = append(problems, checkClientNames(d, c, a)...)
+		} else {
+			problems = append(problems, checkNames(d, a)...)
+		}
 		problems = append(problems, checkMake(d, targets)...)
 	}
 	goRefs, err := checkGoRefs(root, docs)
@@ -70,7 +77,7 @@ func check(root string) ([]string, error) {
 }
 
 // skipDirs are directories whose markdown is not the project's docs.
-var skipDirs = map[string]bool{".git": true, "node_modules": true, "testdata": true, "vendor": true, ".venv": true}
+var skipDirs = map[string]bool{".git": true, "node_modules": true, "testdata": true, "vendor": true, ".venv": true, ".pytest_cache": true}
 
 // readDocs parses every markdown file under root, keyed by its path
 // relative to root (with '/').

@@ -90,7 +90,8 @@ func (g *Guard) LostError(when string) error {
 
 // evictions asks the server of key (INFO stats and memory) whether it
 // evicts keys, and returns the cause to name first for a loss of data: ""
-// when it evicts nothing (or cannot tell).
+// when it evicts nothing; when INFO fails (twice), eviction is named as
+// possible with the failure.
 func evictions(ctx context.Context, rdb redis.UniversalClient, key string) string {
 	var c redis.Cmdable = rdb
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
@@ -101,8 +102,11 @@ func evictions(ctx context.Context, rdb redis.UniversalClient, key string) strin
 		c = m
 	}
 	info, err := c.Info(ctx, "stats", "memory").Result()
+	if err != nil { // once more: a loss is reported once, with what is known then
+		info, err = c.Info(ctx, "stats", "memory").Result()
+	}
 	if err != nil {
-		return ""
+		return fmt.Sprintf("eviction, if the server evicts keys (reading INFO failed: %v)", err)
 	}
 	s := memory.Parse(info)
 	var evicted int64

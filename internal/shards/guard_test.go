@@ -113,3 +113,16 @@ func TestLostErrorNamesEviction(t *testing.T) {
 		})
 	}
 }
+
+// When INFO cannot be read, a loss names eviction as possible, with why.
+func TestLostErrorInfoUnreadable(t *testing.T) {
+	t.Parallel()
+	srv, err := redistest.Spawn()
+	require.NoError(t, err)
+	rdb := redis.NewClient(redistest.Options(t, srv.Addr))
+	t.Cleanup(func() { _ = rdb.Close() })
+	srv.Stop() // refused from now on
+	got := evictions(context.Background(), rdb, "ds:1:{q}:q")
+	assert.Contains(t, got, "eviction, if the server evicts keys (reading INFO failed: ")
+	assert.Contains(t, got, "connection refused")
+}

@@ -462,8 +462,8 @@ class Consumer:
             except Exception as e:  # noqa: BLE001 - logged, looked at again soon
                 log.warning("delaystream: promoting %s failed: %s", lane.z, e)
                 return time.monotonic() + 1.0
-            if lease >= 0:
-                return time.monotonic() + lease / 1000
+            if lease >= 0:  # another consumer holds the lane: look again when its lease ends
+                return time.monotonic() + max(lease, 10) / 1000
             if moved + quarantined < _PROMOTE_LIMIT:
                 break
         if nxt < 0:

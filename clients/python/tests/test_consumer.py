@@ -37,7 +37,7 @@ def test_every_group_gets_every_message_once(r):
                 seen[group][(d.id, d.payload, tuple(sorted(d.headers.items())))] += 1
         return h
 
-    cs = [delaystream.Consumer(r, "fan", g, handler(g), name=f"{g}-1") for g in ("a", "b")]
+    cs = [delaystream.Consumer(r, "fan", g, handler(g), name=f"{g}-1", keep_handled=3600 if g == "a" else None) for g in ("a", "b")]
     ts = [run(c) for c in cs]
     sent = q.schedule_batch([delaystream.Message(f"p{i}".encode(), id=f"m{i}", after=0.2, headers={"n": str(i)}) for i in range(20)]
                             + [delaystream.Message(b"gen") for _ in range(5)])
@@ -52,6 +52,10 @@ def test_every_group_gets_every_message_once(r):
     assert int(r.hget("ds:1:{fan}:h", "promoted")) == 25
     assert r.xpending("ds:1:{fan}:s", "a")["pending"] == 0
     assert r.smembers("ds:1:{fan}:g") == {b"a", b"b"}
+    # Group a keeps handled records: Locate (Go's and this client's) names
+    # the consumer and the attempt; group b keeps none, so it is nowhere.
+    loc = q.locate("m3")
+    assert [(p.kind, p.group, p.consumer, p.attempt) for p in loc.places] == [("handled", "a", "a-1", 1)]
 
 
 def test_retry_then_dead_letter(r):
@@ -137,16 +141,16 @@ def test_long_handler_keeps_its_entry_and_stop_hands_back(r):
     def slow(d):
         seen.append(d.id)
         started.set()
-        release.wait(3)  # longer than the visibility timeout: extended meanwhile
+        release.wait(10)  # longer than the visibility timeout: extended meanwhile
 
-    a = delaystream.Consumer(r, "long", "g", slow, name="a", visibility_timeout=0.5)
+    a = delaystream.Consumer(r, "long", "g", slow, name="a", visibility_timeout=1.0)
     ta = run(a)
     q.schedule(b"x", id="m")
     assert started.wait(10)
     # b reclaims what is idle past the visibility timeout: a's hold is extended.
-    b = delaystream.Consumer(r, "long", "g", lambda d: seen.append("b:" + d.id), name="b", visibility_timeout=0.5)
+    b = delaystream.Consumer(r, "long", "g", lambda d: seen.append("b:" + d.id), name="b", visibility_timeout=1.0)
     tb = run(b)
-    time.sleep(1.5)  # three visibility timeouts: b must not take it
+    time.sleep(2.5)  # past two visibility timeouts: b must not take it
     release.set()
     wait_for(lambda: a.counters.handled == 1, what="a handles it")
     stop(a, ta)
