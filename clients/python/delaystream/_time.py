@@ -73,3 +73,13 @@ def from_ms(ms: int) -> datetime:
 
 def now_ms() -> int:
     return int(datetime.now(timezone.utc).timestamp() * 1000)
+
+
+class HasDue:
+    """A record with ``due_ms`` (Unix ms) that also reads it as an aware UTC datetime."""
+
+    due_ms: int
+
+    @property
+    def due(self) -> datetime:
+        return from_ms(self.due_ms)

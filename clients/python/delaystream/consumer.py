@@ -19,7 +19,6 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from redis.exceptions import ResponseError
@@ -28,7 +27,7 @@ from . import _raw
 from . import _scripts as S
 from . import _wire as W
 from ._subscriber import Subscriber
-from ._time import from_ms
+from ._time import HasDue
 from .errors import DataLost, DeadLetter, Drop, Retry, ShardCountError, Snooze, Unsupported
 
 log = logging.getLogger("delaystream")
@@ -76,7 +75,7 @@ def constant_backoff(seconds: float) -> Callable[[int], float]:
 
 
 @dataclass
-class Delivery:
+class Delivery(HasDue):
     """One message as a handler receives it (Go's ``delaystream.Delivery``).
 
     ``cancelled`` is set when the handler should give up: another consumer took
@@ -97,10 +96,6 @@ class Delivery:
     stream: str
     entry_id: str
     cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
-
-    @property
-    def due(self) -> datetime:
-        return from_ms(self.due_ms)
 
     def json(self) -> Any:
         """The payload decoded as JSON."""

@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from . import _scripts as S
 from . import _wire as W
-from ._time import Delay, Instant, from_ms, instant_ms, now_ms, when_arg
+from ._time import Delay, HasDue, Instant, from_ms, instant_ms, now_ms, when_arg
 from .errors import DataLost, Duplicate, InvalidMessage, ShardCountError
 
 #: Payload encodings for values that are not bytes; the queue's Go side
@@ -51,7 +51,7 @@ class Message:
 
 
 @dataclass(frozen=True)
-class Scheduled:
+class Scheduled(HasDue):
     """What scheduling did with one message.
 
     ``outcome`` is ``"created"``, ``"replaced"``, ``"kept"`` or ``"rejected"``;
@@ -63,13 +63,9 @@ class Scheduled:
     due_ms: int
     outcome: str
 
-    @property
-    def due(self) -> datetime:
-        return from_ms(self.due_ms)
-
 
 @dataclass(frozen=True)
-class Waiting:
+class Waiting(HasDue):
     """A waiting message as :meth:`Queue.get` reads it."""
 
     id: str
@@ -79,10 +75,6 @@ class Waiting:
     attempt: int
     created_ms: int
     deadline_ms: int
-
-    @property
-    def due(self) -> datetime:
-        return from_ms(self.due_ms)
 
 
 @dataclass
